@@ -1,0 +1,152 @@
+#include "actors/executable.hpp"
+
+#include "actors/node_actor.hpp"
+#include "actors/step_actor.hpp"
+
+namespace troupe {
+namespace {
+
+// Placement: the requested device if this process has it and a kernel for the op exists
+// there; otherwise (soft placement) the CPU. Variable ops live with the shard, on the CPU.
+const Device& place(const Node& node, const ExecutableOptions& options) {
+  const auto& registry = DeviceRegistry::instance();
+  auto spec = DeviceSpec::parse(node.requested_device);
+  if (spec.job && *spec.job != "localhost")
+    fail(ErrorCode::invalid_argument, "{} requests device '{}': this process runs only job 'localhost'",
+         node.describe(), node.requested_device);
+  if (node.op_def->variable_op || spec.empty()) return registry.cpu();
+  for (const Device* d : registry.matching(spec))
+    if (KernelRegistry::global().has(node.op, d->type())) return *d;
+  if (options.allow_soft_placement) return registry.cpu();
+  auto matching = registry.matching(spec);
+  if (matching.empty())
+    fail(ErrorCode::invalid_argument, "{} requests device '{}', which this process does not have ({})",
+         node.describe(), node.requested_device, registry.gpu_status());
+  fail(ErrorCode::invalid_argument, "{} requests device '{}', which has no kernel for the op",
+       node.describe(), node.requested_device);
+}
+
+}  // namespace
+
+Executable::Executable(caf::actor_system& system, const Graph& graph,
+                       const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
+                       const std::vector<int>& targets, caf::actor shard,
+                       const ExecutableOptions& options)
+    : system_(&system) {
+  Subgraph sub = eliminate_common_subexpressions(extract_subgraph(graph, feeds, fetches, targets));
+  plan_ = std::make_shared<ExecPlan>();
+  ExecPlan& p = *plan_;
+  p.graph = sub.graph;
+  p.shard = std::move(shard);
+  p.args = sub.args;
+  p.num_fetches = int(sub.fetches.size());
+  p.num_targets = int(sub.targets.size());
+  const Graph& g = *p.graph;
+  p.nodes.resize(std::size_t(g.size()));
+
+  // Constant inputs are handed to their consumers once, here, instead of travelling as a
+  // message every step: a Const without control inputs has the same value in every step and
+  // frame. A Const left with nothing to feed (no fetch, no control consumer) gets no actor.
+  auto hoistable = [&](int id) {
+    const Node& n = g.node(id);
+    return n.op == "Const" && n.control_inputs.empty();
+  };
+  std::vector<bool> active(std::size_t(g.size()), true);
+  {
+    std::vector<bool> still_needed(std::size_t(g.size()), false);
+    for (int id = 0; id < g.size(); ++id)
+      for (int c : g.node(id).control_inputs) still_needed[c] = true;
+    for (auto& f : sub.fetches) still_needed[f.node] = true;
+    for (int t : sub.targets) still_needed[t] = true;
+    for (int id = 0; id < g.size(); ++id)
+      if (hoistable(id) && !still_needed[id]) active[id] = false;
+  }
+
+  std::vector<std::unique_ptr<OpKernel>> kernels(std::size_t(g.size()));
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    NodePlan& np = p.nodes[id];
+    np.node = &n;
+    np.device = &place(n, options);
+    np.where = n.describe() + " on " + np.device->name();
+    np.active = active[id];
+    np.num_inputs = n.op == "_Arg" ? 1 : int(n.inputs.size());
+    np.num_controls = int(n.control_inputs.size());
+    np.fixed_inputs.resize(std::size_t(np.num_inputs));
+    np.num_fixed = 0;
+    if (n.op == "_Arg") {
+      np.input_names.push_back("feed " + std::to_string(get_attr<int64_t>(n.attrs, "index", n.name)));
+    } else {
+      for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
+        auto in = n.inputs[slot];
+        np.input_names.push_back(tensor_name(g.node(in.node), in.port));
+        if (hoistable(in.node)) {
+          np.fixed_inputs[slot] = get_attr<Tensor>(g.node(in.node).attrs, "value", g.node(in.node).name);
+          ++np.num_fixed;
+        }
+      }
+      if (np.active && np.num_inputs == np.num_fixed && n.control_inputs.empty()) {
+        np.num_controls = 1;  // the start signal
+        p.sources.push_back(id);
+      }
+    }
+    np.outputs.resize(std::size_t(n.num_outputs()));
+    if (np.active && !n.op_def->variable_op) {
+      try {
+        kernels[id] = KernelRegistry::global().create(n, np.device->type());
+      } catch (const Error& e) {
+        throw Error(e.code(), np.where + ": " + e.what());
+      }
+    }
+  }
+
+  // Actors first, then the wiring that names them; nothing runs before the first step.
+  p.step_actor = system.spawn(troupe::step_actor, std::shared_ptr<const ExecPlan>(plan_));
+  p.actors.resize(std::size_t(g.size()));
+  for (int id = 0; id < g.size(); ++id)
+    if (active[id])
+      p.actors[id] = system.spawn<NodeActor, caf::lazy_init>(std::shared_ptr<const ExecPlan>(plan_),
+                                                             id, std::move(kernels[id]));
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (!active[id]) continue;
+    for (int slot = 0; slot < int(n.inputs.size()); ++slot)
+      if (!p.nodes[id].fixed_inputs[slot].is_initialized())
+        p.nodes[n.inputs[slot].node].outputs[n.inputs[slot].port].push_back(
+            {p.actors[id], uint32_t(slot)});
+    for (int c : n.control_inputs) p.nodes[c].control_outputs.push_back({p.actors[id], kControlSlot});
+  }
+  for (int i = 0; i < p.num_fetches; ++i) {
+    auto f = sub.fetches[i];
+    p.nodes[f.node].outputs[f.port].push_back({p.step_actor, uint32_t(i)});
+    p.fetch_names.push_back(tensor_name(g.node(f.node), f.port));
+  }
+  for (int t : sub.targets) p.nodes[t].control_outputs.push_back({p.step_actor, kControlSlot});
+}
+
+Executable::~Executable() {
+  // Stop every actor and wait until all are down; only then drop the handles in the plan.
+  // Dropping them earlier would race with handlers still reading the plan, and letting an
+  // exiting actor release the last reference to the plan would free the actor inside its
+  // own exit.
+  caf::scoped_actor self{*system_};
+  std::size_t n = 0;
+  auto stop = [&](const caf::actor& a) {
+    if (!a) return;
+    self->monitor(a);
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    ++n;
+  };
+  for (auto& a : plan_->actors) stop(a);  // inactive nodes have none
+  stop(plan_->step_actor);
+  for (std::size_t i = 0; i < n; ++i) self->receive([](caf::down_msg&) {});
+  for (auto& node : plan_->nodes) {
+    node.outputs.clear();
+    node.control_outputs.clear();
+  }
+  plan_->actors.clear();
+  plan_->step_actor = nullptr;
+  plan_->shard = nullptr;
+}
+
+}  // namespace troupe

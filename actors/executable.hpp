@@ -1,0 +1,75 @@
+#pragma once
+// An Executable is one run signature (feeds, fetches, targets) of a graph, prepared once and
+// reused by every step with that signature: the pruned, CSE'd subgraph, each node placed on a
+// device, one node actor per node, and one step actor that starts steps and collects fetches.
+// The plan holds the actors' handles and each actor holds the plan; the destructor breaks
+// that cycle once every actor is down.
+//
+// The ExecPlan below is written while the Executable is being built and is read-only from the
+// moment the first message is sent; node actors read it without locks. Destroying the
+// Executable stops all its actors; it must not happen while a step is in flight.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "graph/prune.hpp"
+#include "ops/kernel.hpp"
+
+namespace troupe {
+
+struct Target {
+  caf::actor actor;
+  uint32_t slot;
+};
+
+struct NodePlan {
+  const Node* node = nullptr;
+  const Device* device = nullptr;
+  bool active = true;    // false: a hoisted Const that needs no actor
+  int num_inputs = 0;    // data slots (an _Arg has one: the feed)
+  int num_fixed = 0;     // data slots filled once, from a hoisted Const
+  int num_controls = 0;  // control inputs, plus one start signal for a source node
+  std::vector<Tensor> fixed_inputs;  // per data slot: the hoisted constant, or empty
+  std::vector<std::vector<Target>> outputs;  // per output port
+  std::vector<Target> control_outputs;
+  std::vector<std::string> input_names;  // per data slot, for wait reports
+  std::string where;  // "Add 'x' on /job:localhost/task:0/device:CPU:0", prefixed to errors
+};
+
+struct ExecPlan {
+  std::shared_ptr<Graph> graph;
+  std::vector<NodePlan> nodes;  // indexed like graph's nodes
+  std::vector<caf::actor> actors;  // per node; empty for inactive nodes
+  caf::actor step_actor;
+  caf::actor shard;
+  std::vector<int> sources;  // nodes started by the step actor's start signal
+  std::vector<int> args;     // the _Arg node of each feed
+  int num_fetches = 0;
+  int num_targets = 0;
+  std::vector<std::string> fetch_names;
+};
+
+struct ExecutableOptions {
+  bool allow_soft_placement = true;
+};
+
+class Executable {
+ public:
+  Executable(caf::actor_system& system, const Graph& graph, const std::vector<Endpoint>& feeds,
+             const std::vector<Endpoint>& fetches, const std::vector<int>& targets,
+             caf::actor shard, const ExecutableOptions& options);
+  ~Executable();
+  Executable(const Executable&) = delete;
+  Executable& operator=(const Executable&) = delete;
+
+  const caf::actor& step_actor() const { return plan_->step_actor; }
+  const ExecPlan& plan() const { return *plan_; }
+  int num_nodes() const { return int(plan_->nodes.size()); }
+
+ private:
+  caf::actor_system* system_;
+  std::shared_ptr<ExecPlan> plan_;
+};
+
+}  // namespace troupe

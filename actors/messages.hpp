@@ -1,0 +1,79 @@
+#pragma once
+// The messages that flow between Troupe's actors (ARCHITECTURE.md, "The message that flows").
+// Internal to actors/: includes CAF, so keep it out of public headers.
+#include <caf/all.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/tensor.hpp"
+
+namespace troupe {
+
+// Which step, which loop frame, which iteration a value belongs to. Frame 0 is the step's
+// root frame; control flow (a later layer) derives child frames from the parent tag.
+struct Tag {
+  uint64_t step = 0;
+  uint64_t frame = 0;
+  int64_t iteration = 0;
+  friend bool operator==(const Tag& a, const Tag& b) {
+    return a.step == b.step && a.frame == b.frame && a.iteration == b.iteration;
+  }
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Tag& x) {
+  return f(caf::meta::type_name("troupe.Tag"), x.step, x.frame, x.iteration);
+}
+
+// A tensor, or the mark that it was not computed (the untaken branch of a Switch).
+struct Value {
+  Tensor tensor;
+  bool dead = false;
+};
+
+// Slot of a control input (and of the start signal a source node receives).
+constexpr uint32_t kControlSlot = 0xffffffffu;
+
+// What a step produced, or why it failed.
+struct StepResult {
+  std::vector<Tensor> fetches;
+  ErrorCode code = ErrorCode::ok;
+  std::string message;
+};
+
+// What a parameter shard answers.
+struct ShardReply {
+  Tensor value;
+  ErrorCode code = ErrorCode::ok;
+  std::string message;
+};
+
+// One line of "who waits on whom": a node holding a tag whose inputs have not all arrived.
+struct WaitReport {
+  std::string node;
+  Tag tag;
+  int received = 0;
+  int expected = 0;
+  std::vector<std::string> missing;  // the inputs still awaited
+};
+
+using input_atom = caf::atom_constant<caf::atom("input")>;
+using abort_atom = caf::atom_constant<caf::atom("abort")>;
+using run_atom = caf::atom_constant<caf::atom("run")>;
+using read_atom = caf::atom_constant<caf::atom("read")>;
+using update_atom = caf::atom_constant<caf::atom("update")>;
+using waits_atom = caf::atom_constant<caf::atom("waits")>;
+using names_atom = caf::atom_constant<caf::atom("names")>;
+
+}  // namespace troupe
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Value)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::StepResult)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::ShardReply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::WaitReport)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::WaitReport>)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Tensor)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::Tensor>)

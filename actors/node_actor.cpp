@@ -1,0 +1,191 @@
+#include "actors/node_actor.hpp"
+
+#include "ops/state/variable.hpp"
+
+namespace troupe {
+namespace {
+
+constexpr std::size_t kRememberedAborts = 1024;
+
+}  // namespace
+
+NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index,
+                     std::unique_ptr<OpKernel> kernel)
+    : caf::event_based_actor(config),
+      plan_(std::move(plan)),
+      me_(&plan_->nodes[index]),
+      kernel_(std::move(kernel)),
+      expected_(me_->num_inputs - me_->num_fixed + me_->num_controls),
+      scratch_(me_->fixed_inputs),
+      outputs_(me_->outputs.size()) {}
+
+caf::behavior NodeActor::make_behavior() {
+  return {
+      [this](input_atom, const Tag& tag, uint32_t slot, Value& value) { on_input(tag, slot, value); },
+      [this](abort_atom, uint64_t step) { on_abort(step); },
+      [this](waits_atom) { return on_waits(); },
+  };
+}
+
+void NodeActor::on_exit() {
+  // The plan is released with the actor object (see ~Executable), never here.
+  pending_.clear();
+  spare_.clear();
+  kernel_.reset();
+}
+
+NodeActor::Pending& NodeActor::pending_for(const Tag& tag) {
+  for (auto& p : pending_)
+    if (p.tag == tag) return p;
+  if (!spare_.empty()) {
+    pending_.push_back(std::move(spare_.back()));
+    spare_.pop_back();
+  } else {
+    pending_.emplace_back();
+  }
+  Pending& p = pending_.back();
+  p.tag = tag;
+  p.remaining = expected_;
+  p.dead = false;
+  p.inputs = me_->fixed_inputs;
+  p.arrived.assign(me_->num_inputs, 0);
+  for (int s = 0; s < me_->num_inputs; ++s) p.arrived[s] = me_->fixed_inputs[s].is_initialized();
+  return p;
+}
+
+void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
+  if (!aborted_.empty() && aborted_.count(tag.step)) return;
+  if (expected_ == 1) {  // one input or one start signal: fire at once, keep nothing
+    if (slot == kControlSlot) {
+      fire(tag, scratch_.data(), value.dead);
+    } else {
+      scratch_[slot] = std::move(value.tensor);
+      fire(tag, scratch_.data(), value.dead);
+      scratch_[slot] = Tensor();
+    }
+    return;
+  }
+  Pending& p = pending_for(tag);
+  if (slot != kControlSlot) {
+    p.inputs[slot] = std::move(value.tensor);
+    p.arrived[slot] = 1;
+  }
+  p.dead = p.dead || value.dead;
+  if (--p.remaining > 0) return;
+  // Fire from the entry, then recycle it. Index, not reference: fire may not touch pending_,
+  // but keep the entry's address stable until it is recycled.
+  std::size_t i = std::size_t(&p - pending_.data());
+  fire(tag, pending_[i].inputs.data(), pending_[i].dead);
+  for (auto& t : pending_[i].inputs) t = Tensor();
+  if (i + 1 != pending_.size()) std::swap(pending_[i], pending_.back());
+  spare_.push_back(std::move(pending_.back()));
+  pending_.pop_back();
+}
+
+void NodeActor::fire(const Tag& tag, Tensor* inputs, bool dead) {
+  if (dead) {
+    emit(tag, nullptr, true);
+    return;
+  }
+  if (!kernel_) {
+    fire_variable_op(tag, inputs);
+    return;
+  }
+  try {
+    KernelContext ctx(*me_->node, *me_->device, inputs, me_->num_inputs, outputs_.data(),
+                      int(outputs_.size()));
+    kernel_->compute(ctx);
+    for (std::size_t p = 0; p < outputs_.size(); ++p)
+      if (!outputs_[p].is_initialized())
+        fail(ErrorCode::internal, "kernel produced no value for output {}", p);
+  } catch (const Error& e) {
+    report_error(tag, e.code(), e.what());
+    return;
+  } catch (const std::exception& e) {
+    report_error(tag, ErrorCode::internal, e.what());
+    return;
+  }
+  emit(tag, outputs_.data(), false);
+  for (auto& t : outputs_) t = Tensor();
+}
+
+void NodeActor::fire_variable_op(const Tag& tag, Tensor* inputs) {
+  const Node& node = *me_->node;
+  const std::string& name = variable_name(node);
+  auto on_reply = [this, tag](ShardReply& reply) {
+    if (reply.code != ErrorCode::ok) {
+      report_error(tag, reply.code, reply.message);
+      return;
+    }
+    if (!aborted_.empty() && aborted_.count(tag.step)) return;
+    emit(tag, &reply.value, false);
+  };
+  auto on_error = [this, tag](caf::error& e) {
+    report_error(tag, ErrorCode::unavailable, "parameter shard failed: " + to_string(e));
+  };
+  if (node.op == "VariableV2") {
+    request(plan_->shard, caf::infinite, read_atom::value, name).then(on_reply, on_error);
+  } else {
+    request(plan_->shard, caf::infinite, update_atom::value, name,
+            int32_t(variable_update_of(node.op)), inputs[0],
+            get_attr_or<bool>(node.attrs, "validate_shape", true))
+        .then(on_reply, on_error);
+  }
+}
+
+void NodeActor::emit(const Tag& tag, Tensor* outputs, bool dead) {
+  for (std::size_t port = 0; port < me_->outputs.size(); ++port) {
+    for (const Target& t : me_->outputs[port]) {
+      caf::anon_send(t.actor, input_atom::value, tag, t.slot,
+                     Value{dead ? Tensor() : outputs[port], dead});
+    }
+  }
+  for (const Target& t : me_->control_outputs)
+    caf::anon_send(t.actor, input_atom::value, tag, kControlSlot, Value{Tensor(), dead});
+}
+
+void NodeActor::report_error(const Tag& tag, ErrorCode code, const std::string& cause) {
+  // Only remember the abort here: the caller may be firing from a pending entry. The step
+  // actor's abort broadcast, which reaches this actor too, clears the entries.
+  remember_abort(tag.step);
+  caf::anon_send(plan_->step_actor, abort_atom::value, tag, int32_t(code), me_->where + ": " + cause);
+}
+
+void NodeActor::remember_abort(uint64_t step) {
+  if (aborted_.insert(step).second) {
+    aborted_order_.push_back(step);
+    if (aborted_order_.size() > kRememberedAborts) {
+      aborted_.erase(aborted_order_.front());
+      aborted_order_.pop_front();
+    }
+  }
+}
+
+void NodeActor::on_abort(uint64_t step) {
+  remember_abort(step);
+  for (std::size_t i = 0; i < pending_.size();) {
+    if (pending_[i].tag.step == step) {
+      for (auto& t : pending_[i].inputs) t = Tensor();
+      std::swap(pending_[i], pending_.back());
+      spare_.push_back(std::move(pending_.back()));
+      pending_.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+std::vector<WaitReport> NodeActor::on_waits() const {
+  std::vector<WaitReport> out;
+  for (auto& p : pending_) {
+    WaitReport r{me_->node->name, p.tag, expected_ - p.remaining, expected_, {}};
+    for (int s = 0; s < me_->num_inputs; ++s)
+      if (!p.arrived[s]) r.missing.push_back(me_->input_names[s]);
+    int controls_missing = p.remaining - int(r.missing.size());
+    if (controls_missing > 0) r.missing.push_back(std::to_string(controls_missing) + " control input(s)");
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace troupe

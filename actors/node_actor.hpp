@@ -1,0 +1,59 @@
+#pragma once
+// NodeActor: one graph node of one Executable. Takes
+//   (input_atom, Tag, slot, Value)  an input (or, at kControlSlot, a control signal) of a tag;
+//   (abort_atom, step)              drop all state of a step that failed elsewhere;
+//   (waits_atom)                    reply the tags held and the inputs still awaited.
+// Per tag it keeps the inputs received so far; when all data and control inputs of a tag have
+// arrived it fires: runs the kernel (or, for a variable op, asks the parameter shard) and sends
+// each output to each consumer with the same tag, then forgets the tag. If any input is dead
+// it sends dead outputs without running. A kernel error goes to the step actor, which aborts
+// the step everywhere. Inputs of an aborted step that arrive late are dropped.
+#include <memory>
+#include <unordered_set>
+#include <deque>
+
+#include "actors/executable.hpp"
+
+namespace troupe {
+
+class NodeActor : public caf::event_based_actor {
+ public:
+  NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index,
+            std::unique_ptr<OpKernel> kernel);
+  caf::behavior make_behavior() override;
+  void on_exit() override;
+  const char* name() const override { return "troupe.node"; }
+
+ private:
+  struct Pending {
+    Tag tag;
+    int remaining = 0;
+    bool dead = false;
+    std::vector<Tensor> inputs;
+    std::vector<char> arrived;
+  };
+
+  void on_input(const Tag& tag, uint32_t slot, Value& value);
+  void on_abort(uint64_t step);
+  void remember_abort(uint64_t step);
+  std::vector<WaitReport> on_waits() const;
+
+  void fire(const Tag& tag, Tensor* inputs, bool dead);
+  void fire_variable_op(const Tag& tag, Tensor* inputs);
+  void emit(const Tag& tag, Tensor* outputs, bool dead);
+  void report_error(const Tag& tag, ErrorCode code, const std::string& cause);
+  Pending& pending_for(const Tag& tag);
+
+  std::shared_ptr<const ExecPlan> plan_;
+  const NodePlan* me_;
+  std::unique_ptr<OpKernel> kernel_;
+  int expected_;
+  std::vector<Pending> pending_;
+  std::vector<Pending> spare_;  // recycled entries: steady state allocates nothing per tag
+  std::vector<Tensor> scratch_;  // the inputs of a one-message firing; hoisted constants preset
+  std::vector<Tensor> outputs_;
+  std::unordered_set<uint64_t> aborted_;
+  std::deque<uint64_t> aborted_order_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,54 @@
+#include "actors/param_shard.hpp"
+
+#include <algorithm>
+
+#include "ops/state/variable.hpp"
+
+namespace troupe {
+
+caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
+  return {
+      [self](read_atom, const std::string& name) -> ShardReply {
+        auto it = self->state.variables.find(name);
+        if (it == self->state.variables.end())
+          return {{}, ErrorCode::failed_precondition,
+                  "variable '" + name + "' is not initialised (run its initializer first)"};
+        return {it->second, ErrorCode::ok, {}};
+      },
+      [self](update_atom, const std::string& name, int32_t kind, Tensor& value,
+             bool validate_shape) -> ShardReply {
+        auto& vars = self->state.variables;
+        auto update = VariableUpdate(kind);
+        auto it = vars.find(name);
+        if (update == VariableUpdate::assign) {
+          if (it != vars.end() && validate_shape && it->second.shape() != value.shape())
+            return {{}, ErrorCode::invalid_argument,
+                    "cannot assign " + value.describe() + " to variable '" + name + "' of " +
+                        it->second.describe()};
+          // Own the bytes: the value may be a feed or another node's output that others hold.
+          Tensor owned = value.buffer_use_count() == 1 ? std::move(value) : value.copy();
+          vars[name] = owned;
+          return {owned, ErrorCode::ok, {}};
+        }
+        if (it == vars.end())
+          return {{}, ErrorCode::failed_precondition,
+                  "variable '" + name + "' is not initialised (run its initializer first)"};
+        Tensor& current = it->second;
+        if (current.buffer_use_count() > 1) current = current.copy();
+        try {
+          apply_variable_update(current, value, update);
+        } catch (const Error& e) {
+          return {{}, e.code(), "variable '" + name + "': " + e.what()};
+        }
+        return {current, ErrorCode::ok, {}};
+      },
+      [self](names_atom) {
+        std::vector<std::string> names;
+        for (auto& [name, value] : self->state.variables) names.push_back(name);
+        std::sort(names.begin(), names.end());
+        return names;
+      },
+  };
+}
+
+}  // namespace troupe

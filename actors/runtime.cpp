@@ -1,0 +1,44 @@
+#include "actors/runtime.hpp"
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace troupe {
+
+Runtime::Runtime(int threads)
+    : threads_(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()))) {
+  config_ = std::make_unique<caf::actor_system_config>();
+  config_->set("scheduler.max-threads", threads_);
+  config_->set("logger.verbosity", caf::atom("quiet"));
+  // TROUPE_CAF_OPTIONS="key=integer,..." sets integer CAF scheduler options for tuning
+  // experiments, e.g. work-stealing.aggressive-steal-interval=100.
+  if (const char* opts = std::getenv("TROUPE_CAF_OPTIONS")) {
+    std::string all = opts;
+    std::size_t pos = 0;
+    while (pos < all.size()) {
+      auto end = all.find(',', pos);
+      if (end == std::string::npos) end = all.size();
+      auto item = all.substr(pos, end - pos);
+      auto eq = item.find('=');
+      if (eq != std::string::npos) config_->set(item.substr(0, eq), std::stoll(item.substr(eq + 1)));
+      pos = end + 1;
+    }
+  }
+  system_ = std::make_unique<caf::actor_system>(*config_);
+}
+
+Runtime::~Runtime() { system_.reset(); }
+
+std::shared_ptr<Runtime> Runtime::get(int threads) {
+  static std::mutex mutex;
+  static std::weak_ptr<Runtime> current;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto rt = current.lock()) return rt;
+  auto rt = std::make_shared<Runtime>(threads);
+  current = rt;
+  return rt;
+}
+
+}  // namespace troupe

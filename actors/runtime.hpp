@@ -1,0 +1,25 @@
+#pragma once
+// The process's actor system, shared by every Session alive in the process. Created by the
+// first Session with its thread option; destroyed when the last Session that holds it goes.
+#include <memory>
+
+#include "actors/messages.hpp"
+
+namespace troupe {
+
+class Runtime {
+ public:
+  // threads: scheduler (inter-op) threads; 0 picks the number of hardware threads.
+  static std::shared_ptr<Runtime> get(int threads);
+  explicit Runtime(int threads);
+  ~Runtime();
+  caf::actor_system& system() { return *system_; }
+  int threads() const { return threads_; }
+
+ private:
+  int threads_;
+  std::unique_ptr<caf::actor_system_config> config_;
+  std::unique_ptr<caf::actor_system> system_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,203 @@
+#include "actors/session.hpp"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+
+#include "actors/executable.hpp"
+#include "actors/param_shard.hpp"
+#include "actors/runtime.hpp"
+
+namespace troupe {
+
+struct Session::Impl {
+  std::shared_ptr<Graph> graph;
+  SessionOptions options;
+  std::shared_ptr<Runtime> runtime;
+  caf::actor shard;
+
+  mutable std::mutex mutex;
+  std::condition_variable slot_free;
+  int in_flight = 0;
+  std::map<std::string, std::shared_ptr<Executable>> executables;
+  std::atomic<uint64_t> next_step{1};
+
+  Endpoint resolve_tensor(const std::string& name, const char* role) const;
+  int resolve_node(const std::string& name) const;
+  std::shared_ptr<Executable> executable_for(const std::vector<Endpoint>& feeds,
+                                             const std::vector<Endpoint>& fetches,
+                                             const std::vector<int>& targets);
+};
+
+Endpoint Session::Impl::resolve_tensor(const std::string& name, const char* role) const {
+  ParsedName p;
+  try {
+    p = parse_tensor_name(name);
+  } catch (const Error& e) {
+    fail(ErrorCode::invalid_argument, "{} '{}': {}", role, name, e.what());
+  }
+  if (p.control) fail(ErrorCode::invalid_argument, "{} '{}' names a control input, not a tensor", role, name);
+  const Node* n = graph->find(p.node);
+  if (!n) fail(ErrorCode::not_found, "{} '{}': no node named '{}' in the graph", role, name, p.node);
+  if (p.port >= n->num_outputs())
+    fail(ErrorCode::invalid_argument, "{} '{}': {} has {} output(s)", role, name, n->describe(),
+         n->num_outputs());
+  return {n->id, p.port};
+}
+
+int Session::Impl::resolve_node(const std::string& name) const {
+  const Node* n = graph->find(name);
+  if (!n) fail(ErrorCode::not_found, "target '{}': no node named so in the graph", name);
+  return n->id;
+}
+
+std::shared_ptr<Executable> Session::Impl::executable_for(const std::vector<Endpoint>& feeds,
+                                                          const std::vector<Endpoint>& fetches,
+                                                          const std::vector<int>& targets) {
+  std::string key;
+  for (auto& f : feeds) key += fmt::format("{}:{},", f.node, f.port);
+  key += "|";
+  for (auto& f : fetches) key += fmt::format("{}:{},", f.node, f.port);
+  key += "|";
+  for (int t : targets) key += fmt::format("{},", t);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = executables.find(key);
+    if (it != executables.end()) return it->second;
+  }
+  // Built outside the lock: another thread may build the same one; the first stored wins.
+  auto exe = std::make_shared<Executable>(runtime->system(), *graph, feeds, fetches, targets, shard,
+                                          ExecutableOptions{options.allow_soft_placement});
+  std::lock_guard<std::mutex> lock(mutex);
+  return executables.emplace(key, std::move(exe)).first->second;
+}
+
+Session::Session(std::shared_ptr<Graph> graph, SessionOptions options) : impl_(new Impl) {
+  TROUPE_CHECK_ARG(graph != nullptr, "Session needs a graph");
+  TROUPE_CHECK_ARG(options.max_steps_in_flight >= 1, "max_steps_in_flight must be at least 1, got {}",
+                   options.max_steps_in_flight);
+  impl_->graph = std::move(graph);
+  impl_->options = options;
+  impl_->runtime = Runtime::get(options.inter_op_threads);
+  impl_->shard = impl_->runtime->system().spawn(param_shard);
+}
+
+Session::Session(const Scope& scope, SessionOptions options) : Session(scope.graph_ptr(), options) {}
+
+Session::~Session() {
+  {
+    std::unique_lock<std::mutex> lock(impl_->mutex);
+    impl_->slot_free.wait(lock, [&] { return impl_->in_flight == 0; });
+  }
+  impl_->executables.clear();
+  caf::anon_send_exit(impl_->shard, caf::exit_reason::user_shutdown);
+  impl_->shard = nullptr;
+}
+
+std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<TensorName>& fetches,
+                                 const std::vector<OpName>& targets) {
+  Impl& im = *impl_;
+  std::vector<Endpoint> feed_points, fetch_points;
+  std::vector<int> target_ids;
+  std::vector<Tensor> feed_values;
+  for (auto& [name, value] : feeds) {
+    Endpoint e = im.resolve_tensor(name.name, "feed");
+    const Node& n = im.graph->node(e.node);
+    if (!value.is_initialized())
+      fail(ErrorCode::invalid_argument, "feed '{}' is an empty tensor", name.name);
+    if (value.dtype() != n.output_types[e.port])
+      fail(ErrorCode::invalid_argument, "feed '{}' has dtype {}, but {} outputs {}", name.name,
+           name_of(value.dtype()), n.describe(), name_of(n.output_types[e.port]));
+    if (!n.output_shapes[e.port].compatible_with(value.shape()))
+      fail(ErrorCode::invalid_argument, "feed '{}' has shape {}, but {} outputs shape {}", name.name,
+           value.shape().to_string(), n.describe(), n.output_shapes[e.port].to_string());
+    if (!value.host_accessible())
+      fail(ErrorCode::invalid_argument, "feed '{}' is on {}; feed host tensors", name.name,
+           value.device_name());
+    feed_points.push_back(e);
+    feed_values.push_back(value);
+  }
+  for (auto& f : fetches) fetch_points.push_back(im.resolve_tensor(f.name, "fetch"));
+  for (auto& t : targets) target_ids.push_back(im.resolve_node(t.name));
+
+  auto exe = im.executable_for(feed_points, fetch_points, target_ids);
+  {
+    std::unique_lock<std::mutex> lock(im.mutex);
+    im.slot_free.wait(lock, [&] { return im.in_flight < im.options.max_steps_in_flight; });
+    ++im.in_flight;
+  }
+  StepResult result;
+  {
+    caf::scoped_actor self{im.runtime->system()};
+    uint64_t step = im.next_step.fetch_add(1);
+    self->request(exe->step_actor(), caf::infinite, run_atom::value, step, std::move(feed_values))
+        .receive([&](StepResult& r) { result = std::move(r); },
+                 [&](caf::error& e) {
+                   result.code = ErrorCode::internal;
+                   result.message = "step actor failed: " + im.runtime->system().render(e);
+                 });
+  }
+  {
+    std::lock_guard<std::mutex> lock(im.mutex);
+    --im.in_flight;
+  }
+  im.slot_free.notify_all();
+  if (result.code != ErrorCode::ok) throw Error(result.code, std::move(result.message));
+  return std::move(result.fetches);
+}
+
+std::vector<WaitingNode> Session::waiting_nodes() const {
+  std::vector<std::shared_ptr<Executable>> exes;
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    for (auto& [k, e] : impl_->executables) exes.push_back(e);
+  }
+  std::vector<WaitingNode> out;
+  caf::scoped_actor self{impl_->runtime->system()};
+  for (auto& exe : exes) {
+    for (auto& a : exe->plan().actors) {
+      if (!a) continue;
+      self->request(a, std::chrono::seconds(10), waits_atom::value)
+          .receive(
+              [&](std::vector<WaitReport>& reports) {
+                for (auto& r : reports)
+                  out.push_back({r.node, r.tag.step, r.received, r.expected, r.missing});
+              },
+              [&](caf::error&) {});
+    }
+  }
+  return out;
+}
+
+std::string Session::describe_waiting() const {
+  std::string s;
+  for (auto& w : waiting_nodes()) {
+    s += fmt::format("step {}: node '{}' has {} of {} inputs, waits for", w.step, w.node,
+                     w.received, w.expected);
+    for (std::size_t i = 0; i < w.missing.size(); ++i) s += (i ? ", " : " ") + w.missing[i];
+    s += "\n";
+  }
+  return s;
+}
+
+int Session::num_executables() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return int(impl_->executables.size());
+}
+
+int Session::steps_in_flight() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  return impl_->in_flight;
+}
+
+std::vector<std::string> Session::variable_names() const {
+  std::vector<std::string> names;
+  caf::scoped_actor self{impl_->runtime->system()};
+  self->request(impl_->shard, std::chrono::seconds(10), names_atom::value)
+      .receive([&](std::vector<std::string>& n) { names = std::move(n); }, [&](caf::error&) {});
+  return names;
+}
+
+const Graph& Session::graph() const { return *impl_->graph; }
+
+}  // namespace troupe

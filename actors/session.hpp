@@ -1,0 +1,89 @@
+#pragma once
+// Session: the public entry point for running a graph.
+//
+//   auto s = Scope::root();
+//   auto x = ops::placeholder(s, DType::float32, {2});
+//   auto y = ops::mul(s, x, ops::constant(s, 3.0f));
+//   Session session(s);
+//   auto out = session.run({{x, Tensor::from_vector<float>({1, 2})}}, {y});
+//
+// run() prepares an executable for each signature (feeds, fetches, targets) the first time it
+// is seen and reuses it afterwards. Several threads may call run() at once; each call is its
+// own step, and at most `max_steps_in_flight` steps run at a time (the rest wait). A failed
+// step throws troupe::Error naming the node, its op, its device and the cause; a feed of the
+// wrong dtype or shape, an unknown name, or a fetch that cannot be computed is refused before
+// the step starts. Variables live in the session's parameter shard and persist across runs.
+// The graph may grow between runs but must not change while run() is preparing an executable.
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "graph/scope.hpp"
+
+namespace troupe {
+
+struct SessionOptions {
+  int inter_op_threads = 0;      // actor scheduler threads; 0: one per hardware thread
+  int max_steps_in_flight = 16;  // back-pressure on concurrent run() calls
+  bool allow_soft_placement = true;  // an op without a kernel on its requested device runs on the CPU
+};
+
+// "node:port", "node" (port 0), or an Output.
+struct TensorName {
+  std::string name;
+  TensorName(const char* n) : name(n) {}
+  TensorName(std::string n) : name(std::move(n)) {}
+  TensorName(const Output& o) : name(o.name()) {}
+};
+
+// A node by name, by Output, or by Node*.
+struct OpName {
+  std::string name;
+  OpName(const char* n) : name(n) {}
+  OpName(std::string n) : name(std::move(n)) {}
+  OpName(const Output& o) : name(o.node()->name) {}
+  OpName(const Node* n) : name(n->name) {}
+};
+
+using FeedList = std::vector<std::pair<TensorName, Tensor>>;
+
+// One line of "who waits on whom" for a step that has not finished.
+struct WaitingNode {
+  std::string node;
+  uint64_t step;
+  int received;
+  int expected;
+  std::vector<std::string> missing;
+};
+
+class Session {
+ public:
+  explicit Session(std::shared_ptr<Graph> graph, SessionOptions options = {});
+  explicit Session(const Scope& scope, SessionOptions options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  std::vector<Tensor> run(const FeedList& feeds, const std::vector<TensorName>& fetches,
+                          const std::vector<OpName>& targets = {});
+  std::vector<Tensor> run(const std::vector<TensorName>& fetches) { return run({}, fetches, {}); }
+
+  // Every node that holds a step whose inputs have not all arrived, with what it still awaits:
+  // the explanation of a step that hangs. Empty when nothing is in flight.
+  std::vector<WaitingNode> waiting_nodes() const;
+  std::string describe_waiting() const;
+
+  int num_executables() const;
+  int steps_in_flight() const;
+  // Names of the variables initialised in this session's parameter shard.
+  std::vector<std::string> variable_names() const;
+  const Graph& graph() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,55 @@
+#include "actors/step_actor.hpp"
+
+namespace troupe {
+
+caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
+                         std::shared_ptr<const ExecPlan> plan) {
+  self->state.plan = std::move(plan);
+  auto finish = [self](uint64_t step, StepResult result) {
+    auto it = self->state.steps.find(step);
+    if (it == self->state.steps.end()) return;
+    it->second.promise.deliver(std::move(result));
+    self->state.steps.erase(it);
+  };
+  return {
+      [self](run_atom, uint64_t step, std::vector<Tensor>& feeds) -> caf::result<StepResult> {
+        const ExecPlan& p = *self->state.plan;
+        int due = p.num_fetches + p.num_targets;
+        if (due == 0) return StepResult{};
+        auto& s = self->state.steps[step];
+        s.promise = self->make_response_promise();
+        s.fetches.resize(std::size_t(p.num_fetches));
+        s.remaining = due;
+        Tag tag{step, 0, 0};
+        for (std::size_t i = 0; i < p.args.size(); ++i)
+          caf::anon_send(p.actors[p.args[i]], input_atom::value, tag, uint32_t(0),
+                         Value{std::move(feeds[i]), false});
+        for (int src : p.sources)
+          caf::anon_send(p.actors[src], input_atom::value, tag, kControlSlot, Value{});
+        return s.promise;
+      },
+      [self, finish](input_atom, const Tag& tag, uint32_t slot, Value& value) {
+        auto it = self->state.steps.find(tag.step);
+        if (it == self->state.steps.end()) return;
+        auto& s = it->second;
+        if (slot != kControlSlot) {
+          if (value.dead) {
+            finish(tag.step, StepResult{{}, ErrorCode::invalid_argument,
+                                        "fetch '" + self->state.plan->fetch_names[slot] +
+                                            "' was not computed: it is on an untaken branch"});
+            return;
+          }
+          s.fetches[slot] = std::move(value.tensor);
+        }
+        if (--s.remaining == 0) finish(tag.step, StepResult{std::move(s.fetches), ErrorCode::ok, {}});
+      },
+      [self, finish](abort_atom, const Tag& tag, int32_t code, std::string& message) {
+        if (!self->state.steps.count(tag.step)) return;
+        finish(tag.step, StepResult{{}, ErrorCode(code), std::move(message)});
+        for (auto& a : self->state.plan->actors)
+          if (a) caf::anon_send(a, abort_atom::value, tag.step);
+      },
+  };
+}
+
+}  // namespace troupe

@@ -1,0 +1,30 @@
+#pragma once
+// StepActor: starts and finishes the steps of one Executable. Takes
+//   (run_atom, step, feeds)               start a step; replies a StepResult when it ends;
+//   (input_atom, Tag, slot, Value)        a fetched value (slot < fetches) or a target's
+//                                         control signal (kControlSlot);
+//   (abort_atom, Tag, code, message)      a node failed: reply the error, and tell every node
+//                                         actor to drop the step.
+// Per step it keeps the response promise, the fetches so far and how many reports are still
+// due; the entry is erased when the step ends, either way. Reports of ended steps are ignored.
+#include <unordered_map>
+
+#include "actors/executable.hpp"
+
+namespace troupe {
+
+struct StepActorState {
+  struct Step {
+    caf::response_promise promise;
+    std::vector<Tensor> fetches;
+    int remaining = 0;
+  };
+  std::shared_ptr<const ExecPlan> plan;
+  std::unordered_map<uint64_t, Step> steps;
+  static inline const char* name = "troupe.step";
+};
+
+caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
+                         std::shared_ptr<const ExecPlan> plan);
+
+}  // namespace troupe

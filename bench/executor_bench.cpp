@@ -1,0 +1,142 @@
+// The executor's per-node overhead: graphs of trivial nodes (scalar float adds) run through a
+// Session. Reports the median step time divided by the number of nodes.
+//   chain:  x_{i+1} = x_i + 1, N adds in sequence from a fed x_0; fetch the last.
+//   fanout: N adds x_0 + c_i of the fed x_0, all joined by one NoOp target.
+//   random: N adds in 16 lanes, each of its lane's last node and a random recent node (seeded),
+//           the sinks joined by a NoOp target.
+// "nodes" is N, the adds; the few other nodes (x_0, constants, the join) are not counted.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "actors/session.hpp"
+#include "ops/all.hpp"
+
+namespace troupe::bench {
+namespace {
+
+struct Args {
+  std::string shape = "chain";
+  int nodes = 10000;
+  int steps = 20;
+  int warmup = 3;
+  int threads = 0;
+  bool json = false;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail(ErrorCode::invalid_argument, "{} needs a value", k);
+      return argv[++i];
+    };
+    if (k == "--shape") a.shape = value();
+    else if (k == "--nodes") a.nodes = std::stoi(value());
+    else if (k == "--steps") a.steps = std::stoi(value());
+    else if (k == "--warmup") a.warmup = std::stoi(value());
+    else if (k == "--threads") a.threads = std::stoi(value());
+    else if (k == "--json") a.json = true;
+    else fail(ErrorCode::invalid_argument, "unknown option '{}'", k);
+  }
+  if (a.shape != "chain" && a.shape != "fanout" && a.shape != "random")
+    fail(ErrorCode::invalid_argument, "--shape must be chain, fanout or random, not '{}'", a.shape);
+  if (a.nodes < 1 || a.steps < 1) fail(ErrorCode::invalid_argument, "--nodes and --steps must be positive");
+  return a;
+}
+
+struct Built {
+  Output x0;  // fed each step, so that nothing can be folded at build time
+  std::vector<TensorName> fetches;
+  std::vector<OpName> targets;
+};
+
+// Every add is distinct (no two share both inputs), so CSE merges nothing: the graph that runs
+// has exactly the nodes built.
+Built build(const Scope& s, const Args& a) {
+  Built b;
+  b.x0 = ops::placeholder(s.with_op_name("x0"), DType::float32, PartialShape{});
+  if (a.shape == "chain") {
+    auto one = ops::constant(s.with_op_name("one"), 1.0f);
+    Output x = b.x0;
+    for (int i = 0; i < a.nodes; ++i) x = ops::add(s, x, one);
+    b.fetches.push_back(x);
+  } else if (a.shape == "fanout") {
+    std::vector<Output> outs;
+    for (int i = 0; i < a.nodes; ++i) outs.push_back(ops::add(s, b.x0, ops::constant(s, float(i))));
+    b.targets.push_back(ops::group(s.with_op_name("join"), outs));
+  } else {
+    // kLanes chains, each node also reading a random recent node of any lane: a DAG with
+    // about kLanes nodes ready at a time and edges across lanes.
+    constexpr int kLanes = 16;
+    std::mt19937 rng(1234);
+    std::vector<Output> all = {b.x0};
+    std::vector<Output> lane(kLanes, b.x0);
+    std::vector<int> uses(1 + a.nodes, 0);
+    std::vector<int> lane_id(kLanes, 0);
+    for (int i = 0; i < a.nodes; ++i) {
+      int n = int(all.size());
+      std::uniform_int_distribution<int> recent(std::max(0, n - 4 * kLanes), n - 1);
+      int q = recent(rng);
+      int l = i % kLanes;
+      ++uses[lane_id[l]];
+      ++uses[q];
+      lane[l] = ops::add(s, lane[l], all[q]);
+      lane_id[l] = int(all.size());
+      all.push_back(lane[l]);
+    }
+    std::vector<Output> sinks;
+    for (int i = 1; i < int(all.size()); ++i)
+      if (!uses[i]) sinks.push_back(all[i]);
+    b.targets.push_back(ops::group(s.with_op_name("join"), sinks));
+  }
+  return b;
+}
+
+}  // namespace
+
+int executor_main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  auto root = Scope::root();
+  Built b = build(root, a);
+  SessionOptions options;
+  options.inter_op_threads = a.threads;
+  Session session(root, options);
+  auto start = std::chrono::steady_clock::now();
+  FeedList feeds{{b.x0, Tensor::scalar(0.0f)}};
+  session.run(feeds, b.fetches, b.targets);  // builds the executable and spawns the actors
+  double setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  for (int i = 0; i < a.warmup; ++i) session.run(feeds, b.fetches, b.targets);
+  std::vector<double> us;
+  for (int i = 0; i < a.steps; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto out = session.run(feeds, b.fetches, b.targets);
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    if (a.shape == "chain" && out[0].scalar_value<float>() != float(a.nodes))
+      fail(ErrorCode::internal, "chain computed {}, expected {}", out[0].scalar_value<float>(), a.nodes);
+  }
+  std::sort(us.begin(), us.end());
+  double median = us[us.size() / 2], best = us.front();
+  double per_node = median / a.nodes;
+  if (a.json) {
+    std::printf(
+        "{\"bench\":\"executor\",\"system\":\"troupe\",\"shape\":\"%s\",\"nodes\":%d,\"steps\":%d,"
+        "\"threads\":%d,\"median_step_ms\":%.3f,\"min_step_ms\":%.3f,\"us_per_node\":%.4f,"
+        "\"nodes_per_s\":%.0f,\"setup_ms\":%.1f}\n",
+        a.shape.c_str(), a.nodes, a.steps, a.threads, median / 1e3, best / 1e3, per_node,
+        1e6 / per_node, setup_ms);
+  } else {
+    std::printf("executor %s: %d nodes, %d steps: median %.3f ms/step (min %.3f), %.3f us/node, "
+                "%.2f M nodes/s (setup %.1f ms)\n",
+                a.shape.c_str(), a.nodes, a.steps, median / 1e3, best / 1e3, per_node,
+                1e6 / per_node / 1e6, setup_ms);
+  }
+  return 0;
+}
+
+}  // namespace troupe::bench

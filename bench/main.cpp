@@ -1,0 +1,30 @@
+// troupe-bench: Troupe's benchmark binaries behind one command.
+//   troupe-bench executor --shape chain|fanout|random --nodes N --steps S [--json]
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "core/error.hpp"
+
+namespace troupe::bench {
+int executor_main(int argc, char** argv);
+}
+
+int main(int argc, char** argv) {
+  auto usage = [] {
+    std::fprintf(stderr,
+                 "usage: troupe-bench executor --shape chain|fanout|random --nodes N --steps S "
+                 "[--warmup W] [--threads T] [--json]\n");
+    return 2;
+  };
+  if (argc < 2) return usage();
+  try {
+    if (std::strcmp(argv[1], "executor") == 0) return troupe::bench::executor_main(argc - 1, argv + 1);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe-bench: %s\n", e.what());
+    return 1;
+  }
+  std::fprintf(stderr, "troupe-bench: unknown benchmark '%s'\n", argv[1]);
+  return usage();
+}

@@ -1,0 +1,48 @@
+#pragma once
+// Errors: every failure in Troupe is a troupe::Error carrying a code and a message that says
+// what failed, where (node, op, device, file) and the values involved.
+#include <stdexcept>
+#include <string>
+#include <fmt/format.h>
+
+namespace troupe {
+
+enum class ErrorCode : int {
+  ok = 0,
+  invalid_argument,
+  not_found,
+  already_exists,
+  failed_precondition,
+  out_of_range,
+  unimplemented,
+  internal,
+  aborted,
+  cancelled,
+  unavailable,
+  resource_exhausted,
+  data_loss,
+};
+
+const char* to_string(ErrorCode code);
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorCode code, std::string message)
+      : std::runtime_error(std::move(message)), code_(code) {}
+  ErrorCode code() const { return code_; }
+
+ private:
+  ErrorCode code_;
+};
+
+template <class... Args>
+[[noreturn]] void fail(ErrorCode code, fmt::format_string<Args...> format, Args&&... args) {
+  throw Error(code, fmt::format(format, std::forward<Args>(args)...));
+}
+
+#define TROUPE_CHECK_ARG(cond, ...) \
+  do {                              \
+    if (!(cond)) ::troupe::fail(::troupe::ErrorCode::invalid_argument, __VA_ARGS__); \
+  } while (0)
+
+}  // namespace troupe

@@ -1,0 +1,156 @@
+#include "core/tensor.hpp"
+
+#include <new>
+
+namespace troupe {
+
+Buffer* Buffer::create(Allocator& allocator, std::size_t bytes) {
+  auto* b = new Buffer();
+  b->bytes_ = bytes;
+  b->allocator_ = &allocator;
+  if (bytes <= kInlineBytes && allocator.host_accessible() && &allocator == &host_allocator()) {
+    b->data_ = b->inline_;
+  } else {
+    try {
+      b->data_ = allocator.allocate(bytes);
+    } catch (...) {
+      delete b;
+      throw;
+    }
+  }
+  return b;
+}
+
+void Buffer::release() {
+  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (data_ != inline_) allocator_->deallocate(data_, bytes_);
+    delete this;
+  }
+}
+
+Tensor::Tensor(DType dtype, Shape shape, Allocator& allocator)
+    : shape_(shape), dtype_(dtype) {
+  TROUPE_CHECK_ARG(dtype != DType::invalid, "cannot allocate a tensor of invalid dtype");
+  buffer_ = Buffer::create(allocator, byte_size());
+}
+
+Tensor::Tensor(const Tensor& o)
+    : buffer_(o.buffer_), offset_(o.offset_), shape_(o.shape_), dtype_(o.dtype_) {
+  if (buffer_) buffer_->add_ref();
+}
+
+Tensor::Tensor(Tensor&& o) noexcept
+    : buffer_(o.buffer_), offset_(o.offset_), shape_(o.shape_), dtype_(o.dtype_) {
+  o.buffer_ = nullptr;
+}
+
+Tensor& Tensor::operator=(const Tensor& o) {
+  if (this != &o) {
+    if (o.buffer_) o.buffer_->add_ref();
+    if (buffer_) buffer_->release();
+    buffer_ = o.buffer_;
+    offset_ = o.offset_;
+    shape_ = o.shape_;
+    dtype_ = o.dtype_;
+  }
+  return *this;
+}
+
+Tensor& Tensor::operator=(Tensor&& o) noexcept {
+  if (this != &o) {
+    if (buffer_) buffer_->release();
+    buffer_ = o.buffer_;
+    offset_ = o.offset_;
+    shape_ = o.shape_;
+    dtype_ = o.dtype_;
+    o.buffer_ = nullptr;
+  }
+  return *this;
+}
+
+Tensor::~Tensor() {
+  if (buffer_) buffer_->release();
+}
+
+Tensor Tensor::zeros(DType dtype, Shape shape) {
+  Tensor t(dtype, shape);
+  std::memset(t.raw_data(), 0, t.byte_size());
+  return t;
+}
+
+const std::string& Tensor::device_name() const {
+  static const std::string none;
+  return buffer_ ? buffer_->allocator().device_name() : none;
+}
+
+bool Tensor::host_accessible() const {
+  return !buffer_ || buffer_->allocator().host_accessible();
+}
+
+void* Tensor::raw_data() const {
+  if (!buffer_) fail(ErrorCode::failed_precondition, "access to the data of an empty tensor");
+  return static_cast<char*>(buffer_->data()) + offset_;
+}
+
+void Tensor::dtype_mismatch(DType expected) const {
+  fail(ErrorCode::invalid_argument, "tensor has dtype {}, accessed as {}", name_of(dtype_),
+       name_of(expected));
+}
+
+Tensor Tensor::slice(int64_t begin, int64_t end) const {
+  TROUPE_CHECK_ARG(shape_.rank() >= 1, "cannot slice a scalar tensor {}", describe());
+  TROUPE_CHECK_ARG(0 <= begin && begin <= end && end <= shape_[0],
+                   "slice [{}, {}) out of range for first dimension of {}", begin, end, describe());
+  Tensor t(*this);
+  std::size_t row_bytes = size_of(dtype_) * std::size_t(shape_.num_elements() / std::max<int64_t>(shape_[0], 1));
+  if (shape_[0] == 0) row_bytes = 0;
+  t.offset_ += std::size_t(begin) * row_bytes;
+  t.shape_.set_dim(0, end - begin);
+  return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  TROUPE_CHECK_ARG(shape.num_elements() == num_elements(),
+                   "cannot reshape {} ({} elements) to {} ({} elements)", describe(),
+                   num_elements(), shape.to_string(), shape.num_elements());
+  Tensor t(*this);
+  t.shape_ = shape;
+  return t;
+}
+
+Tensor Tensor::copy() const {
+  if (!buffer_) return {};
+  Tensor t(dtype_, shape_, buffer_->allocator());
+  TROUPE_CHECK_ARG(host_accessible(), "Tensor::copy of device memory on {} needs the device",
+                   device_name());
+  std::memcpy(t.raw_data(), raw_data(), byte_size());
+  return t;
+}
+
+std::string Tensor::describe() const {
+  return std::string(name_of(dtype_)) + shape_.to_string();
+}
+
+std::string Tensor::to_string(int64_t max_elements) const {
+  std::string s = describe();
+  if (!buffer_ || !host_accessible()) return s;
+  s += " {";
+  int64_t n = num_elements();
+  visit_dtype(dtype_, [&](auto zero) {
+    using T = decltype(zero);
+    auto p = static_cast<const T*>(raw_data());
+    for (int64_t i = 0; i < n && i < max_elements; ++i) {
+      if (i) s += ", ";
+      if constexpr (std::is_same_v<T, half>)
+        s += fmt::format("{}", float(p[i]));
+      else if constexpr (std::is_same_v<T, uint8_t>)
+        s += fmt::format("{}", int(p[i]));
+      else
+        s += fmt::format("{}", p[i]);
+    }
+  });
+  if (n > max_elements) s += ", ...";
+  return s + "}";
+}
+
+}  // namespace troupe

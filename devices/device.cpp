@@ -1,0 +1,95 @@
+#include "devices/device.hpp"
+
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "core/error.hpp"
+#include "devices/cuda_module.hpp"
+
+namespace troupe {
+namespace {
+
+// Device memory through the CUDA module. Not host-accessible.
+class CudaAllocator final : public Allocator {
+ public:
+  CudaAllocator(const cuda::ModuleApi& api, int device, std::string name)
+      : api_(api), device_(device), name_(std::move(name)) {}
+  void* allocate(std::size_t bytes) override {
+    char error[256] = {0};
+    void* p = api_.malloc(device_, bytes, error, sizeof error);
+    if (!p)
+      fail(ErrorCode::resource_exhausted, "cannot allocate {} bytes on {}: {}", bytes, name_, error);
+    count_allocation(bytes);
+    return p;
+  }
+  void deallocate(void* ptr, std::size_t bytes) override {
+    api_.free(device_, ptr);
+    count_deallocation(bytes);
+  }
+  const std::string& device_name() const override { return name_; }
+  bool host_accessible() const override { return false; }
+
+ private:
+  const cuda::ModuleApi& api_;
+  int device_;
+  std::string name_;
+};
+
+}  // namespace
+
+const char* name_of(DeviceType type) { return type == DeviceType::cpu ? "CPU" : "GPU"; }
+
+DeviceRegistry::DeviceRegistry() {
+  auto& cpu_alloc = host_allocator();
+  devices_.push_back(std::make_unique<Device>(
+      cpu_alloc.device_name(), DeviceType::cpu, 0, cpu_alloc,
+      fmt::format("host CPU, {} hardware threads", std::thread::hardware_concurrency())));
+  const cuda::ModuleApi* api = cuda::module(&gpu_status_);
+  if (!api) return;
+  char error[256] = {0};
+  int n = api->device_count(error, sizeof error);
+  if (n == 0) {
+    gpu_status_ = error[0] ? std::string("no GPU: ") + error : "no GPU found";
+    return;
+  }
+  gpu_status_ = fmt::format("{} GPU(s)", n);
+  for (int i = 0; i < n; ++i) {
+    char name[256] = {0};
+    std::size_t memory = 0;
+    int major = 0, minor = 0;
+    api->device_info(i, name, sizeof name, &memory, &major, &minor);
+    auto full = full_device_name("localhost", 0, "GPU", i);
+    // Allocators live as long as the process: tensors may outlive any registry user.
+    auto* alloc = new CudaAllocator(*api, i, full);
+    devices_.push_back(std::make_unique<Device>(
+        full, DeviceType::gpu, i, *alloc,
+        fmt::format("{}, compute capability {}.{}, {} MiB", name, major, minor, memory >> 20)));
+  }
+}
+
+const DeviceRegistry& DeviceRegistry::instance() {
+  static const DeviceRegistry* registry = new DeviceRegistry();
+  return *registry;
+}
+
+const Device* DeviceRegistry::find(const std::string& full_name) const {
+  for (auto& d : devices_)
+    if (d->name() == full_name) return d.get();
+  return nullptr;
+}
+
+std::vector<const Device*> DeviceRegistry::matching(const DeviceSpec& spec) const {
+  std::vector<const Device*> out;
+  for (auto& d : devices_)
+    if (spec.matches(d->spec())) out.push_back(d.get());
+  return out;
+}
+
+int DeviceRegistry::gpu_count() const {
+  int n = 0;
+  for (auto& d : devices_) n += d->type() == DeviceType::gpu;
+  return n;
+}
+
+}  // namespace troupe

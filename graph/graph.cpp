@@ -1,0 +1,138 @@
+#include "graph/graph.hpp"
+
+#include <algorithm>
+#include <cctype>
+
+namespace troupe {
+
+const Node* Graph::find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : nodes_[it->second].get();
+}
+
+void infer_shapes(const Graph& graph, Node& node) {
+  const OpDef& def = *node.op_def;
+  InferenceContext c(node.name, node.op, node.attrs);
+  for (auto& in : node.inputs) {
+    const Node& p = graph.node(in.node);
+    c.input_types.push_back(p.output_types[in.port]);
+    c.input_shapes.push_back(p.output_shapes[in.port]);
+    const Tensor* value = nullptr;
+    if (p.op == "Const") value = &std::get<Tensor>(p.attrs.at("value"));
+    c.input_values.push_back(value);
+  }
+  if (def.shape_fn) def.shape_fn(c);
+  int expected = def.outputs_for(node.attrs);
+  if (int(c.output_types.size()) != expected)
+    fail(ErrorCode::internal, "{}: shape function gave {} outputs, the op has {}", node.describe(),
+         c.output_types.size(), expected);
+  node.output_types = std::move(c.output_types);
+  node.output_shapes = std::move(c.output_shapes);
+}
+
+Node& Graph::add_node(NodeSpec spec) {
+  const OpDef& def = OpRegistry::global().get(spec.op);
+  if (spec.name.empty()) fail(ErrorCode::invalid_argument, "{} node needs a name", spec.op);
+  if (by_name_.count(spec.name))
+    fail(ErrorCode::already_exists, "a node named '{}' is already in the graph", spec.name);
+  if (def.num_inputs >= 0 && int(spec.inputs.size()) != def.num_inputs)
+    fail(ErrorCode::invalid_argument, "{} '{}' takes {} inputs, got {}", spec.op, spec.name,
+         def.num_inputs, spec.inputs.size());
+  for (std::size_t i = 0; i < spec.inputs.size(); ++i) {
+    auto in = spec.inputs[i];
+    if (in.node < 0 || in.node >= size())
+      fail(ErrorCode::invalid_argument, "{} '{}': input {} names no node of this graph", spec.op,
+           spec.name, i);
+    if (in.port < 0 || in.port >= nodes_[in.node]->num_outputs())
+      fail(ErrorCode::invalid_argument, "{} '{}': input {} is output {} of {}, which has {} outputs",
+           spec.op, spec.name, i, in.port, nodes_[in.node]->describe(),
+           nodes_[in.node]->num_outputs());
+  }
+  for (int c : spec.control_inputs)
+    if (c < 0 || c >= size())
+      fail(ErrorCode::invalid_argument, "{} '{}': a control input names no node of this graph",
+           spec.op, spec.name);
+  for (auto& a : def.required_attrs)
+    if (!spec.attrs.count(a))
+      fail(ErrorCode::invalid_argument, "{} '{}' needs attribute '{}'", spec.op, spec.name, a);
+
+  auto node = std::make_unique<Node>();
+  node->id = size();
+  node->name = std::move(spec.name);
+  node->op = std::move(spec.op);
+  node->op_def = &def;
+  node->inputs = std::move(spec.inputs);
+  node->control_inputs = std::move(spec.control_inputs);
+  std::sort(node->control_inputs.begin(), node->control_inputs.end());
+  node->control_inputs.erase(std::unique(node->control_inputs.begin(), node->control_inputs.end()),
+                             node->control_inputs.end());
+  node->attrs = std::move(spec.attrs);
+  node->requested_device = std::move(spec.requested_device);
+  infer_shapes(*this, *node);
+  by_name_.emplace(node->name, node->id);
+  nodes_.push_back(std::move(node));
+  return *nodes_.back();
+}
+
+Graph::Edges Graph::out_edges() const {
+  Edges e;
+  e.data.resize(nodes_.size());
+  e.control.resize(nodes_.size());
+  for (auto& n : nodes_) e.data[n->id].resize(n->num_outputs());
+  for (auto& n : nodes_) {
+    for (int i = 0; i < int(n->inputs.size()); ++i)
+      e.data[n->inputs[i].node][n->inputs[i].port].push_back({n->id, i});
+    for (int c : n->control_inputs) e.control[c].push_back(n->id);
+  }
+  return e;
+}
+
+std::vector<int> Graph::topological_order() const {
+  // Nodes are appended after their inputs, so id order is topological unless GraphDef import
+  // built them otherwise; compute it properly all the same.
+  std::vector<int> pending(nodes_.size());
+  auto edges = out_edges();
+  std::vector<int> order, ready;
+  for (auto& n : nodes_) {
+    pending[n->id] = int(n->inputs.size() + n->control_inputs.size());
+    if (pending[n->id] == 0) ready.push_back(n->id);
+  }
+  while (!ready.empty()) {
+    int id = ready.back();
+    ready.pop_back();
+    order.push_back(id);
+    auto release = [&](int consumer) {
+      if (--pending[consumer] == 0) ready.push_back(consumer);
+    };
+    for (auto& port : edges.data[id])
+      for (auto& c : port) release(c.node);
+    for (int c : edges.control[id]) release(c);
+  }
+  if (order.size() != nodes_.size())
+    fail(ErrorCode::invalid_argument, "graph has a cycle ({} of {} nodes ordered)", order.size(),
+         nodes_.size());
+  return order;
+}
+
+ParsedName parse_tensor_name(const std::string& name) {
+  ParsedName p;
+  std::string s = name;
+  if (!s.empty() && s[0] == '^') {
+    p.control = true;
+    s = s.substr(1);
+  }
+  auto colon = s.rfind(':');
+  if (colon != std::string::npos && colon + 1 < s.size() &&
+      std::all_of(s.begin() + colon + 1, s.end(), ::isdigit)) {
+    if (p.control) fail(ErrorCode::invalid_argument, "control input '{}' must not name a port", name);
+    p.port = std::stoi(s.substr(colon + 1));
+    s = s.substr(0, colon);
+  }
+  if (s.empty()) fail(ErrorCode::invalid_argument, "empty tensor name '{}'", name);
+  p.node = s;
+  return p;
+}
+
+std::string tensor_name(const Node& node, int port) { return node.name + ":" + std::to_string(port); }
+
+}  // namespace troupe

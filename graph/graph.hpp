@@ -1,0 +1,101 @@
+#pragma once
+// The graph IR: nodes with data inputs (producer node, output port), control inputs, attributes,
+// and a requested device. Nodes are only appended (ids are dense and stable, and a node's
+// pointer stays valid), so Outputs and cached executables stay valid while the graph grows.
+// A Graph is not thread-safe: build it from one thread, and do not extend it while a Session
+// is preparing a run on it.
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "graph/attr.hpp"
+#include "graph/op_def.hpp"
+
+namespace troupe {
+
+struct Endpoint {
+  int node = -1;
+  int port = 0;
+  friend bool operator==(const Endpoint& a, const Endpoint& b) {
+    return a.node == b.node && a.port == b.port;
+  }
+  friend bool operator<(const Endpoint& a, const Endpoint& b) {
+    return a.node != b.node ? a.node < b.node : a.port < b.port;
+  }
+};
+
+struct Node {
+  int id = -1;
+  std::string name;
+  std::string op;
+  const OpDef* op_def = nullptr;
+  std::vector<Endpoint> inputs;
+  std::vector<int> control_inputs;
+  AttrMap attrs;
+  std::string requested_device;
+  std::vector<DType> output_types;
+  std::vector<PartialShape> output_shapes;
+
+  int num_outputs() const { return int(output_types.size()); }
+  std::string describe() const { return op + " '" + name + "'"; }  // "MatMul 'dense/matmul'"
+};
+
+// What to add: inputs by endpoint of nodes already in the graph.
+struct NodeSpec {
+  std::string name;
+  std::string op;
+  std::vector<Endpoint> inputs;
+  std::vector<int> control_inputs;
+  AttrMap attrs;
+  std::string requested_device;
+};
+
+struct Consumer {
+  int node;
+  int slot;  // input index of the consumer
+};
+
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  // Validates the op, the inputs and the name, runs the shape function, appends the node.
+  Node& add_node(NodeSpec spec);
+
+  int size() const { return int(nodes_.size()); }
+  const Node& node(int id) const { return *nodes_[id]; }
+  Node& node(int id) { return *nodes_[id]; }
+  const Node* find(const std::string& name) const;
+  bool has_name(const std::string& name) const { return by_name_.count(name) != 0; }
+
+  // For each node, each output port, who consumes it; and each node's control consumers.
+  struct Edges {
+    std::vector<std::vector<std::vector<Consumer>>> data;  // [node][port]
+    std::vector<std::vector<int>> control;                 // [node]
+  };
+  Edges out_edges() const;
+  // Node ids, producers before consumers. Throws if the graph has a cycle.
+  std::vector<int> topological_order() const;
+
+ private:
+  std::vector<std::unique_ptr<Node>> nodes_;
+  std::unordered_map<std::string, int> by_name_;
+};
+
+// Tensor names: "node:port", "node" (port 0); "^node" names a control input.
+struct ParsedName {
+  std::string node;
+  int port = 0;
+  bool control = false;
+};
+ParsedName parse_tensor_name(const std::string& name);
+std::string tensor_name(const Node& node, int port);
+
+// Runs the op's shape function for `node` against the current graph (used by add_node and by
+// GraphDef import).
+void infer_shapes(const Graph& graph, Node& node);
+
+}  // namespace troupe

@@ -1,0 +1,80 @@
+#include "graph/scope.hpp"
+
+namespace troupe {
+
+Scope Scope::root() { return Scope(std::make_shared<Graph>()); }
+
+Scope::Scope(std::shared_ptr<Graph> graph) : state_(std::make_shared<State>()) {
+  state_->graph = std::move(graph);
+}
+
+std::string Scope::unique_name(const std::string& base) const {
+  std::string candidate = prefix_ + base;
+  auto taken = [&](const std::string& s) {
+    return state_->graph->has_name(s) || state_->used.count(s) != 0;
+  };
+  std::string name = candidate;
+  int& next = state_->next_suffix[candidate];
+  while (taken(name)) name = candidate + "_" + std::to_string(++next);
+  state_->used.insert(name);
+  return name;
+}
+
+Scope Scope::sub(const std::string& name) const {
+  TROUPE_CHECK_ARG(!name.empty(), "sub-scope name must not be empty");
+  Scope s = *this;
+  s.op_name_.clear();
+  s.prefix_ = unique_name(name) + "/";
+  return s;
+}
+
+Scope Scope::with_op_name(const std::string& name) const {
+  Scope s = *this;
+  s.op_name_ = name;
+  return s;
+}
+
+Scope Scope::with_device(const std::string& device) const {
+  Scope s = *this;
+  s.device_ = device;
+  return s;
+}
+
+Scope Scope::with_control_dependencies(const std::vector<Output>& deps) const {
+  Scope s = *this;
+  for (auto& d : deps) s.control_deps_.push_back(d.node()->id);
+  return s;
+}
+
+Scope Scope::with_control_dependencies(const std::vector<Node*>& deps) const {
+  Scope s = *this;
+  for (auto* d : deps) s.control_deps_.push_back(d->id);
+  return s;
+}
+
+Node& Scope::add(const std::string& op, const std::vector<Output>& inputs, AttrMap attrs,
+                 const std::string& name_hint) const {
+  NodeSpec spec;
+  if (!op_name_.empty()) {
+    spec.name = prefix_ + op_name_;
+    state_->used.insert(spec.name);
+  } else {
+    spec.name = unique_name(name_hint.empty() ? op : name_hint);
+  }
+  spec.op = op;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i])
+      fail(ErrorCode::invalid_argument, "{} '{}': input {} is an empty Output", op, spec.name, i);
+    int id = inputs[i].node()->id;
+    if (id >= state_->graph->size() || &state_->graph->node(id) != inputs[i].node())
+      fail(ErrorCode::invalid_argument, "{} '{}': input {} ({}) belongs to another graph", op,
+           spec.name, i, inputs[i].node()->name);
+    spec.inputs.push_back(inputs[i].endpoint());
+  }
+  spec.control_inputs = control_deps_;
+  spec.attrs = std::move(attrs);
+  spec.requested_device = device_;
+  return state_->graph->add_node(std::move(spec));
+}
+
+}  // namespace troupe

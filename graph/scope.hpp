@@ -1,0 +1,69 @@
+#pragma once
+// The C++ graph builder. A Scope knows the graph, a name prefix ("layer1/"), a device to
+// request, and control dependencies to add; op builder functions (ops/*.hpp) take a Scope and
+// Outputs and return Outputs. Scopes are cheap values; those derived from one root share the
+// graph and the table of names used, so names stay unique.
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "graph/graph.hpp"
+
+namespace troupe {
+
+class Output {
+ public:
+  Output() = default;
+  Output(Node* node, int port = 0) : node_(node), port_(port) {}
+  Node* node() const { return node_; }
+  int port() const { return port_; }
+  Endpoint endpoint() const { return {node_->id, port_}; }
+  std::string name() const { return tensor_name(*node_, port_); }
+  DType dtype() const { return node_->output_types[port_]; }
+  const PartialShape& shape() const { return node_->output_shapes[port_]; }
+  explicit operator bool() const { return node_ != nullptr; }
+
+ private:
+  Node* node_ = nullptr;
+  int port_ = 0;
+};
+
+class Scope {
+ public:
+  static Scope root();  // a new, empty graph
+  explicit Scope(std::shared_ptr<Graph> graph);
+
+  Graph& graph() const { return *state_->graph; }
+  const std::shared_ptr<Graph>& graph_ptr() const { return state_->graph; }
+
+  Scope sub(const std::string& name) const;  // names below "<prefix>name/", made unique
+  Scope with_op_name(const std::string& name) const;  // the next op is named exactly so
+  Scope with_device(const std::string& device) const;
+  Scope with_control_dependencies(const std::vector<Output>& deps) const;
+  Scope with_control_dependencies(const std::vector<Node*>& deps) const;
+
+  const std::string& prefix() const { return prefix_; }
+  const std::string& device() const { return device_; }
+
+  // Adds a node of `op` under this scope. `name_hint` defaults to the op's name.
+  Node& add(const std::string& op, const std::vector<Output>& inputs, AttrMap attrs = {},
+            const std::string& name_hint = "") const;
+  // A name not yet used in the graph: "<prefix>base", then "<prefix>base_1", ...
+  std::string unique_name(const std::string& base) const;
+
+ private:
+  struct State {
+    std::shared_ptr<Graph> graph;
+    std::unordered_set<std::string> used;
+    std::unordered_map<std::string, int> next_suffix;
+  };
+  std::shared_ptr<State> state_;
+  std::string prefix_;
+  std::string op_name_;
+  std::string device_;
+  std::vector<int> control_deps_;
+};
+
+}  // namespace troupe

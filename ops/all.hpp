@@ -1,0 +1,9 @@
+#pragma once
+// Every op builder of Troupe.
+#include "ops/array/array.hpp"
+#include "ops/basic.hpp"
+#include "ops/math/elementwise.hpp"
+#include "ops/math/matmul.hpp"
+#include "ops/math/reduce.hpp"
+#include "ops/random.hpp"
+#include "ops/state/variable.hpp"

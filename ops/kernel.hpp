@@ -1,0 +1,82 @@
+#pragma once
+// The kernel interface. A kernel object is made once per node when an executable is
+// instantiated (so it can parse attributes and keep per-node state such as a random
+// generator) and computes one step at a time: the node actor that owns it never calls it
+// concurrently. Kernels throw troupe::Error; the executor adds the node, op and device.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "devices/device.hpp"
+#include "graph/graph.hpp"
+
+namespace troupe {
+
+class KernelContext {
+ public:
+  KernelContext(const Node& node, const Device& device, const Tensor* inputs, int num_inputs,
+                Tensor* outputs, int num_outputs)
+      : node_(node), device_(device), inputs_(inputs), num_inputs_(num_inputs),
+        outputs_(outputs), num_outputs_(num_outputs) {}
+
+  const Node& node() const { return node_; }
+  const Device& device() const { return device_; }
+  int num_inputs() const { return num_inputs_; }
+  const Tensor& input(int i) const { return inputs_[i]; }
+  int num_outputs() const { return num_outputs_; }
+
+  Tensor& allocate_output(int i, DType dtype, const Shape& shape) {
+    outputs_[i] = Tensor(dtype, shape, device_.allocator());
+    return outputs_[i];
+  }
+  void set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
+  const Tensor& output(int i) const { return outputs_[i]; }
+
+ private:
+  const Node& node_;
+  const Device& device_;
+  const Tensor* inputs_;
+  int num_inputs_;
+  Tensor* outputs_;
+  int num_outputs_;
+};
+
+class OpKernel {
+ public:
+  virtual ~OpKernel() = default;
+  virtual void compute(KernelContext& ctx) = 0;
+};
+
+using KernelFactory = std::function<std::unique_ptr<OpKernel>(const Node& node)>;
+
+class KernelRegistry {
+ public:
+  static KernelRegistry& global();
+  void add(const std::string& op, DeviceType device, KernelFactory factory);
+  bool has(const std::string& op, DeviceType device) const;
+  // Throws not_found naming the op and device when no kernel is registered.
+  std::unique_ptr<OpKernel> create(const Node& node, DeviceType device) const;
+
+ private:
+  std::vector<std::pair<std::pair<std::string, DeviceType>, KernelFactory>> kernels_;
+};
+
+namespace detail {
+struct KernelRegistrar {
+  KernelRegistrar(const std::string& op, DeviceType device, KernelFactory factory) {
+    KernelRegistry::global().add(op, device, std::move(factory));
+  }
+};
+}  // namespace detail
+
+// TROUPE_REGISTER_KERNEL("Add", DeviceType::cpu, AddKernel): AddKernel(const Node&).
+#define TROUPE_REGISTER_KERNEL(op, device, ...)                                          \
+  static const ::troupe::detail::KernelRegistrar TROUPE_CONCAT(kernel_registrar_,       \
+                                                               __COUNTER__)(            \
+      op, device, [](const ::troupe::Node& node) -> std::unique_ptr<::troupe::OpKernel> { \
+        return std::make_unique<__VA_ARGS__>(node);                                      \
+      })
+
+}  // namespace troupe

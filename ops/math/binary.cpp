@@ -1,0 +1,150 @@
+// Add, Sub, Mul, Div, Pow, Maximum, Minimum and the comparisons, with broadcasting.
+#include <cmath>
+#include <type_traits>
+
+#include "ops/kernel.hpp"
+#include "ops/math/broadcast.hpp"
+#include "ops/math/elementwise.hpp"
+
+namespace troupe {
+namespace {
+
+template <class T>
+using compute_t = std::conditional_t<std::is_same_v<T, half>, float, T>;
+
+struct AddF { template <class T> static T f(T a, T b) { return a + b; } };
+struct SubF { template <class T> static T f(T a, T b) { return a - b; } };
+struct MulF { template <class T> static T f(T a, T b) { return a * b; } };
+struct DivF {
+  template <class T> static T f(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == 0) fail(ErrorCode::invalid_argument, "integer division by zero");
+    }
+    return a / b;
+  }
+};
+struct PowF {
+  template <class T> static T f(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      if (b < 0) fail(ErrorCode::invalid_argument, "integers cannot be raised to negative powers");
+      T r = 1;
+      for (T i = 0; i < b; ++i) r *= a;
+      return r;
+    } else {
+      return std::pow(a, b);
+    }
+  }
+};
+struct MaxF { template <class T> static T f(T a, T b) { return a < b ? b : a; } };
+struct MinF { template <class T> static T f(T a, T b) { return b < a ? b : a; } };
+struct EqF { template <class T> static bool f(T a, T b) { return a == b; } };
+struct NeF { template <class T> static bool f(T a, T b) { return a != b; } };
+struct LtF { template <class T> static bool f(T a, T b) { return a < b; } };
+struct LeF { template <class T> static bool f(T a, T b) { return a <= b; } };
+struct GtF { template <class T> static bool f(T a, T b) { return a > b; } };
+struct GeF { template <class T> static bool f(T a, T b) { return a >= b; } };
+
+enum class Accepts { numbers, numbers_and_bool };
+
+bool accepted(DType t, Accepts which) {
+  if (t == DType::boolean) return which == Accepts::numbers_and_bool;
+  return t != DType::invalid;
+}
+
+template <class F, bool kComparison>
+class BinaryKernel final : public OpKernel {
+ public:
+  explicit BinaryKernel(const Node&) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.dtype() != b.dtype())
+      fail(ErrorCode::invalid_argument, "operands have dtypes {} and {}", name_of(a.dtype()),
+           name_of(b.dtype()));
+    Shape out_shape = a.shape() == b.shape() ? a.shape() : broadcast_shapes(a.shape(), b.shape());
+    visit_dtype(a.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      using C = compute_t<T>;
+      if constexpr (std::is_same_v<T, bool> && !kComparison) {
+        fail(ErrorCode::invalid_argument, "{} is not defined for bool", ctx.node().op);
+      } else {
+        using R = std::conditional_t<kComparison, bool, T>;
+        Tensor& out = ctx.allocate_output(0, dtype_v<R>, out_shape);
+        const T* pa = a.data<T>();
+        const T* pb = b.data<T>();
+        R* po = out.data<R>();
+        for_each_broadcast(out_shape, a.shape(), b.shape(), [&](int64_t i, int64_t ia, int64_t ib) {
+          po[i] = R(F::f(C(pa[ia]), C(pb[ib])));
+        });
+      }
+    });
+  }
+};
+
+void register_binary(const char* name, bool comparison, Accepts accepts) {
+  OpRegistry::global().add(OpDef{
+      .name = name,
+      .num_inputs = 2,
+      .shape_fn = [comparison, accepts](InferenceContext& c) {
+        DType t = c.same_input_types();
+        if (!accepted(t, accepts)) c.error("dtype {} is not supported", name_of(t));
+        comparison ? shape_fns::comparison(c) : shape_fns::broadcast_binary(c);
+      }});
+}
+
+template <class F>
+void register_arith(const char* name) {
+  register_binary(name, false, Accepts::numbers);
+  KernelRegistry::global().add(name, DeviceType::cpu, [](const Node& n) {
+    return std::unique_ptr<OpKernel>(new BinaryKernel<F, false>(n));
+  });
+}
+
+template <class F>
+void register_comparison(const char* name, Accepts accepts) {
+  register_binary(name, true, accepts);
+  KernelRegistry::global().add(name, DeviceType::cpu, [](const Node& n) {
+    return std::unique_ptr<OpKernel>(new BinaryKernel<F, true>(n));
+  });
+}
+
+const bool registered = [] {
+  register_arith<AddF>("Add");
+  register_arith<SubF>("Sub");
+  register_arith<MulF>("Mul");
+  register_arith<DivF>("Div");
+  register_arith<PowF>("Pow");
+  register_arith<MaxF>("Maximum");
+  register_arith<MinF>("Minimum");
+  register_comparison<EqF>("Equal", Accepts::numbers_and_bool);
+  register_comparison<NeF>("NotEqual", Accepts::numbers_and_bool);
+  register_comparison<LtF>("Less", Accepts::numbers);
+  register_comparison<LeF>("LessEqual", Accepts::numbers);
+  register_comparison<GtF>("Greater", Accepts::numbers);
+  register_comparison<GeF>("GreaterEqual", Accepts::numbers);
+  return true;
+}();
+
+}  // namespace
+
+namespace ops {
+
+#define TROUPE_BINARY_BUILDER(fn, op) \
+  Output fn(const Scope& scope, Output a, Output b) { return &scope.add(op, {a, b}); }
+TROUPE_BINARY_BUILDER(add, "Add")
+TROUPE_BINARY_BUILDER(sub, "Sub")
+TROUPE_BINARY_BUILDER(mul, "Mul")
+TROUPE_BINARY_BUILDER(div, "Div")
+TROUPE_BINARY_BUILDER(pow, "Pow")
+TROUPE_BINARY_BUILDER(maximum, "Maximum")
+TROUPE_BINARY_BUILDER(minimum, "Minimum")
+TROUPE_BINARY_BUILDER(equal, "Equal")
+TROUPE_BINARY_BUILDER(not_equal, "NotEqual")
+TROUPE_BINARY_BUILDER(less, "Less")
+TROUPE_BINARY_BUILDER(less_equal, "LessEqual")
+TROUPE_BINARY_BUILDER(greater, "Greater")
+TROUPE_BINARY_BUILDER(greater_equal, "GreaterEqual")
+#undef TROUPE_BINARY_BUILDER
+
+}  // namespace ops
+}  // namespace troupe

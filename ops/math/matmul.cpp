@@ -1,0 +1,103 @@
+#include "ops/math/matmul.hpp"
+
+#include <cblas.h>
+
+#include "ops/kernel.hpp"
+
+namespace troupe {
+namespace {
+
+void matmul_shape(InferenceContext& c) {
+  DType t = c.same_input_types();
+  if (t == DType::boolean || t == DType::uint8) c.error("dtype {} is not supported", name_of(t));
+  bool ta = c.attr_or<bool>("transpose_a", false), tb = c.attr_or<bool>("transpose_b", false);
+  auto& a = c.input_shape(0);
+  auto& b = c.input_shape(1);
+  if ((a.rank_known() && a.rank() != 2) || (b.rank_known() && b.rank() != 2))
+    c.error("inputs must be matrices, got {} and {}", a.to_string(), b.to_string());
+  int64_t m = a.rank_known() ? a.dim(ta ? 1 : 0) : -1, k1 = a.rank_known() ? a.dim(ta ? 0 : 1) : -1;
+  int64_t k2 = b.rank_known() ? b.dim(tb ? 1 : 0) : -1, n = b.rank_known() ? b.dim(tb ? 0 : 1) : -1;
+  if (k1 >= 0 && k2 >= 0 && k1 != k2)
+    c.error("inner dimensions differ: {}{} x {}{}", a.to_string(), ta ? "^T" : "", b.to_string(),
+            tb ? "^T" : "");
+  c.set_output(0, t, PartialShape{m, n});
+}
+
+TROUPE_REGISTER_OP(OpDef{.name = "MatMul", .num_inputs = 2, .shape_fn = matmul_shape});
+
+class MatMulKernel final : public OpKernel {
+ public:
+  explicit MatMulKernel(const Node& node)
+      : ta_(get_attr_or<bool>(node.attrs, "transpose_a", false)),
+        tb_(get_attr_or<bool>(node.attrs, "transpose_b", false)) {}
+
+  void compute(KernelContext& ctx) override {
+    const Tensor& a = ctx.input(0);
+    const Tensor& b = ctx.input(1);
+    if (a.shape().rank() != 2 || b.shape().rank() != 2)
+      fail(ErrorCode::invalid_argument, "inputs must be matrices, got {} and {}", a.describe(),
+           b.describe());
+    int64_t m = a.shape()[ta_ ? 1 : 0], k = a.shape()[ta_ ? 0 : 1];
+    int64_t k2 = b.shape()[tb_ ? 1 : 0], n = b.shape()[tb_ ? 0 : 1];
+    if (k != k2)
+      fail(ErrorCode::invalid_argument, "inner dimensions differ: {}{} x {}{}",
+           a.shape().to_string(), ta_ ? "^T" : "", b.shape().to_string(), tb_ ? "^T" : "");
+    if (a.dtype() != b.dtype())
+      fail(ErrorCode::invalid_argument, "operands have dtypes {} and {}", name_of(a.dtype()),
+           name_of(b.dtype()));
+    Tensor& out = ctx.allocate_output(0, a.dtype(), Shape{m, n});
+    if (m == 0 || n == 0) return;
+    auto trans = [](bool t) { return t ? CblasTrans : CblasNoTrans; };
+    const int lda = int(a.shape()[1]), ldb = int(b.shape()[1]);
+    switch (a.dtype()) {
+      case DType::float32:
+        if (k == 0) {
+          std::fill_n(out.data<float>(), m * n, 0.0f);
+          return;
+        }
+        cblas_sgemm(CblasRowMajor, trans(ta_), trans(tb_), int(m), int(n), int(k), 1.0f,
+                    a.data<float>(), lda, b.data<float>(), ldb, 0.0f, out.data<float>(), int(n));
+        return;
+      case DType::float64:
+        if (k == 0) {
+          std::fill_n(out.data<double>(), m * n, 0.0);
+          return;
+        }
+        cblas_dgemm(CblasRowMajor, trans(ta_), trans(tb_), int(m), int(n), int(k), 1.0,
+                    a.data<double>(), lda, b.data<double>(), ldb, 0.0, out.data<double>(), int(n));
+        return;
+      default:
+        visit_dtype(a.dtype(), [&](auto zero) {
+          using T = decltype(zero);
+          if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, uint8_t>) {
+            fail(ErrorCode::invalid_argument, "MatMul is not defined for {}", name_of(a.dtype()));
+          } else {
+            using C = std::conditional_t<std::is_same_v<T, half>, float, T>;
+            const T* pa = a.data<T>();
+            const T* pb = b.data<T>();
+            T* po = out.data<T>();
+            for (int64_t i = 0; i < m; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                C s = 0;
+                for (int64_t p = 0; p < k; ++p)
+                  s += C(pa[ta_ ? p * lda + i : i * lda + p]) * C(pb[tb_ ? j * ldb + p : p * ldb + j]);
+                po[i * n + j] = T(s);
+              }
+          }
+        });
+    }
+  }
+
+ private:
+  bool ta_, tb_;
+};
+TROUPE_REGISTER_KERNEL("MatMul", DeviceType::cpu, MatMulKernel);
+
+}  // namespace
+
+Output ops::matmul(const Scope& scope, Output a, Output b, MatMulOptions options) {
+  return &scope.add("MatMul", {a, b},
+                    {{"transpose_a", options.transpose_a}, {"transpose_b", options.transpose_b}});
+}
+
+}  // namespace troupe

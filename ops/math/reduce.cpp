@@ -1,0 +1,156 @@
+// Sum, Mean, Max over chosen axes. Accumulates float types in double and integers in int64.
+#include "ops/math/reduce.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "ops/kernel.hpp"
+
+namespace troupe {
+namespace {
+
+enum class Reduction { sum, mean, max };
+
+// Which axes of a rank-`rank` tensor are reduced; throws on an axis out of range.
+std::vector<bool> reduced_axes(const AttrMap& attrs, int rank, const std::string& owner) {
+  std::vector<bool> reduced(rank, false);
+  if (get_attr_or<bool>(attrs, "reduce_all", false)) {
+    std::fill(reduced.begin(), reduced.end(), true);
+    return reduced;
+  }
+  for (int64_t a : get_attr<std::vector<int64_t>>(attrs, "axes", owner)) {
+    int64_t axis = a < 0 ? a + rank : a;
+    if (axis < 0 || axis >= rank)
+      fail(ErrorCode::invalid_argument, "axis {} is out of range for a tensor of rank {}", a, rank);
+    reduced[axis] = true;
+  }
+  return reduced;
+}
+
+void reduce_shape(InferenceContext& c) {
+  DType t = c.input_type(0);
+  if (t == DType::boolean) c.error("dtype bool is not supported");
+  bool keep = c.attr_or<bool>("keep_dims", false);
+  auto& in = c.input_shape(0);
+  if (!in.rank_known()) {
+    c.set_output(0, t, PartialShape::unknown());
+    return;
+  }
+  std::vector<bool> reduced;
+  try {
+    reduced = reduced_axes(c.attrs(), in.rank(), c.node_name());
+  } catch (const Error& e) {
+    c.error("{}", e.what());
+  }
+  std::vector<int64_t> dims;
+  for (int i = 0; i < in.rank(); ++i) {
+    if (!reduced[i]) dims.push_back(in.dim(i));
+    else if (keep) dims.push_back(1);
+  }
+  c.set_output(0, t, PartialShape::from_dims(dims));
+}
+
+template <Reduction R>
+class ReduceKernel final : public OpKernel {
+ public:
+  explicit ReduceKernel(const Node& node) : node_(node), keep_(get_attr_or<bool>(node.attrs, "keep_dims", false)) {}
+
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    const Shape& in = x.shape();
+    auto reduced = reduced_axes(node_.attrs, in.rank(), node_.name);
+    Shape out_shape, kept_shape;  // kept_shape: rank of input, 1 on reduced axes
+    int64_t count = 1;
+    for (int i = 0; i < in.rank(); ++i) {
+      if (reduced[i]) {
+        count *= in[i];
+        if (keep_) out_shape.push_back(1);
+        kept_shape.push_back(1);
+      } else {
+        out_shape.push_back(in[i]);
+        kept_shape.push_back(in[i]);
+      }
+    }
+    visit_dtype(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      if constexpr (std::is_same_v<T, bool>) {
+        fail(ErrorCode::invalid_argument, "{} is not defined for bool", node_.op);
+      } else {
+        using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+        const int64_t n_out = out_shape.num_elements();
+        std::vector<Acc> acc(std::size_t(n_out), R == Reduction::max ? std::numeric_limits<Acc>::lowest() : Acc(0));
+        // Output offset of each input element: strides of kept_shape, 0 on reduced axes.
+        const int rank = in.rank();
+        std::array<int64_t, Shape::kMaxRank> ostride{}, idx{};
+        int64_t s = 1;
+        for (int d = rank - 1; d >= 0; --d) {
+          ostride[d] = reduced[d] ? 0 : s;
+          s *= kept_shape[d];
+        }
+        const T* px = x.data<T>();
+        const int64_t n = x.num_elements();
+        int64_t o = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          Acc v = Acc(std::conditional_t<std::is_same_v<T, half>, float, T>(px[i]));
+          if constexpr (R == Reduction::max) acc[o] = std::max(acc[o], v);
+          else acc[o] += v;
+          for (int d = rank - 1; d >= 0; --d) {
+            o += ostride[d];
+            if (++idx[d] < in[d]) break;
+            o -= ostride[d] * in[d];
+            idx[d] = 0;
+          }
+        }
+        Tensor& out = ctx.allocate_output(0, x.dtype(), out_shape);
+        T* po = out.data<T>();
+        for (int64_t i = 0; i < n_out; ++i) {
+          Acc v = acc[i];
+          if constexpr (R == Reduction::mean) v = count ? v / Acc(count) : Acc(0);
+          po[i] = T(v);
+        }
+      }
+    });
+  }
+
+ private:
+  const Node& node_;
+  bool keep_;
+};
+
+template <Reduction R>
+void register_reduction(const char* name) {
+  OpRegistry::global().add(OpDef{.name = name, .num_inputs = 1, .shape_fn = reduce_shape});
+  KernelRegistry::global().add(name, DeviceType::cpu, [](const Node& n) {
+    return std::unique_ptr<OpKernel>(new ReduceKernel<R>(n));
+  });
+}
+
+const bool registered = [] {
+  register_reduction<Reduction::sum>("Sum");
+  register_reduction<Reduction::mean>("Mean");
+  register_reduction<Reduction::max>("Max");
+  return true;
+}();
+
+Output reduce(const Scope& scope, const char* op, Output x,
+              const std::optional<std::vector<int64_t>>& axes, bool keep_dims) {
+  return &scope.add(op, {x},
+                    {{"axes", axes.value_or(std::vector<int64_t>{})},
+                     {"reduce_all", !axes.has_value()},
+                     {"keep_dims", keep_dims}});
+}
+
+}  // namespace
+
+namespace ops {
+Output sum(const Scope& s, Output x, std::optional<std::vector<int64_t>> axes, bool keep) {
+  return reduce(s, "Sum", x, axes, keep);
+}
+Output mean(const Scope& s, Output x, std::optional<std::vector<int64_t>> axes, bool keep) {
+  return reduce(s, "Mean", x, axes, keep);
+}
+Output max(const Scope& s, Output x, std::optional<std::vector<int64_t>> axes, bool keep) {
+  return reduce(s, "Max", x, axes, keep);
+}
+}  // namespace ops
+}  // namespace troupe

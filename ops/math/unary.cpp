@@ -1,0 +1,85 @@
+// Neg, Abs, Exp, Log, Sqrt, Square, Reciprocal.
+#include <cmath>
+#include <type_traits>
+
+#include "ops/kernel.hpp"
+#include "ops/math/elementwise.hpp"
+
+namespace troupe {
+namespace {
+
+struct NegF { template <class T> static T f(T x) { return -x; } };
+struct AbsF { template <class T> static T f(T x) { return x < T(0) ? -x : x; } };
+struct ExpF { template <class T> static T f(T x) { return std::exp(x); } };
+struct LogF { template <class T> static T f(T x) { return std::log(x); } };
+struct SqrtF { template <class T> static T f(T x) { return std::sqrt(x); } };
+struct SquareF { template <class T> static T f(T x) { return x * x; } };
+struct ReciprocalF { template <class T> static T f(T x) { return T(1) / x; } };
+
+template <class F, bool kFloatOnly>
+class UnaryKernel final : public OpKernel {
+ public:
+  explicit UnaryKernel(const Node&) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    visit_dtype(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      if constexpr (std::is_same_v<T, bool> || (kFloatOnly && std::is_integral_v<T>)) {
+        fail(ErrorCode::invalid_argument, "{} is not defined for {}", ctx.node().op,
+             name_of(x.dtype()));
+      } else {
+        using C = std::conditional_t<std::is_same_v<T, half>, float, T>;
+        Tensor& out = ctx.allocate_output(0, x.dtype(), x.shape());
+        const T* px = x.data<T>();
+        T* po = out.data<T>();
+        const int64_t n = x.num_elements();
+        for (int64_t i = 0; i < n; ++i) po[i] = T(F::f(C(px[i])));
+      }
+    });
+  }
+};
+
+template <class F, bool kFloatOnly>
+void register_unary(const char* name) {
+  OpRegistry::global().add(OpDef{
+      .name = name,
+      .num_inputs = 1,
+      .shape_fn = [](InferenceContext& c) {
+        DType t = c.input_type(0);
+        if (t == DType::boolean || (kFloatOnly && !is_floating(t)))
+          c.error("dtype {} is not supported", name_of(t));
+        shape_fns::unchanged(c);
+      }});
+  KernelRegistry::global().add(name, DeviceType::cpu, [](const Node& n) {
+    return std::unique_ptr<OpKernel>(new UnaryKernel<F, kFloatOnly>(n));
+  });
+}
+
+const bool registered = [] {
+  register_unary<NegF, false>("Neg");
+  register_unary<AbsF, false>("Abs");
+  register_unary<ExpF, true>("Exp");
+  register_unary<LogF, true>("Log");
+  register_unary<SqrtF, true>("Sqrt");
+  register_unary<SquareF, false>("Square");
+  register_unary<ReciprocalF, true>("Reciprocal");
+  return true;
+}();
+
+}  // namespace
+
+namespace ops {
+
+#define TROUPE_UNARY_BUILDER(fn, op) \
+  Output fn(const Scope& scope, Output x) { return &scope.add(op, {x}); }
+TROUPE_UNARY_BUILDER(neg, "Neg")
+TROUPE_UNARY_BUILDER(abs, "Abs")
+TROUPE_UNARY_BUILDER(exp, "Exp")
+TROUPE_UNARY_BUILDER(log, "Log")
+TROUPE_UNARY_BUILDER(sqrt, "Sqrt")
+TROUPE_UNARY_BUILDER(square, "Square")
+TROUPE_UNARY_BUILDER(reciprocal, "Reciprocal")
+#undef TROUPE_UNARY_BUILDER
+
+}  // namespace ops
+}  // namespace troupe

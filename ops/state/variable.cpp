@@ -1,0 +1,110 @@
+#include "ops/state/variable.hpp"
+
+#include "ops/kernel.hpp"
+
+namespace troupe {
+namespace {
+
+TROUPE_REGISTER_OP(OpDef{
+    .name = "VariableV2",
+    .stateful = true,
+    .variable_op = true,
+    .shape_fn = [](InferenceContext& c) {
+      c.set_output(0, c.attr<DType>("dtype"), c.attr<PartialShape>("shape"));
+    },
+    .required_attrs = {"dtype", "shape"}});
+
+void update_shape(InferenceContext& c) {
+  DType t = c.attr<DType>("dtype");
+  if (c.input_type(0) != t)
+    c.error("value has dtype {}, the variable '{}' holds {}", name_of(c.input_type(0)),
+            c.attr<std::string>("shared_name"), name_of(t));
+  auto& declared = c.attr<PartialShape>("shape");
+  bool validate = c.attr_or<bool>("validate_shape", true);
+  if (validate && !declared.compatible_with(c.input_shape(0)))
+    c.error("value has shape {}, the variable '{}' has shape {}", c.input_shape(0).to_string(),
+            c.attr<std::string>("shared_name"), declared.to_string());
+  c.set_output(0, t, validate ? declared.merge(c.input_shape(0)) : c.input_shape(0));
+}
+
+const bool registered = [] {
+  for (const char* name : {"Assign", "AssignAdd", "AssignSub"})
+    OpRegistry::global().add(OpDef{.name = name,
+                                   .num_inputs = 1,
+                                   .stateful = true,
+                                   .variable_op = true,
+                                   .shape_fn = update_shape,
+                                   .required_attrs = {"dtype", "shape", "shared_name"}});
+  return true;
+}();
+
+Output update(const Scope& scope, const char* op, Output variable, Output value, bool validate) {
+  Node* v = variable.node();
+  TROUPE_CHECK_ARG(v->op == "VariableV2", "{} needs the output of a Variable, got {}", op,
+                   v->describe());
+  return &scope.add(op, {value},
+                    {{"shared_name", variable_name(*v)},
+                     {"dtype", v->attrs.at("dtype")},
+                     {"shape", v->attrs.at("shape")},
+                     {"validate_shape", validate}},
+                    v->name + "/" + op);
+}
+
+}  // namespace
+
+const std::string& variable_name(const Node& node) {
+  auto it = node.attrs.find("shared_name");
+  if (it != node.attrs.end()) {
+    const auto& name = std::get<std::string>(it->second);
+    if (!name.empty()) return name;
+  }
+  return node.name;
+}
+
+VariableUpdate variable_update_of(const std::string& op) {
+  if (op == "AssignAdd") return VariableUpdate::add;
+  if (op == "AssignSub") return VariableUpdate::sub;
+  return VariableUpdate::assign;
+}
+
+void apply_variable_update(Tensor& value, const Tensor& delta, VariableUpdate update) {
+  if (value.dtype() != delta.dtype() || value.shape() != delta.shape())
+    fail(ErrorCode::invalid_argument, "update {} does not match the variable's value {}",
+         delta.describe(), value.describe());
+  visit_dtype(value.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (std::is_same_v<T, bool>) {
+      fail(ErrorCode::invalid_argument, "cannot add to a bool variable");
+    } else {
+      using C = std::conditional_t<std::is_same_v<T, half>, float, T>;
+      T* v = value.data<T>();
+      const T* d = delta.data<T>();
+      const int64_t n = value.num_elements();
+      if (update == VariableUpdate::add)
+        for (int64_t i = 0; i < n; ++i) v[i] = T(C(v[i]) + C(d[i]));
+      else
+        for (int64_t i = 0; i < n; ++i) v[i] = T(C(v[i]) - C(d[i]));
+    }
+  });
+}
+
+namespace ops {
+
+Output variable(const Scope& scope, PartialShape shape, DType dtype, VariableOptions options) {
+  AttrMap attrs{{"shape", std::move(shape)}, {"dtype", dtype}};
+  if (!options.shared_name.empty()) attrs.emplace("shared_name", options.shared_name);
+  return &scope.add("VariableV2", {}, std::move(attrs), "Variable");
+}
+
+Output assign(const Scope& scope, Output variable, Output value, bool validate_shape) {
+  return update(scope, "Assign", variable, value, validate_shape);
+}
+Output assign_add(const Scope& scope, Output variable, Output delta) {
+  return update(scope, "AssignAdd", variable, delta, true);
+}
+Output assign_sub(const Scope& scope, Output variable, Output delta) {
+  return update(scope, "AssignSub", variable, delta, true);
+}
+
+}  // namespace ops
+}  // namespace troupe
