@@ -2,6 +2,7 @@
 // Element types of tensors, their sizes and names, and the mapping from C++ types.
 #include <cstddef>
 #include <cstdint>
+#include <ostream>
 #include <string>
 
 namespace troupe {
@@ -21,6 +22,7 @@ std::size_t size_of(DType dtype);
 const char* name_of(DType dtype);
 DType dtype_from_name(const std::string& name);  // throws on an unknown name
 bool is_floating(DType dtype);
+inline std::ostream& operator<<(std::ostream& out, DType d) { return out << name_of(d); }
 bool is_integer(DType dtype);
 
 template <class T> struct dtype_of;

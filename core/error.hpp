@@ -1,6 +1,7 @@
 #pragma once
 // Errors: every failure in Troupe is a troupe::Error carrying a code and a message that says
 // what failed, where (node, op, device, file) and the values involved.
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <fmt/format.h>
@@ -24,6 +25,7 @@ enum class ErrorCode : int {
 };
 
 const char* to_string(ErrorCode code);
+inline std::ostream& operator<<(std::ostream& out, ErrorCode c) { return out << to_string(c); }
 
 class Error : public std::runtime_error {
  public:

@@ -3,6 +3,7 @@
 // through the CUDA module). The registry lists the devices of this process; it is built once,
 // on first use, and is read-only afterwards, so any thread may read it.
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@ namespace troupe {
 
 enum class DeviceType { cpu, gpu };
 const char* name_of(DeviceType type);
+inline std::ostream& operator<<(std::ostream& out, DeviceType t) { return out << name_of(t); }
 
 class Device {
  public:

@@ -150,7 +150,9 @@ std::shared_ptr<Graph> import_graph(wire::GraphDef::Reader def, const std::strin
         fail(ErrorCode::data_loss, "{}: node '{}' has op '{}', which this build does not know",
              where, spec.name, spec.op);
       try {
-        ids[spec.name] = graph->add_node(std::move(spec)).id;
+        std::string name = spec.name;
+        int id = graph->add_node(std::move(spec)).id;
+        ids[name] = id;
       } catch (const Error& e) {
         throw Error(e.code(), where + ": " + e.what());
       }
@@ -205,6 +207,10 @@ std::shared_ptr<Graph> graph_from_bytes(const unsigned char* data, std::size_t s
     return import_graph(reader.getRoot<wire::GraphDef>(), where);
   } catch (const kj::Exception& e) {
     fail(ErrorCode::data_loss, "{}: not a valid GraphDef: {}", where, e.getDescription().cStr());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(ErrorCode::data_loss, "{}: not a valid GraphDef: {}", where, e.what());
   }
 }
 

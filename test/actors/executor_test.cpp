@@ -1,0 +1,168 @@
+// Executor tests in the style of TensorFlow's executor_test: tiny graphs built with the public
+// builder and driven through a real Session.
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "actors/session.hpp"
+#include "ops/all.hpp"
+
+using namespace troupe;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// Waits (bounded) until no node of the session holds any step.
+bool settles(const Session& s) {
+  for (int i = 0; i < 500; ++i) {
+    if (s.waiting_nodes().empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_simple_add_computes_its_sum) {
+  auto root = Scope::root();
+  auto a = ops::placeholder(root, DType::float32, {});
+  auto b = ops::placeholder(root, DType::float32, {});
+  auto c = ops::add(root, a, b);
+  Session s(root);
+  auto out = s.run({{a, Tensor::scalar(1.5f)}, {b, Tensor::scalar(2.25f)}}, {c});
+  BOOST_TEST(out[0].scalar_value<float>() == 3.75f);
+}
+
+BOOST_AUTO_TEST_CASE(a_diamond_joins_both_branches) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float64, {3});
+  auto left = ops::square(root, x);
+  auto right = ops::neg(root, x);
+  auto join = ops::add(root, left, right);
+  Session s(root);
+  auto out = s.run({{x, Tensor::from_vector<double>({1, 2, 3})}}, {join, left});
+  BOOST_TEST(out[0].to_vector<double>() == std::vector<double>({0, 2, 6}), boost::test_tools::per_element());
+  BOOST_TEST(out[1].to_vector<double>() == std::vector<double>({1, 4, 9}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(control_edges_order_a_read_after_an_assign) {
+  auto root = Scope::root();
+  auto v = ops::variable(root.with_op_name("v"), {}, DType::float32);
+  auto set = ops::assign(root, v, ops::constant(root, 7.0f));
+  // The read waits for the assign through a control edge, so it sees 7 on the first run.
+  auto read = ops::identity(root.with_control_dependencies(std::vector<Output>{set}), v);
+  Session s(root);
+  BOOST_TEST(s.run({read})[0].scalar_value<float>() == 7.0f);
+}
+
+BOOST_AUTO_TEST_CASE(a_target_runs_without_being_fetched) {
+  auto root = Scope::root();
+  auto v = ops::variable(root.with_op_name("v"), {2}, DType::int32);
+  auto init = ops::assign(root, v, ops::constant<int32_t>(root, {1, 2}, {2}));
+  auto bump = ops::assign_add(root, v, ops::constant<int32_t>(root, {10, 10}, {2}));
+  Session s(root);
+  s.run({}, {}, {init});
+  s.run({}, {}, {bump});
+  s.run({}, {}, {bump});
+  BOOST_TEST(s.run({v})[0].to_vector<int32_t>() == std::vector<int32_t>({21, 22}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_kernel_error_aborts_the_step_and_names_node_op_device_and_cause) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_op_name("x"), DType::int32, {});
+  auto slow = ops::matmul(root, ops::random_normal(root, {256, 256}), ops::random_normal(root, {256, 256}));
+  auto bad = ops::div(root.with_op_name("bad_div"), ops::constant(root, 1), x);
+  auto join = ops::add(root.with_op_name("join"), ops::cast(root, bad, DType::float32), ops::sum(root, slow));
+  Session s(root);
+  try {
+    s.run({{x, Tensor::scalar<int32_t>(0)}}, {join});
+    BOOST_FAIL("expected the step to fail");
+  } catch (const Error& e) {
+    std::string m = e.what();
+    BOOST_TEST(e.code() == ErrorCode::invalid_argument);
+    BOOST_TEST(contains(m, "Div 'bad_div'"), m);
+    BOOST_TEST(contains(m, "device:CPU:0"), m);
+    BOOST_TEST(contains(m, "division by zero"), m);
+  }
+  BOOST_TEST(settles(s), "state of the failed step is freed everywhere");
+  // The session is still usable, and the same executable runs the next step.
+  auto out = s.run({{x, Tensor::scalar<int32_t>(2)}}, {join});
+  BOOST_TEST(std::isfinite(out[0].scalar_value<float>()));
+  BOOST_TEST(s.num_executables() == 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_feed_in_the_middle_replaces_a_computed_tensor) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_op_name("x"), DType::float32, {});
+  auto h = ops::mul(root.with_op_name("h"), x, ops::constant(root, 100.0f));
+  auto y = ops::add(root.with_op_name("y"), h, ops::constant(root, 1.0f));
+  Session s(root);
+  BOOST_TEST(s.run({{x, Tensor::scalar(2.0f)}}, {y})[0].scalar_value<float>() == 201.0f);
+  // Feeding h needs no x at all.
+  BOOST_TEST(s.run({{"h:0", Tensor::scalar(5.0f)}}, {y})[0].scalar_value<float>() == 6.0f);
+  // A fetched tensor that is also fed comes back as fed.
+  BOOST_TEST(s.run({{h, Tensor::scalar(3.0f)}}, {h})[0].scalar_value<float>() == 3.0f);
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_steps_from_many_threads_each_get_their_own_result) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float64, {});
+  Output y = x;
+  for (int i = 0; i < 200; ++i) y = ops::add(root, ops::mul(root, y, ops::constant(root, 1.0)), ops::constant(root, 1.0));
+  Session s(root, {.max_steps_in_flight = 4});
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 25; ++i) {
+        double start = t * 1000 + i;
+        auto out = s.run({{x, Tensor::scalar(start)}}, {y});
+        if (out[0].scalar_value<double>() != start + 200) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  BOOST_TEST(wrong.load() == 0);
+  BOOST_TEST(s.steps_in_flight() == 0);
+  BOOST_TEST(settles(s));
+}
+
+BOOST_AUTO_TEST_CASE(steps_in_flight_never_exceed_the_bound) {
+  auto root = Scope::root();
+  auto a = ops::random_normal(root, {192, 192});
+  Output m = a;
+  for (int i = 0; i < 6; ++i) m = ops::matmul(root, m, a);
+  auto y = ops::sum(root, m);
+  Session s(root, {.max_steps_in_flight = 2});
+  std::atomic<bool> done{false};
+  std::atomic<int> most{0};
+  std::thread watcher([&] {
+    while (!done) {
+      most = std::max(most.load(), s.steps_in_flight());
+      std::this_thread::yield();
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 5; ++i) s.run({y});
+    });
+  for (auto& th : threads) th.join();
+  done = true;
+  watcher.join();
+  BOOST_TEST(most.load() <= 2);
+  BOOST_TEST(most.load() >= 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_node_with_several_outputs_consumers_gets_each_value_once) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float32, {2});
+  auto twice = ops::add(root, x, x);
+  auto y = ops::mul(root, twice, twice);
+  Session s(root);
+  auto out = s.run({{x, Tensor::from_vector<float>({1, 2})}}, {y, twice, twice});
+  BOOST_TEST(out[0].to_vector<float>() == std::vector<float>({4, 16}), boost::test_tools::per_element());
+  BOOST_TEST(out[1].to_vector<float>() == out[2].to_vector<float>(), boost::test_tools::per_element());
+}
