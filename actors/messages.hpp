@@ -68,6 +68,15 @@ using update_atom = caf::atom_constant<caf::atom("update")>;
 using waits_atom = caf::atom_constant<caf::atom("waits")>;
 using names_atom = caf::atom_constant<caf::atom("names")>;
 
+// Sends input(tag, slot, value) without a sender. From inside an actor pass its context():
+// the receiver is then scheduled on the sending worker (CAF's anon_send, which has no
+// context, hands every woken actor to the central round-robin queue instead).
+inline void send_input(caf::execution_unit* context, const caf::actor& to, const Tag& tag,
+                       uint32_t slot, Value value) {
+  to->eq_impl(caf::make_message_id(), nullptr, context, input_atom::value, tag, slot,
+              std::move(value));
+}
+
 }  // namespace troupe
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Value)

@@ -136,12 +136,11 @@ void NodeActor::fire_variable_op(const Tag& tag, Tensor* inputs) {
 void NodeActor::emit(const Tag& tag, Tensor* outputs, bool dead) {
   for (std::size_t port = 0; port < me_->outputs.size(); ++port) {
     for (const Target& t : me_->outputs[port]) {
-      caf::anon_send(t.actor, input_atom::value, tag, t.slot,
-                     Value{dead ? Tensor() : outputs[port], dead});
+      send_input(context(), t.actor, tag, t.slot, Value{dead ? Tensor() : outputs[port], dead});
     }
   }
   for (const Target& t : me_->control_outputs)
-    caf::anon_send(t.actor, input_atom::value, tag, kControlSlot, Value{Tensor(), dead});
+    send_input(context(), t.actor, tag, kControlSlot, Value{Tensor(), dead});
 }
 
 void NodeActor::report_error(const Tag& tag, ErrorCode code, const std::string& cause) {

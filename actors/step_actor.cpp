@@ -22,10 +22,9 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
         s.remaining = due;
         Tag tag{step, 0, 0};
         for (std::size_t i = 0; i < p.args.size(); ++i)
-          caf::anon_send(p.actors[p.args[i]], input_atom::value, tag, uint32_t(0),
-                         Value{std::move(feeds[i]), false});
+          send_input(self->context(), p.actors[p.args[i]], tag, 0, Value{std::move(feeds[i]), false});
         for (int src : p.sources)
-          caf::anon_send(p.actors[src], input_atom::value, tag, kControlSlot, Value{});
+          send_input(self->context(), p.actors[src], tag, kControlSlot, Value{});
         return s.promise;
       },
       [self, finish](input_atom, const Tag& tag, uint32_t slot, Value& value) {
