@@ -1,5 +1,7 @@
 #include "actors/runtime.hpp"
 
+#include "actors/scheduler.hpp"
+
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -12,12 +14,16 @@ Runtime::Runtime(int threads)
   config_ = std::make_unique<caf::actor_system_config>();
   config_->set("scheduler.max-threads", threads_);
   config_->set("logger.verbosity", caf::atom("quiet"));
-  // CAF's default work stealing tries a steal every 10 polls, and a steal locks both ends of
-  // the victim's queue: with thousands of tiny node actors ready at once (a wide fan-out),
-  // the owner and the thief then convoy on those locks (16 us per node instead of 2 in
-  // troupe-bench executor --shape fanout on 2 cores). Stealing every 1000 polls avoids that.
-  config_->set("work-stealing.aggressive-steal-interval", 1000);
-  config_->set("work-stealing.moderate-steal-interval", 1000);
+  // CAF's own work stealing locks both ends of a victim's queue for every steal attempt;
+  // with thousands of tiny node actors ready at once the owner and the thief convoy on those
+  // locks. TROUPE_SCHEDULER=caf keeps CAF's scheduler, for comparison.
+  const char* which = std::getenv("TROUPE_SCHEDULER");
+  if (!which || std::string(which) != "caf") {
+    config_->module_factories.push_back(make_scheduler);
+  } else {
+    config_->set("work-stealing.aggressive-steal-interval", 1000);
+    config_->set("work-stealing.moderate-steal-interval", 1000);
+  }
   // TROUPE_CAF_OPTIONS="key=integer,..." sets integer CAF scheduler options for tuning
   // experiments, e.g. work-stealing.aggressive-steal-interval=100.
   if (const char* opts = std::getenv("TROUPE_CAF_OPTIONS")) {

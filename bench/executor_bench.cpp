@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/session.hpp"
@@ -106,6 +107,7 @@ int executor_main(int argc, char** argv) {
   Built b = build(root, a);
   SessionOptions options;
   options.inter_op_threads = a.threads;
+  const int threads = a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency());
   Session session(root, options);
   auto start = std::chrono::steady_clock::now();
   FeedList feeds{{b.x0, Tensor::scalar(0.0f)}};
@@ -128,7 +130,7 @@ int executor_main(int argc, char** argv) {
         "{\"bench\":\"executor\",\"system\":\"troupe\",\"shape\":\"%s\",\"nodes\":%d,\"steps\":%d,"
         "\"threads\":%d,\"median_step_ms\":%.3f,\"min_step_ms\":%.3f,\"us_per_node\":%.4f,"
         "\"nodes_per_s\":%.0f,\"setup_ms\":%.1f}\n",
-        a.shape.c_str(), a.nodes, a.steps, a.threads, median / 1e3, best / 1e3, per_node,
+        a.shape.c_str(), a.nodes, a.steps, threads, median / 1e3, best / 1e3, per_node,
         1e6 / per_node, setup_ms);
   } else {
     std::printf("executor %s: %d nodes, %d steps: median %.3f ms/step (min %.3f), %.3f us/node, "

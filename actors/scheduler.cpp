@@ -1,0 +1,9 @@
+#include "actors/scheduler.hpp"
+
+namespace troupe {
+
+caf::actor_system::module* make_scheduler(caf::actor_system& system) {
+  return new caf::scheduler::coordinator<SchedulingPolicy>(system);
+}
+
+}  // namespace troupe

@@ -1,0 +1,171 @@
+#pragma once
+// Troupe's scheduling policy for CAF's worker threads: work stealing tuned for many tiny node
+// actors. Each worker has a deque under its own mutex. A worker runs the actors it woke first
+// (LIFO, for locality: the consumer of a value runs where the value is hot in cache). An idle
+// worker steals the oldest job of another worker, with try_lock only, so a thief never makes
+// the owner wait, and only from a worker with more than one job queued. A worker that wakes a
+// job while others sleep wakes one of them. Idle workers spin briefly, then sleep.
+//
+// Installed as the actor system's scheduler module by Runtime (CAF uses a scheduler module
+// supplied through the config's module factories instead of its own).
+#include <caf/all.hpp>
+#include <caf/policy/unprofiled.hpp>
+#include <caf/scheduler/coordinator.hpp>
+#include <caf/scheduler/worker.hpp>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+
+namespace troupe {
+
+class SchedulingPolicy : public caf::policy::unprofiled {
+ public:
+  struct coordinator_data {
+    explicit coordinator_data(caf::scheduler::abstract_coordinator*) {}
+    std::atomic<std::size_t> next_worker{0};
+    std::atomic<int> sleeping{0};
+  };
+
+  struct worker_data {
+    explicit worker_data(caf::scheduler::abstract_coordinator*) {}
+    worker_data(const worker_data&) {}
+    std::mutex mutex;
+    std::deque<caf::resumable*> queue;
+    std::atomic<std::size_t> size{0};
+    std::condition_variable wake;
+    bool asleep = false;
+  };
+
+  template <class Coordinator>
+  void central_enqueue(Coordinator* self, caf::resumable* job) {
+    auto n = self->num_workers();
+    auto* w = self->worker_by_id(d(self).next_worker++ % n);
+    w->external_enqueue(job);
+  }
+
+  template <class Worker>
+  void external_enqueue(Worker* self, caf::resumable* job) {
+    push(self, job, false);
+    wake(self);
+  }
+
+  template <class Worker>
+  void internal_enqueue(Worker* self, caf::resumable* job) {
+    push(self, job, true);
+    auto* parent = self->parent();
+    if (d(parent).sleeping.load(std::memory_order_relaxed) > 0 &&
+        d(self).size.load(std::memory_order_relaxed) > 1)
+      wake_one_other(self);
+  }
+
+  template <class Worker>
+  void resume_job_later(Worker* self, caf::resumable* job) {
+    push(self, job, false);
+  }
+
+  template <class Worker>
+  caf::resumable* dequeue(Worker* self) {
+    for (;;) {
+      for (int round = 0; round < kSpinRounds; ++round) {
+        if (auto* job = pop_own(self)) return job;
+        if (auto* job = steal(self)) return job;
+        if (round > kSpinRounds / 2) std::this_thread::yield();
+      }
+      auto& me = d(self);
+      auto& shared = d(self->parent());
+      std::unique_lock<std::mutex> lock(me.mutex);
+      if (!me.queue.empty()) continue;
+      me.asleep = true;
+      shared.sleeping.fetch_add(1, std::memory_order_relaxed);
+      // Timed: a job stealable elsewhere does not wake us unless its owner sees us asleep.
+      me.wake.wait_for(lock, std::chrono::milliseconds(1), [&] { return !me.queue.empty(); });
+      shared.sleeping.fetch_sub(1, std::memory_order_relaxed);
+      me.asleep = false;
+    }
+  }
+
+  template <class Worker, class UnaryFunction>
+  void foreach_resumable(Worker* self, UnaryFunction f) {
+    auto& me = d(self);
+    std::deque<caf::resumable*> jobs;
+    {
+      std::lock_guard<std::mutex> lock(me.mutex);
+      jobs.swap(me.queue);
+      me.size = 0;
+    }
+    for (auto* job : jobs) f(job);
+  }
+
+  template <class Coordinator, class UnaryFunction>
+  void foreach_central_resumable(Coordinator*, UnaryFunction) {}
+
+ private:
+  static constexpr int kSpinRounds = 256;
+
+  template <class Worker>
+  static void push(Worker* self, caf::resumable* job, bool front) {
+    auto& me = d(self);
+    std::lock_guard<std::mutex> lock(me.mutex);
+    if (front) me.queue.push_front(job);
+    else me.queue.push_back(job);
+    me.size.store(me.queue.size(), std::memory_order_relaxed);
+  }
+
+  template <class Worker>
+  static void wake(Worker* self) {
+    auto& me = d(self);
+    std::lock_guard<std::mutex> lock(me.mutex);
+    if (me.asleep) me.wake.notify_one();
+  }
+
+  template <class Worker>
+  static void wake_one_other(Worker* self) {
+    auto* parent = self->parent();
+    auto n = parent->num_workers();
+    for (std::size_t i = 1; i < n; ++i) {
+      auto* w = parent->worker_by_id((self->id() + i) % n);
+      auto& other = d(w);
+      std::unique_lock<std::mutex> lock(other.mutex, std::try_to_lock);
+      if (lock.owns_lock() && other.asleep) {
+        other.wake.notify_one();
+        return;
+      }
+    }
+  }
+
+  template <class Worker>
+  static caf::resumable* pop_own(Worker* self) {
+    auto& me = d(self);
+    if (me.size.load(std::memory_order_relaxed) == 0) return nullptr;
+    std::lock_guard<std::mutex> lock(me.mutex);
+    if (me.queue.empty()) return nullptr;
+    auto* job = me.queue.front();
+    me.queue.pop_front();
+    me.size.store(me.queue.size(), std::memory_order_relaxed);
+    return job;
+  }
+
+  template <class Worker>
+  static caf::resumable* steal(Worker* self) {
+    auto* parent = self->parent();
+    auto n = parent->num_workers();
+    for (std::size_t i = 1; i < n; ++i) {
+      auto& victim = d(parent->worker_by_id((self->id() + i) % n));
+      if (victim.size.load(std::memory_order_relaxed) < 2) continue;
+      std::unique_lock<std::mutex> lock(victim.mutex, std::try_to_lock);
+      if (!lock.owns_lock() || victim.queue.size() < 2) continue;
+      auto* job = victim.queue.back();
+      victim.queue.pop_back();
+      victim.size.store(victim.queue.size(), std::memory_order_relaxed);
+      return job;
+    }
+    return nullptr;
+  }
+};
+
+// The module factory that installs a coordinator with this policy.
+caf::actor_system::module* make_scheduler(caf::actor_system& system);
+
+}  // namespace troupe

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Troupe's executor against TensorFlow's on the same graphs, in one run, one after the other.
+# Usage: bench/peers/compare_executor.sh [nodes] [steps]
+# Needs build/bench/troupe-bench (tools/test.sh builds it) and the TF peer
+# (bench/peers/setup_tf.sh installs it into bench/peers/.venv-tf).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+nodes=${1:-10000}
+steps=${2:-20}
+bash bench/peers/setup_tf.sh >/dev/null
+python=bench/peers/.venv-tf/bin/python
+out=$(mktemp)
+for shape in chain fanout random; do
+  build/bench/troupe-bench executor --shape "$shape" --nodes "$nodes" --steps "$steps" --json | tee -a "$out"
+  "$python" bench/peers/executor_tf.py --shape "$shape" --nodes "$nodes" --steps "$steps" --json | tee -a "$out"
+done
+python3 - "$out" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+print()
+print(f"{'shape':8} {'system':18} {'threads':>7} {'us/node':>9} {'M nodes/s':>10} {'ms/step':>9}")
+for r in rows:
+    print(f"{r['shape']:8} {r['system']:18} {r['threads']:>7} {r['us_per_node']:>9.3f} "
+          f"{r['nodes_per_s']/1e6:>10.2f} {r['median_step_ms']:>9.3f}")
+PY
+rm -f "$out"
