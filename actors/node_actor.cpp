@@ -29,28 +29,35 @@ caf::behavior NodeActor::make_behavior() {
 
 void NodeActor::on_exit() {
   // The plan is released with the actor object (see ~Executable), never here.
-  pending_.clear();
-  spare_.clear();
+  slots_.clear();
   kernel_.reset();
 }
 
 NodeActor::Pending& NodeActor::pending_for(const Tag& tag) {
-  for (auto& p : pending_)
-    if (p.tag == tag) return p;
-  if (!spare_.empty()) {
-    pending_.push_back(std::move(spare_.back()));
-    spare_.pop_back();
-  } else {
-    pending_.emplace_back();
+  Pending* free_slot = nullptr;
+  for (auto& p : slots_) {
+    if (p.used && p.tag == tag) return p;
+    if (!p.used && !free_slot) free_slot = &p;
   }
-  Pending& p = pending_.back();
+  if (!free_slot) {
+    slots_.emplace_back();
+    free_slot = &slots_.back();
+    free_slot->inputs = me_->fixed_inputs;  // fixed slots stay filled for good
+    free_slot->arrived.resize(std::size_t(me_->num_inputs));
+  }
+  Pending& p = *free_slot;
+  p.used = true;
   p.tag = tag;
   p.remaining = expected_;
   p.dead = false;
-  p.inputs = me_->fixed_inputs;
-  p.arrived.assign(me_->num_inputs, 0);
   for (int s = 0; s < me_->num_inputs; ++s) p.arrived[s] = me_->fixed_inputs[s].is_initialized();
   return p;
+}
+
+void NodeActor::release(Pending& p) {
+  for (int s = 0; s < me_->num_inputs; ++s)
+    if (!me_->fixed_inputs[s].is_initialized()) p.inputs[s] = Tensor();
+  p.used = false;
 }
 
 void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
@@ -72,14 +79,9 @@ void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
   }
   p.dead = p.dead || value.dead;
   if (--p.remaining > 0) return;
-  // Fire from the entry, then recycle it. Index, not reference: fire may not touch pending_,
-  // but keep the entry's address stable until it is recycled.
-  std::size_t i = std::size_t(&p - pending_.data());
-  fire(tag, pending_[i].inputs.data(), pending_[i].dead);
-  for (auto& t : pending_[i].inputs) t = Tensor();
-  if (i + 1 != pending_.size()) std::swap(pending_[i], pending_.back());
-  spare_.push_back(std::move(pending_.back()));
-  pending_.pop_back();
+  // fire() neither adds nor removes slots, so p stays valid.
+  fire(tag, p.inputs.data(), p.dead);
+  release(p);
 }
 
 void NodeActor::fire(const Tag& tag, Tensor* inputs, bool dead) {
@@ -162,21 +164,14 @@ void NodeActor::remember_abort(uint64_t step) {
 
 void NodeActor::on_abort(uint64_t step) {
   remember_abort(step);
-  for (std::size_t i = 0; i < pending_.size();) {
-    if (pending_[i].tag.step == step) {
-      for (auto& t : pending_[i].inputs) t = Tensor();
-      std::swap(pending_[i], pending_.back());
-      spare_.push_back(std::move(pending_.back()));
-      pending_.pop_back();
-    } else {
-      ++i;
-    }
-  }
+  for (auto& p : slots_)
+    if (p.used && p.tag.step == step) release(p);
 }
 
 std::vector<WaitReport> NodeActor::on_waits() const {
   std::vector<WaitReport> out;
-  for (auto& p : pending_) {
+  for (auto& p : slots_) {
+    if (!p.used) continue;
     WaitReport r{me_->node->name, p.tag, expected_ - p.remaining, expected_, {}};
     for (int s = 0; s < me_->num_inputs; ++s)
       if (!p.arrived[s]) r.missing.push_back(me_->input_names[s]);

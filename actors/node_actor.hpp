@@ -26,6 +26,7 @@ class NodeActor : public caf::event_based_actor {
 
  private:
   struct Pending {
+    bool used = false;
     Tag tag;
     int remaining = 0;
     bool dead = false;
@@ -43,13 +44,15 @@ class NodeActor : public caf::event_based_actor {
   void emit(const Tag& tag, Tensor* outputs, bool dead);
   void report_error(const Tag& tag, ErrorCode code, const std::string& cause);
   Pending& pending_for(const Tag& tag);
+  void release(Pending& p);
 
   std::shared_ptr<const ExecPlan> plan_;
   const NodePlan* me_;
   std::unique_ptr<OpKernel> kernel_;
   int expected_;
-  std::vector<Pending> pending_;
-  std::vector<Pending> spare_;  // recycled entries: steady state allocates nothing per tag
+  // One slot per tag in progress; a slot is reused once its tag has fired, so the steady
+  // state allocates nothing per tag. Slots are few (steps in flight x live iterations).
+  std::vector<Pending> slots_;
   std::vector<Tensor> scratch_;  // the inputs of a one-message firing; hoisted constants preset
   std::vector<Tensor> outputs_;
   std::unordered_set<uint64_t> aborted_;
