@@ -1,5 +1,6 @@
 #include "actors/runtime.hpp"
 
+#include "actors/device_actor.hpp"
 #include "actors/scheduler.hpp"
 
 #include <cstdlib>
@@ -39,9 +40,15 @@ Runtime::Runtime(int threads)
     }
   }
   system_ = std::make_unique<caf::actor_system>(*config_);
+  for (auto& device : DeviceRegistry::instance().devices())
+    device_actors_.push_back(system_->spawn(device_actor, device.get()));
 }
 
-Runtime::~Runtime() { system_.reset(); }
+Runtime::~Runtime() {
+  for (auto& a : device_actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  device_actors_.clear();
+  system_.reset();
+}
 
 std::shared_ptr<Runtime> Runtime::get(int threads) {
   static std::mutex mutex;

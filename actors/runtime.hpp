@@ -2,6 +2,7 @@
 // The process's actor system, shared by every Session alive in the process. Created by the
 // first Session with its thread option; destroyed when the last Session that holds it goes.
 #include <memory>
+#include <vector>
 
 #include "actors/messages.hpp"
 
@@ -14,12 +15,15 @@ class Runtime {
   explicit Runtime(int threads);
   ~Runtime();
   caf::actor_system& system() { return *system_; }
+  // The device actors of this process, in DeviceRegistry order (CPU:0 first).
+  const std::vector<caf::actor>& device_actors() const { return device_actors_; }
   int threads() const { return threads_; }
 
  private:
   int threads_;
   std::unique_ptr<caf::actor_system_config> config_;
   std::unique_ptr<caf::actor_system> system_;
+  std::vector<caf::actor> device_actors_;
 };
 
 }  // namespace troupe

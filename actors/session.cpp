@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 
+#include "actors/device_actor.hpp"
 #include "actors/executable.hpp"
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
@@ -178,6 +179,19 @@ std::string Session::describe_waiting() const {
     s += "\n";
   }
   return s;
+}
+
+std::vector<DeviceInfo> Session::devices() const {
+  std::vector<DeviceInfo> out;
+  caf::scoped_actor self{impl_->runtime->system()};
+  for (auto& a : impl_->runtime->device_actors())
+    self->request(a, std::chrono::seconds(10), stats_atom::value)
+        .receive([&](DeviceStats& s) { out.push_back({s.name, s.description, s.bytes_in_use, s.peak_bytes}); },
+                 [&](caf::error& e) {
+                   fail(ErrorCode::unavailable, "a device actor did not answer: {}",
+                        impl_->runtime->system().render(e));
+                 });
+  return out;
 }
 
 int Session::num_executables() const {

@@ -49,6 +49,14 @@ struct OpName {
 
 using FeedList = std::vector<std::pair<TensorName, Tensor>>;
 
+// A device of this process as its device actor reports it.
+struct DeviceInfo {
+  std::string name;
+  std::string description;
+  std::size_t bytes_in_use = 0;
+  std::size_t peak_bytes = 0;
+};
+
 // One line of "who waits on whom" for a step that has not finished.
 struct WaitingNode {
   std::string node;
@@ -74,6 +82,9 @@ class Session {
   // the explanation of a step that hangs. Empty when nothing is in flight.
   std::vector<WaitingNode> waiting_nodes() const;
   std::string describe_waiting() const;
+
+  // Every device of this process, from its device actor.
+  std::vector<DeviceInfo> devices() const;
 
   int num_executables() const;
   int steps_in_flight() const;

@@ -155,3 +155,16 @@ BOOST_AUTO_TEST_CASE(soft_placement_runs_a_gpu_request_on_the_cpu_when_no_gpu_ke
   Session strict(root, {.allow_soft_placement = false});
   BOOST_CHECK_THROW(strict.run({b}), Error);
 }
+
+BOOST_AUTO_TEST_CASE(each_device_has_an_actor_that_reports_its_memory) {
+  auto root = Scope::root();
+  auto big = ops::random_uniform(root, {1024, 1024});
+  Session s(root);
+  auto devices = s.devices();
+  BOOST_REQUIRE(!devices.empty());
+  BOOST_TEST(devices[0].name == "/job:localhost/task:0/device:CPU:0");
+  auto held = s.run({big});  // 4 MiB alive while we look
+  auto after = s.devices();
+  BOOST_TEST(after[0].bytes_in_use >= 4u * 1024 * 1024);
+  BOOST_TEST(after[0].peak_bytes >= after[0].bytes_in_use);
+}
