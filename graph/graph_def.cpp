@@ -1,9 +1,5 @@
 #include "graph/graph_def.hpp"
 
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-#include <kj/exception.h>
-
 #include <fstream>
 #include <iterator>
 #include <unordered_map>
@@ -188,30 +184,13 @@ std::vector<unsigned char> graph_to_bytes(const Graph& graph) {
       ++k;
     }
   }
-  auto words = capnp::messageToFlatArray(message);
-  auto bytes = words.asBytes();
-  return {bytes.begin(), bytes.end()};
+  return message_to_bytes(message);
 }
 
 std::shared_ptr<Graph> graph_from_bytes(const unsigned char* data, std::size_t size,
                                         const std::string& where) {
-  if (size % sizeof(capnp::word) != 0)
-    fail(ErrorCode::data_loss, "{}: {} bytes is not a whole number of Cap'n Proto words", where,
-         size);
-  auto words = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
-  std::memcpy(words.begin(), data, size);
-  try {
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = kTraversalLimitWords;
-    capnp::FlatArrayMessageReader reader(words, options);
-    return import_graph(reader.getRoot<wire::GraphDef>(), where);
-  } catch (const kj::Exception& e) {
-    fail(ErrorCode::data_loss, "{}: not a valid GraphDef: {}", where, e.getDescription().cStr());
-  } catch (const Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    fail(ErrorCode::data_loss, "{}: not a valid GraphDef: {}", where, e.what());
-  }
+  return read_message<wire::GraphDef>(data, size, where, "GraphDef",
+                                      [&](wire::GraphDef::Reader r) { return import_graph(r, where); });
 }
 
 void write_graph_file(const Graph& graph, const std::string& path) {

@@ -1,9 +1,5 @@
 #include "core/wire/convert.hpp"
 
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-#include <kj/array.h>
-#include <kj/exception.h>
 
 namespace troupe::wire_format {
 
@@ -78,30 +74,21 @@ Tensor from_wire(wire::Tensor::Reader in, const std::string& where) {
   return t;
 }
 
-std::vector<unsigned char> tensor_to_bytes(const Tensor& tensor) {
-  capnp::MallocMessageBuilder message;
-  to_wire(tensor, message.initRoot<wire::Tensor>());
+std::vector<unsigned char> message_to_bytes(capnp::MessageBuilder& message) {
   auto words = capnp::messageToFlatArray(message);
   auto bytes = words.asBytes();
   return {bytes.begin(), bytes.end()};
 }
 
+std::vector<unsigned char> tensor_to_bytes(const Tensor& tensor) {
+  capnp::MallocMessageBuilder message;
+  to_wire(tensor, message.initRoot<wire::Tensor>());
+  return message_to_bytes(message);
+}
+
 Tensor tensor_from_bytes(const unsigned char* data, std::size_t size, const std::string& where) {
-  if (size % sizeof(capnp::word) != 0)
-    fail(ErrorCode::data_loss, "{}: {} bytes is not a whole number of Cap'n Proto words", where,
-         size);
-  // Copy into word-aligned storage: the caller's bytes may be unaligned.
-  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
-  std::memcpy(words.begin(), data, size);
-  try {
-    capnp::ReaderOptions options;
-    options.traversalLimitInWords = kTraversalLimitWords;
-    capnp::FlatArrayMessageReader reader(words, options);
-    return from_wire(reader.getRoot<wire::Tensor>(), where);
-  } catch (const kj::Exception& e) {
-    fail(ErrorCode::data_loss, "{}: not a valid tensor message: {}", where,
-         e.getDescription().cStr());
-  }
+  return read_message<wire::Tensor>(data, size, where, "tensor message",
+                                    [&](wire::Tensor::Reader r) { return from_wire(r, where); });
 }
 
 }  // namespace troupe::wire_format

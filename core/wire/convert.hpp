@@ -4,6 +4,10 @@
 #include <string>
 #include <vector>
 
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/exception.h>
+
 #include "core/tensor.hpp"
 #include "core/wire/tensor.capnp.h"
 
@@ -21,6 +25,35 @@ DType from_wire(wire::DType dtype);
 
 void to_wire(const Tensor& tensor, wire::Tensor::Builder out);
 Tensor from_wire(wire::Tensor::Reader in, const std::string& where);
+
+// The flat bytes of a Cap'n Proto message.
+std::vector<unsigned char> message_to_bytes(capnp::MessageBuilder& message);
+
+// Reads the Cap'n Proto message in `data` with root type Root and returns f(root reader).
+// Anything malformed (a size that is not whole words, a bad pointer, a failure inside f other
+// than a troupe::Error) is refused as data_loss: "<where>: not a valid <what>: ...".
+template <class Root, class F>
+auto read_message(const unsigned char* data, std::size_t size, const std::string& where,
+                  const char* what, F&& f) -> decltype(f(std::declval<typename Root::Reader>())) {
+  if (size % sizeof(capnp::word) != 0)
+    fail(ErrorCode::data_loss, "{}: {} bytes is not a whole number of Cap'n Proto words", where,
+         size);
+  // Copy into word-aligned storage: the caller's bytes may be unaligned.
+  auto words = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
+  std::memcpy(words.begin(), data, size);
+  try {
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = kTraversalLimitWords;
+    capnp::FlatArrayMessageReader reader(words, options);
+    return f(reader.getRoot<Root>());
+  } catch (const kj::Exception& e) {
+    fail(ErrorCode::data_loss, "{}: not a valid {}: {}", where, what, e.getDescription().cStr());
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail(ErrorCode::data_loss, "{}: not a valid {}: {}", where, what, e.what());
+  }
+}
 
 std::vector<unsigned char> tensor_to_bytes(const Tensor& tensor);
 Tensor tensor_from_bytes(const unsigned char* data, std::size_t size, const std::string& where);
