@@ -192,7 +192,7 @@ BOOST_AUTO_TEST_CASE(assign_without_shape_validation_replaces_the_shape) {
   BOOST_TEST((session.run({v})[0].to_vector<int32_t>() == std::vector<int32_t>{1, 2, 3, 4, 5}));
 }
 
-// Expected to fail (library bug, actors/param_shard.cpp:24-30): the shard checks an assigned
+// Expected to fail (library bug, actors/param_shard.cpp:24): the shard checks an assigned
 // value only against the variable's current value, and the graph only against the value's
 // static shape, so the first assign of a value whose shape is unknown until run time is never
 // checked against the declared shape: a [2,2] variable takes a [3] value, and ops planned for
