@@ -128,6 +128,14 @@ void NodeActor::fire_variable_op(const Tag& tag, Tensor* inputs) {
   if (node.op == "VariableV2") {
     request(plan_->shard, caf::infinite, read_atom::value, name).then(on_reply, on_error);
   } else {
+    bool validate = get_attr_or<bool>(node.attrs, "validate_shape", true);
+    const auto& declared = get_attr<PartialShape>(node.attrs, "shape", node.name);
+    if (validate && !declared.compatible_with(inputs[0].shape())) {
+      report_error(tag, ErrorCode::invalid_argument,
+                   fmt::format("value {} does not fit variable '{}' of shape {}",
+                               inputs[0].describe(), name, declared.to_string()));
+      return;
+    }
     request(plan_->shard, caf::infinite, update_atom::value, name,
             int32_t(variable_update_of(node.op)), inputs[0],
             get_attr_or<bool>(node.attrs, "validate_shape", true))

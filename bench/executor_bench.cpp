@@ -61,7 +61,7 @@ struct Built {
 // has exactly the nodes built.
 Built build(const Scope& s, const Args& a) {
   Built b;
-  b.x0 = ops::placeholder(s.with_op_name("x0"), DType::float32, PartialShape{});
+  b.x0 = ops::placeholder(s.with_op_name("x0"), DType::float32, Shape{});
   if (a.shape == "chain") {
     auto one = ops::constant(s.with_op_name("one"), 1.0f);
     Output x = b.x0;

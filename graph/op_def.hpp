@@ -35,7 +35,7 @@ class InferenceContext {
   void set_output(int i, DType dtype, PartialShape shape) {
     if (int(output_types.size()) <= i) {
       output_types.resize(i + 1, DType::invalid);
-      output_shapes.resize(i + 1);
+      output_shapes.resize(i + 1, PartialShape::unknown());
     }
     output_types[i] = dtype;
     output_shapes[i] = std::move(shape);

@@ -11,10 +11,16 @@ namespace troupe {
 
 class PartialShape {
  public:
-  PartialShape() = default;  // unknown rank
+  // A scalar, as Shape{} is: `{}` means rank 0 wherever a shape is asked for. Say
+  // PartialShape::unknown() for a shape of unknown rank.
+  PartialShape() : dims_(std::vector<int64_t>{}) {}
   PartialShape(const Shape& shape) : dims_(shape.dims()) {}
   PartialShape(std::initializer_list<int64_t> dims) : dims_(std::vector<int64_t>(dims)) {}
-  static PartialShape unknown() { return {}; }
+  static PartialShape unknown() {
+    PartialShape s;
+    s.dims_.reset();
+    return s;
+  }
   static PartialShape of_rank(int rank) { return from_dims(std::vector<int64_t>(rank, -1)); }
   static PartialShape from_dims(std::vector<int64_t> dims) {
     PartialShape s;

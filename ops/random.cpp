@@ -70,6 +70,19 @@ class RandomUniformKernel final : public RandomKernel {
         max_(get_attr_or<double>(node.attrs, "maxval", 1.0)) {}
   void compute(KernelContext& ctx) override {
     generate(ctx, [&] { return min_ + (max_ - min_) * uniform01(); });
+    // Rounding to the dtype may carry a draw just below maxval onto maxval; draw those again,
+    // so every value lies in [minval, maxval) as documented.
+    if (max_ > min_) {
+      visit_dtype(dtype_, [&](auto zero) {
+        using T = decltype(zero);
+        if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, half>) {
+          T* p = ctx.output(0).template data<T>();
+          const float top = float(T(max_));
+          for (int64_t i = 0; i < ctx.output(0).num_elements(); ++i)
+            while (float(p[i]) >= top) p[i] = T(min_ + (max_ - min_) * uniform01());
+        }
+      });
+    }
   }
 
  private:

@@ -49,6 +49,16 @@ void to_wire(const Tensor& t, wire::Tensor::Builder out) {
   }
 }
 
+namespace {
+
+std::string shape_text(capnp::List<int64_t>::Reader dims) {
+  std::string s = "[";
+  for (unsigned i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+}  // namespace
+
 Tensor from_wire(wire::Tensor::Reader in, const std::string& where) {
   if (in.getVersion() != kTensorVersion)
     fail(ErrorCode::data_loss, "{}: tensor format version {} is not supported (this build reads {})",
@@ -56,16 +66,23 @@ Tensor from_wire(wire::Tensor::Reader in, const std::string& where) {
   DType dtype = from_wire(in.getDtype());
   if (dtype == DType::invalid) fail(ErrorCode::data_loss, "{}: tensor has an invalid dtype", where);
   std::vector<int64_t> dims;
+  std::size_t expected = size_of(dtype);
   for (auto d : in.getShape()) {
     if (d < 0) fail(ErrorCode::data_loss, "{}: tensor has a negative dimension {}", where, d);
+    if (__builtin_mul_overflow(expected, std::size_t(d), &expected))
+      fail(ErrorCode::data_loss, "{}: tensor shape {} overflows", where,
+           shape_text(in.getShape()));
     dims.push_back(d);
   }
-  Tensor t(dtype, Shape(dims));
-  std::size_t expected = t.byte_size(), got = 0;
+  if (int(dims.size()) > Shape::kMaxRank)
+    fail(ErrorCode::data_loss, "{}: tensor has rank {}, more than {}", where, dims.size(), Shape::kMaxRank);
+  // Check the size before allocating: a forged shape must not make us ask for terabytes.
+  std::size_t got = 0;
   for (auto chunk : in.getChunks()) got += chunk.size();
   if (got != expected)
-    fail(ErrorCode::data_loss, "{}: tensor {} needs {} bytes but the data holds {}", where,
-         t.describe(), expected, got);
+    fail(ErrorCode::data_loss, "{}: tensor {}{} needs {} bytes but the data holds {}", where,
+         name_of(dtype), Shape(dims).to_string(), expected, got);
+  Tensor t(dtype, Shape(dims));
   auto* dst = static_cast<unsigned char*>(expected ? t.raw_data() : nullptr);
   for (auto chunk : in.getChunks()) {
     std::memcpy(dst, chunk.begin(), chunk.size());

@@ -45,6 +45,9 @@ auto read_message(const unsigned char* data, std::size_t size, const std::string
     capnp::ReaderOptions options;
     options.traversalLimitInWords = kTraversalLimitWords;
     capnp::FlatArrayMessageReader reader(words, options);
+    if (reader.getEnd() != words.end())
+      fail(ErrorCode::data_loss, "{}: not a valid {}: {} bytes follow the message", where, what,
+           (words.end() - reader.getEnd()) * sizeof(capnp::word));
     return f(reader.getRoot<Root>());
   } catch (const kj::Exception& e) {
     fail(ErrorCode::data_loss, "{}: not a valid {}: {}", where, what, e.getDescription().cStr());

@@ -100,12 +100,7 @@ BOOST_AUTO_TEST_CASE(random_uniform_float64_stays_in_range_with_the_right_mean_a
   check_uniform(DType::float64, 10, 15, 10);
 }
 
-// Expected to fail (library bug, ops/random.cpp:53-54 with :72): the value is drawn in double in
-// [minval, maxval) and then rounded to the dtype, so draws within half a float16 ulp of maxval
-// round up to maxval itself (25 of these 100000 samples are exactly 1.0). float32 has the same
-// flaw, with probability about 2^-25 per sample on [0, 1).
-BOOST_AUTO_TEST_CASE(random_uniform_float16_stays_in_range_with_the_right_mean_and_variance,
-                     *boost::unit_test::expected_failures(1)) {
+BOOST_AUTO_TEST_CASE(random_uniform_float16_stays_in_range_with_the_right_mean_and_variance) {
   check_uniform(DType::float16, 0, 1, 11);
 }
 

@@ -192,13 +192,7 @@ BOOST_AUTO_TEST_CASE(assign_without_shape_validation_replaces_the_shape) {
   BOOST_TEST((session.run({v})[0].to_vector<int32_t>() == std::vector<int32_t>{1, 2, 3, 4, 5}));
 }
 
-// Expected to fail (library bug, actors/param_shard.cpp:24): the shard checks an assigned
-// value only against the variable's current value, and the graph only against the value's
-// static shape, so the first assign of a value whose shape is unknown until run time is never
-// checked against the declared shape: a [2,2] variable takes a [3] value, and ops planned for
-// [2,2] then fail with unrelated errors.
-BOOST_AUTO_TEST_CASE(a_first_assign_of_a_value_of_unknown_static_shape_is_checked_against_the_declared_shape,
-                     *boost::unit_test::expected_failures(2)) {
+BOOST_AUTO_TEST_CASE(a_first_assign_of_a_value_of_unknown_static_shape_is_checked_against_the_declared_shape) {
   auto root = Scope::root();
   auto v = ops::variable(root.with_op_name("square"), {2, 2}, DType::float32);
   auto p = ops::placeholder(root, DType::float32);
