@@ -17,7 +17,12 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
       kernel_(std::move(kernel)),
       expected_(me_->num_inputs - me_->num_fixed + me_->num_controls),
       scratch_(me_->fixed_inputs),
-      outputs_(me_->outputs.size()) {}
+      outputs_(me_->outputs.size()) {
+  for (int s = 0; s < me_->num_inputs; ++s) {
+    if (!me_->fixed_inputs[s].is_initialized()) message_slots_.push_back(s);
+    else if (s < 64) fixed_mask_ |= uint64_t(1) << s;
+  }
+}
 
 caf::behavior NodeActor::make_behavior() {
   return {
@@ -29,34 +34,43 @@ caf::behavior NodeActor::make_behavior() {
 
 void NodeActor::on_exit() {
   // The plan is released with the actor object (see ~Executable), never here.
-  slots_.clear();
+  release(first_);
+  more_.clear();
   kernel_.reset();
 }
 
-NodeActor::Pending& NodeActor::pending_for(const Tag& tag) {
-  Pending* free_slot = nullptr;
-  for (auto& p : slots_) {
-    if (p.used && p.tag == tag) return p;
-    if (!p.used && !free_slot) free_slot = &p;
+void NodeActor::start(Pending& p, const Tag& tag) {
+  if (!p.primed) {  // a fresh slot: put the hoisted constants in for good
+    if (me_->num_inputs > kInline) p.big = me_->fixed_inputs;
+    else
+      for (int s = 0; s < me_->num_inputs; ++s) p.small[s] = me_->fixed_inputs[s];
+    p.primed = true;
   }
-  if (!free_slot) {
-    slots_.emplace_back();
-    free_slot = &slots_.back();
-    free_slot->inputs = me_->fixed_inputs;  // fixed slots stay filled for good
-    free_slot->arrived.resize(std::size_t(me_->num_inputs));
-  }
-  Pending& p = *free_slot;
   p.used = true;
   p.tag = tag;
   p.remaining = expected_;
   p.dead = false;
-  for (int s = 0; s < me_->num_inputs; ++s) p.arrived[s] = me_->fixed_inputs[s].is_initialized();
-  return p;
+  p.arrived = fixed_mask_;
+}
+
+NodeActor::Pending& NodeActor::pending_for(const Tag& tag) {
+  if (first_.used && first_.tag == tag) return first_;
+  Pending* free_slot = first_.used ? nullptr : &first_;
+  for (auto& p : more_) {
+    if (p->used && p->tag == tag) return *p;
+    if (!p->used && !free_slot) free_slot = p.get();
+  }
+  if (!free_slot) {
+    more_.push_back(std::make_unique<Pending>());
+    free_slot = more_.back().get();
+  }
+  start(*free_slot, tag);
+  return *free_slot;
 }
 
 void NodeActor::release(Pending& p) {
-  for (int s = 0; s < me_->num_inputs; ++s)
-    if (!me_->fixed_inputs[s].is_initialized()) p.inputs[s] = Tensor();
+  Tensor* inputs = p.inputs();
+  for (int s : message_slots_) inputs[s] = Tensor();
   p.used = false;
 }
 
@@ -74,13 +88,13 @@ void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
   }
   Pending& p = pending_for(tag);
   if (slot != kControlSlot) {
-    p.inputs[slot] = std::move(value.tensor);
-    p.arrived[slot] = 1;
+    p.inputs()[slot] = std::move(value.tensor);
+    if (slot < 64) p.arrived |= uint64_t(1) << slot;
   }
   p.dead = p.dead || value.dead;
   if (--p.remaining > 0) return;
   // fire() neither adds nor removes slots, so p stays valid.
-  fire(tag, p.inputs.data(), p.dead);
+  fire(tag, p.inputs(), p.dead);
   release(p);
 }
 
@@ -172,21 +186,26 @@ void NodeActor::remember_abort(uint64_t step) {
 
 void NodeActor::on_abort(uint64_t step) {
   remember_abort(step);
-  for (auto& p : slots_)
-    if (p.used && p.tag.step == step) release(p);
+  if (first_.used && first_.tag.step == step) release(first_);
+  for (auto& p : more_)
+    if (p->used && p->tag.step == step) release(*p);
 }
 
 std::vector<WaitReport> NodeActor::on_waits() const {
   std::vector<WaitReport> out;
-  for (auto& p : slots_) {
-    if (!p.used) continue;
+  auto report = [&](const Pending& p) {
+    if (!p.used) return;
     WaitReport r{me_->node->name, p.tag, expected_ - p.remaining, expected_, {}};
-    for (int s = 0; s < me_->num_inputs; ++s)
-      if (!p.arrived[s]) r.missing.push_back(me_->input_names[s]);
+    for (int s = 0; s < me_->num_inputs; ++s) {
+      bool arrived = s < 64 ? (p.arrived >> s) & 1 : p.inputs()[s].is_initialized();
+      if (!arrived) r.missing.push_back(me_->input_names[s]);
+    }
     int controls_missing = p.remaining - int(r.missing.size());
     if (controls_missing > 0) r.missing.push_back(std::to_string(controls_missing) + " control input(s)");
     out.push_back(std::move(r));
-  }
+  };
+  report(first_);
+  for (auto& p : more_) report(*p);
   return out;
 }
 

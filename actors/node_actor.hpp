@@ -10,6 +10,7 @@
 // the step everywhere. Inputs of an aborted step that arrive late are dropped.
 #include <memory>
 #include <unordered_set>
+#include <array>
 #include <deque>
 
 #include "actors/executable.hpp"
@@ -25,13 +26,21 @@ class NodeActor : public caf::event_based_actor {
   const char* name() const override { return "troupe.node"; }
 
  private:
+  // The inputs of one tag so far. Up to kInline inputs are stored inside the slot, and the
+  // first slot inside the actor, so the common case (one tag at a time, few inputs) touches
+  // no memory outside the actor object.
+  static constexpr int kInline = 4;
   struct Pending {
+    bool primed = false;  // the hoisted constants are in place
     bool used = false;
-    Tag tag;
-    int remaining = 0;
     bool dead = false;
-    std::vector<Tensor> inputs;
-    std::vector<char> arrived;
+    int remaining = 0;
+    Tag tag;
+    uint64_t arrived = 0;  // bit s: data slot s has arrived (slots below 64)
+    std::array<Tensor, kInline> small;
+    std::vector<Tensor> big;  // instead of small when the node has more inputs
+    Tensor* inputs() { return big.empty() ? small.data() : big.data(); }
+    const Tensor* inputs() const { return big.empty() ? small.data() : big.data(); }
   };
 
   void on_input(const Tag& tag, uint32_t slot, Value& value);
@@ -44,6 +53,7 @@ class NodeActor : public caf::event_based_actor {
   void emit(const Tag& tag, Tensor* outputs, bool dead);
   void report_error(const Tag& tag, ErrorCode code, const std::string& cause);
   Pending& pending_for(const Tag& tag);
+  void start(Pending& p, const Tag& tag);
   void release(Pending& p);
 
   std::shared_ptr<const ExecPlan> plan_;
@@ -52,7 +62,10 @@ class NodeActor : public caf::event_based_actor {
   int expected_;
   // One slot per tag in progress; a slot is reused once its tag has fired, so the steady
   // state allocates nothing per tag. Slots are few (steps in flight x live iterations).
-  std::vector<Pending> slots_;
+  Pending first_;
+  std::vector<std::unique_ptr<Pending>> more_;
+  uint64_t fixed_mask_ = 0;         // bit s: data slot s holds a hoisted constant
+  std::vector<int> message_slots_;  // the data slots filled by messages
   std::vector<Tensor> scratch_;  // the inputs of a one-message firing; hoisted constants preset
   std::vector<Tensor> outputs_;
   std::unordered_set<uint64_t> aborted_;

@@ -12,7 +12,12 @@ python=bench/peers/.venv-tf/bin/python
 out=$(mktemp)
 for shape in chain fanout random; do
   build/bench/troupe-bench executor --shape "$shape" --nodes "$nodes" --steps "$steps" --json | tee -a "$out"
-  "$python" bench/peers/executor_tf.py --shape "$shape" --nodes "$nodes" --steps "$steps" --json | tee -a "$out"
+  # TensorFlow logs its start-up to stderr; keep it out of the table, show it on failure.
+  if ! "$python" bench/peers/executor_tf.py --shape "$shape" --nodes "$nodes" --steps "$steps" --json \
+      2>"$out.err" | tee -a "$out"; then
+    cat "$out.err" >&2
+    exit 1
+  fi
 done
 python3 - "$out" <<'PY'
 import json, sys
@@ -23,4 +28,4 @@ for r in rows:
     print(f"{r['shape']:8} {r['system']:18} {r['threads']:>7} {r['us_per_node']:>9.3f} "
           f"{r['nodes_per_s']/1e6:>10.2f} {r['median_step_ms']:>9.3f}")
 PY
-rm -f "$out"
+rm -f "$out" "$out.err"
