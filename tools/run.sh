@@ -6,5 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash tools/setup.sh
 source tools/env.sh
-troupe_configure_and_build troupe-demo >/dev/null
+troupe_configure_and_build --target troupe-demo >/dev/null
 exec "$TROUPE_BUILD_DIR/apps/troupe-demo" "$@"
