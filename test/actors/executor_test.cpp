@@ -7,12 +7,12 @@
 
 #include "actors/session.hpp"
 #include "ops/all.hpp"
+#include "test/support/expect_error.hpp"
 
 using namespace troupe;
+using troupe::testing::contains;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // Waits (bounded) until no node of the session holds any step.
 bool settles(const Session& s) {

@@ -3,24 +3,13 @@
 
 #include "actors/session.hpp"
 #include "ops/all.hpp"
+#include "test/support/expect_error.hpp"
 
 using namespace troupe;
+using troupe::testing::contains;
+using troupe::testing::error_of;
 
 namespace {
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-template <class F>
-std::string error_of(F&& f, ErrorCode expected) {
-  try {
-    f();
-  } catch (const Error& e) {
-    BOOST_TEST(int(e.code()) == int(expected), e.what());
-    return e.what();
-  }
-  BOOST_FAIL("expected an error");
-  return "";
-}
 
 struct Fixture {
   Scope root = Scope::root();

@@ -7,7 +7,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "core/tensor.hpp"
-#include "expect_error.hpp"
+#include "test/support/expect_error.hpp"
 
 using namespace troupe;
 using troupe::testing::contains;

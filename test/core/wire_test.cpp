@@ -12,7 +12,7 @@
 
 #include "core/wire/convert.hpp"
 #include "core/wire/tensor.capnp.h"
-#include "expect_error.hpp"
+#include "test/support/expect_error.hpp"
 
 using namespace troupe;
 using troupe::testing::contains;

@@ -2,12 +2,10 @@
 
 #include "graph/graph.hpp"
 #include "ops/all.hpp"
+#include "test/support/expect_error.hpp"
 
 using namespace troupe;
-
-namespace {
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-}  // namespace
+using troupe::testing::contains;
 
 BOOST_AUTO_TEST_CASE(scopes_prefix_names_and_keep_them_unique) {
   auto root = Scope::root();

@@ -11,6 +11,7 @@
 #include "actors/session.hpp"
 #include "core/tensor.hpp"
 #include "ops/all.hpp"
+#include "test/support/expect_error.hpp"
 
 namespace troupe {
 // Shapes print in failure messages.
@@ -18,23 +19,6 @@ inline std::ostream& operator<<(std::ostream& out, const Shape& s) { return out 
 }  // namespace troupe
 
 namespace troupe::testing {
-
-inline bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
-// Runs f, which must throw troupe::Error with the expected code; returns the message.
-template <class F>
-std::string error_of(F&& f, ErrorCode expected) {
-  try {
-    f();
-  } catch (const Error& e) {
-    BOOST_TEST(int(e.code()) == int(expected), "code " << e.code() << ": " << e.what());
-    return e.what();
-  }
-  BOOST_ERROR("expected a troupe::Error with code " << expected);
-  return "";
-}
 
 // |actual - expected| <= abs + rel * |expected|.
 struct Tolerance {
