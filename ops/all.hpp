@@ -1,6 +1,8 @@
 #pragma once
 // Every op builder of Troupe.
 #include "ops/array/array.hpp"
+#include "ops/array/shape_like.hpp"
+#include "graph/gradients.hpp"
 #include "ops/basic.hpp"
 #include "ops/math/elementwise.hpp"
 #include "ops/math/matmul.hpp"

@@ -1,5 +1,6 @@
 #include "ops/basic.hpp"
 
+#include "graph/gradients.hpp"
 #include "ops/kernel.hpp"
 
 namespace troupe {
@@ -24,6 +25,10 @@ TROUPE_REGISTER_OP(OpDef{
 TROUPE_REGISTER_OP(OpDef{.name = "Identity", .num_inputs = 1, .shape_fn = shape_fns::unchanged});
 
 TROUPE_REGISTER_OP(OpDef{.name = "NoOp", .num_outputs = 0, .shape_fn = shape_fns::no_outputs});
+
+TROUPE_REGISTER_GRADIENT("Identity", [](const Scope&, const Node&, const std::vector<Output>& g) {
+  return std::vector<Output>{g[0]};
+});
 
 class ConstKernel final : public OpKernel {
  public:

@@ -3,7 +3,10 @@
 #include <cstring>
 #include <numeric>
 
+#include "graph/gradients.hpp"
+#include "ops/array/shape_like.hpp"
 #include "ops/kernel.hpp"
+#include "ops/math/reduce.hpp"
 
 namespace troupe {
 namespace {
@@ -247,6 +250,30 @@ TROUPE_REGISTER_OP(OpDef{.name = "ZerosLike", .num_inputs = 1, .shape_fn = shape
 TROUPE_REGISTER_OP(OpDef{.name = "OnesLike", .num_inputs = 1, .shape_fn = shape_fns::unchanged});
 TROUPE_REGISTER_KERNEL("ZerosLike", DeviceType::cpu, ConstantLikeKernel<0>);
 TROUPE_REGISTER_KERNEL("OnesLike", DeviceType::cpu, ConstantLikeKernel<1>);
+
+using Grads = std::vector<Output>;
+
+const bool gradients_registered = [] {
+  auto& r = GradientRegistry::global();
+  r.add("Reshape", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    return {ops::reshape_like(s, g[0], input_of(s, n, 0))};
+  });
+  r.add("Transpose", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    auto perm = get_attr_or<std::vector<int64_t>>(n.attrs, "perm", {});
+    std::vector<int64_t> inverse(perm.size());
+    for (std::size_t i = 0; i < perm.size(); ++i) inverse[std::size_t(perm[i])] = int64_t(i);
+    return {ops::transpose(s, g[0], inverse)};  // empty perm (reversal) is its own inverse
+  });
+  r.add("Cast", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    auto x = input_of(s, n, 0);
+    if (!is_floating(x.dtype()) || !is_floating(n.output_types[0])) return {Output()};
+    return {ops::cast(s, g[0], x.dtype())};
+  });
+  r.add("Fill", [](const Scope& s, const Node&, const Grads& g) -> Grads { return {ops::sum(s, g[0])}; });
+  r.add_none("ZerosLike");
+  r.add_none("OnesLike");
+  return true;
+}();
 
 }  // namespace
 

@@ -2,6 +2,9 @@
 #include <cmath>
 #include <type_traits>
 
+#include "graph/gradients.hpp"
+#include "ops/array/array.hpp"
+#include "ops/array/shape_like.hpp"
 #include "ops/kernel.hpp"
 #include "ops/math/broadcast.hpp"
 #include "ops/math/elementwise.hpp"
@@ -122,6 +125,59 @@ const bool registered = [] {
   register_comparison<LeF>("LessEqual", Accepts::numbers);
   register_comparison<GtF>("Greater", Accepts::numbers);
   register_comparison<GeF>("GreaterEqual", Accepts::numbers);
+  return true;
+}();
+
+// Gradients. Each partial is summed back to its operand's shape (broadcasting).
+using Grads = std::vector<Output>;
+
+Output as_mask(const Scope& s, Output condition, DType dtype) {
+  return ops::cast(s, condition, dtype);
+}
+
+const bool gradients_registered = [] {
+  auto& r = GradientRegistry::global();
+  r.add("Add", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    auto a = input_of(s, n, 0), b = input_of(s, n, 1);
+    return {ops::fit_gradient(s, g[0], a), ops::fit_gradient(s, g[0], b)};
+  });
+  r.add("Sub", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    auto a = input_of(s, n, 0), b = input_of(s, n, 1);
+    return {ops::fit_gradient(s, g[0], a), ops::fit_gradient(s, ops::neg(s, g[0]), b)};
+  });
+  r.add("Mul", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    auto a = input_of(s, n, 0), b = input_of(s, n, 1);
+    return {ops::fit_gradient(s, ops::mul(s, g[0], b), a),
+            ops::fit_gradient(s, ops::mul(s, g[0], a), b)};
+  });
+  r.add("Div", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    auto a = input_of(s, n, 0), b = input_of(s, n, 1);
+    auto db = ops::neg(s, ops::mul(s, g[0], ops::div(s, ops::div(s, a, b), b)));
+    return {ops::fit_gradient(s, ops::div(s, g[0], b), a), ops::fit_gradient(s, db, b)};
+  });
+  r.add("Pow", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    auto a = input_of(s, n, 0), b = input_of(s, n, 1), y = output_of(s, n);
+    auto da = ops::mul(s, g[0], ops::mul(s, b, ops::pow(s, a, ops::sub(s, b, ops::ones_like(s, b)))));
+    // d/db a^b = log(a) a^b, taken as 0 where a <= 0 (as TensorFlow does).
+    auto positive = as_mask(s, ops::greater(s, a, ops::zeros_like(s, a)), a.dtype());
+    auto safe_a = ops::add(s, ops::mul(s, a, positive), ops::sub(s, ops::ones_like(s, a), positive));
+    auto db = ops::mul(s, g[0], ops::mul(s, ops::log(s, safe_a), y));
+    return {ops::fit_gradient(s, da, a), ops::fit_gradient(s, db, b)};
+  });
+  // Maximum and Minimum: the gradient goes to the operand that was chosen (a on ties).
+  auto select = [](bool max) {
+    return [max](const Scope& s, const Node& n, const Grads& g) -> Grads {
+      auto a = input_of(s, n, 0), b = input_of(s, n, 1);
+      auto pick_a = as_mask(s, max ? ops::greater_equal(s, a, b) : ops::less_equal(s, a, b), a.dtype());
+      auto ga = ops::mul(s, g[0], pick_a);
+      auto gb = ops::sub(s, g[0], ga);
+      return {ops::fit_gradient(s, ga, a), ops::fit_gradient(s, gb, b)};
+    };
+  };
+  r.add("Maximum", select(true));
+  r.add("Minimum", select(false));
+  for (const char* op : {"Equal", "NotEqual", "Less", "LessEqual", "Greater", "GreaterEqual"})
+    r.add_none(op);
   return true;
 }();
 

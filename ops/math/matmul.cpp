@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include "graph/gradients.hpp"
 #include "ops/kernel.hpp"
 
 namespace troupe {
@@ -92,6 +93,20 @@ class MatMulKernel final : public OpKernel {
   bool ta_, tb_;
 };
 TROUPE_REGISTER_KERNEL("MatMul", DeviceType::cpu, MatMulKernel);
+
+// For y = op(a) op(b), with g = dy: the four transpose cases of the product rule.
+TROUPE_REGISTER_GRADIENT("MatMul", [](const Scope& s, const Node& n, const std::vector<Output>& g) {
+  auto a = input_of(s, n, 0), b = input_of(s, n, 1);
+  bool ta = get_attr_or<bool>(n.attrs, "transpose_a", false);
+  bool tb = get_attr_or<bool>(n.attrs, "transpose_b", false);
+  auto mm = [&](Output x, Output y, bool tx, bool ty) {
+    return ops::matmul(s, x, y, {.transpose_a = tx, .transpose_b = ty});
+  };
+  if (!ta && !tb) return std::vector<Output>{mm(g[0], b, false, true), mm(a, g[0], true, false)};
+  if (ta && !tb) return std::vector<Output>{mm(b, g[0], false, true), mm(a, g[0], false, false)};
+  if (!ta && tb) return std::vector<Output>{mm(g[0], b, false, false), mm(g[0], a, true, false)};
+  return std::vector<Output>{mm(b, g[0], true, true), mm(g[0], a, true, true)};
+});
 
 }  // namespace
 

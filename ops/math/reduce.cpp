@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <limits>
 
+#include "graph/gradients.hpp"
+#include "ops/array/array.hpp"
+#include "ops/array/shape_like.hpp"
 #include "ops/kernel.hpp"
+#include "ops/math/elementwise.hpp"
 
 namespace troupe {
 namespace {
@@ -129,6 +133,33 @@ const bool registered = [] {
   register_reduction<Reduction::sum>("Sum");
   register_reduction<Reduction::mean>("Mean");
   register_reduction<Reduction::max>("Max");
+  return true;
+}();
+
+std::optional<std::vector<int64_t>> axes_of(const Node& n) {
+  if (get_attr_or<bool>(n.attrs, "reduce_all", false)) return std::nullopt;
+  return get_attr<std::vector<int64_t>>(n.attrs, "axes", n.name);
+}
+
+using Grads = std::vector<Output>;
+
+const bool gradients_registered = [] {
+  auto& r = GradientRegistry::global();
+  r.add("Sum", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    return {ops::reduction_grad(s, g[0], input_of(s, n, 0), axes_of(n), false)};
+  });
+  r.add("Mean", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    return {ops::reduction_grad(s, g[0], input_of(s, n, 0), axes_of(n), true)};
+  });
+  // Max: the gradient is shared among the elements equal to the maximum.
+  r.add("Max", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    auto x = input_of(s, n, 0), y = output_of(s, n);
+    auto axes = axes_of(n);
+    auto is_max = ops::cast(s, ops::equal(s, x, ops::reduction_grad(s, y, x, axes, false)), x.dtype());
+    auto count = ops::reduction_grad(s, ops::sum(s, is_max, axes), x, axes, false);
+    auto spread = ops::reduction_grad(s, g[0], x, axes, false);
+    return {ops::div(s, ops::mul(s, spread, is_max), count)};
+  });
   return true;
 }();
 

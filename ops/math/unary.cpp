@@ -2,6 +2,8 @@
 #include <cmath>
 #include <type_traits>
 
+#include "graph/gradients.hpp"
+#include "ops/array/array.hpp"
 #include "ops/kernel.hpp"
 #include "ops/math/elementwise.hpp"
 
@@ -63,6 +65,39 @@ const bool registered = [] {
   register_unary<SqrtF, true>("Sqrt");
   register_unary<SquareF, false>("Square");
   register_unary<ReciprocalF, true>("Reciprocal");
+  return true;
+}();
+
+using Grads = std::vector<Output>;
+
+const bool gradients_registered = [] {
+  auto& r = GradientRegistry::global();
+  r.add("Neg", [](const Scope& s, const Node&, const Grads& g) -> Grads { return {ops::neg(s, g[0])}; });
+  r.add("Abs", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    auto x = input_of(s, n, 0);
+    auto zero = ops::zeros_like(s, x);
+    auto sign = ops::sub(s, ops::cast(s, ops::greater(s, x, zero), x.dtype()),
+                         ops::cast(s, ops::less(s, x, zero), x.dtype()));
+    return {ops::mul(s, g[0], sign)};
+  });
+  r.add("Exp", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    return {ops::mul(s, g[0], output_of(s, n))};
+  });
+  r.add("Log", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    return {ops::div(s, g[0], input_of(s, n, 0))};
+  });
+  r.add("Sqrt", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    auto y = output_of(s, n);
+    return {ops::div(s, g[0], ops::add(s, y, y))};
+  });
+  r.add("Square", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    auto x = input_of(s, n, 0);
+    return {ops::mul(s, g[0], ops::add(s, x, x))};
+  });
+  r.add("Reciprocal", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    auto y = output_of(s, n);
+    return {ops::neg(s, ops::mul(s, g[0], ops::mul(s, y, y)))};
+  });
   return true;
 }();
 

@@ -1,5 +1,6 @@
 #include "ops/state/variable.hpp"
 
+#include "graph/gradients.hpp"
 #include "ops/kernel.hpp"
 
 namespace troupe {
@@ -28,6 +29,7 @@ void update_shape(InferenceContext& c) {
 }
 
 const bool registered = [] {
+  for (const char* name : {"Assign", "AssignAdd", "AssignSub"}) GradientRegistry::global().add_none(name);
   for (const char* name : {"Assign", "AssignAdd", "AssignSub"})
     OpRegistry::global().add(OpDef{.name = name,
                                    .num_inputs = 1,
