@@ -7,5 +7,8 @@
 #include "ops/math/elementwise.hpp"
 #include "ops/math/matmul.hpp"
 #include "ops/math/reduce.hpp"
+#include "ops/nn/activation.hpp"
+#include "ops/nn/bias_add.hpp"
+#include "ops/nn/softmax.hpp"
 #include "ops/random.hpp"
 #include "ops/state/variable.hpp"

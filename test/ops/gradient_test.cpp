@@ -1,13 +1,8 @@
-// Every differentiable op's gradient against central differences, in float64:
-// |analytic - numeric| <= 1e-6 + 1e-6 * |numeric| with step h = 1e-6 (truncation error of
-// order h^2 * f''' and rounding of order eps / h, both far below the tolerance here).
+// The gradients of the math ops against central differences in float64 (the tolerance is in
+// gradient_check.hpp), and the behaviour of gradients() itself.
 #include <boost/test/unit_test.hpp>
 
-#include <functional>
-#include <random>
-
-#include "actors/session.hpp"
-#include "ops/all.hpp"
+#include "test/ops/gradient_check.hpp"
 #include "test/support/expect_error.hpp"
 
 using namespace troupe;
@@ -15,55 +10,10 @@ using troupe::testing::contains;
 
 namespace {
 
-using Builder = std::function<Output(const Scope&, const std::vector<Output>&)>;
-
-Tensor random_tensor(Shape shape, std::mt19937& rng, double lo, double hi) {
-  std::uniform_real_distribution<double> u(lo, hi);
-  Tensor t(DType::float64, shape);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<double>()[i] = u(rng);
-  return t;
-}
-
-// Builds y = f(inputs), loss = sum(y), and compares d loss / d input with central differences.
-void check_gradient(const Builder& f, std::vector<Tensor> values, const std::string& what) {
-  BOOST_TEST_CONTEXT(what) {
-    auto root = Scope::root();
-    std::vector<Output> xs;
-    for (auto& v : values) xs.push_back(ops::placeholder(root, DType::float64, v.shape()));
-    auto y = f(root, xs);
-    auto loss = y.shape().rank() == 0 ? y : ops::sum(root, y);
-    auto grads = gradients(root, {loss}, xs);
-    Session session(root);
-    FeedList feeds;
-    for (std::size_t i = 0; i < xs.size(); ++i) feeds.push_back({xs[i], values[i]});
-    std::vector<TensorName> fetches;
-    for (auto& g : grads) {
-      BOOST_REQUIRE(g);
-      fetches.push_back(g);
-    }
-    auto analytic = session.run(feeds, fetches);
-    const double h = 1e-6;
-    for (std::size_t i = 0; i < xs.size(); ++i) {
-      BOOST_TEST(analytic[i].shape() == values[i].shape(), "gradient shape of input " << i);
-      for (int64_t j = 0; j < values[i].num_elements(); ++j) {
-        auto eval = [&](double delta) {
-          FeedList moved = feeds;
-          Tensor v = values[i].copy();
-          v.data<double>()[j] += delta;
-          moved[i].second = v;
-          return session.run(moved, {loss})[0].scalar_value<double>();
-        };
-        double numeric = (eval(h) - eval(-h)) / (2 * h);
-        double got = analytic[i].data<double>()[j];
-        BOOST_TEST(std::abs(got - numeric) <= 1e-6 + 1e-6 * std::abs(numeric),
-                   "input " << i << " element " << j << ": analytic " << got << ", numeric " << numeric);
-      }
-    }
-  }
-}
+using testing::check_gradient;
 
 std::mt19937 rng(99);
-Tensor r(Shape s, double lo = -2, double hi = 2) { return random_tensor(s, rng, lo, hi); }
+Tensor r(Shape s, double lo = -2, double hi = 2) { return testing::random_tensor(s, rng, lo, hi); }
 
 }  // namespace
 

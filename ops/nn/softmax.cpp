@@ -1,0 +1,194 @@
+#include "ops/nn/softmax.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "graph/gradients.hpp"
+#include "ops/all.hpp"
+#include "ops/kernel.hpp"
+
+namespace troupe {
+namespace {
+
+template <class F>
+void float_types(DType d, F&& f) {
+  switch (d) {
+    case DType::float32: return f(float{});
+    case DType::float64: return f(double{});
+    default: fail(ErrorCode::invalid_argument, "takes float32 or float64, got {}", name_of(d));
+  }
+}
+
+// Rows of the last axis: calls f(row pointer in, row pointer out) per row.
+struct Rows {
+  int64_t count, width;
+  explicit Rows(const Shape& s) {
+    if (s.rank() < 1) fail(ErrorCode::invalid_argument, "needs rank >= 1, got a scalar");
+    width = s[s.rank() - 1];
+    count = width ? s.num_elements() / width : 0;
+  }
+};
+
+// log-sum-exp of a row, stable.
+template <class T>
+T log_sum_exp(const T* x, int64_t n) {
+  T m = *std::max_element(x, x + n);
+  T s = 0;
+  for (int64_t j = 0; j < n; ++j) s += std::exp(x[j] - m);
+  return m + std::log(s);
+}
+
+template <bool kLog>
+class SoftmaxKernel final : public OpKernel {
+ public:
+  explicit SoftmaxKernel(const Node&) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    Rows rows(x.shape());
+    float_types(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      const T* px = x.data<T>();
+      T* py = ctx.allocate_output(0, x.dtype(), x.shape()).template data<T>();
+      for (int64_t r = 0; r < rows.count; ++r) {
+        const T* in = px + r * rows.width;
+        T* out = py + r * rows.width;
+        T lse = log_sum_exp(in, rows.width);
+        for (int64_t j = 0; j < rows.width; ++j) out[j] = kLog ? in[j] - lse : std::exp(in[j] - lse);
+      }
+    });
+  }
+};
+
+void softmax_shape(InferenceContext& c) {
+  DType t = c.input_type(0);
+  if (t != DType::float32 && t != DType::float64) c.error("takes float32 or float64, got {}", name_of(t));
+  if (c.input_shape(0).rank() == 0) c.error("needs rank >= 1, got a scalar");
+  c.set_output(0, t, c.input_shape(0));
+}
+
+TROUPE_REGISTER_OP(OpDef{.name = "Softmax", .num_inputs = 1, .shape_fn = softmax_shape});
+TROUPE_REGISTER_OP(OpDef{.name = "LogSoftmax", .num_inputs = 1, .shape_fn = softmax_shape});
+TROUPE_REGISTER_KERNEL("Softmax", DeviceType::cpu, SoftmaxKernel<false>);
+TROUPE_REGISTER_KERNEL("LogSoftmax", DeviceType::cpu, SoftmaxKernel<true>);
+
+// dx = (g - sum(g * y)) * y
+TROUPE_REGISTER_GRADIENT("Softmax", [](const Scope& s, const Node& n, const std::vector<Output>& g) {
+  auto y = output_of(s, n);
+  auto dot = ops::sum(s, ops::mul(s, g[0], y), std::vector<int64_t>{-1}, true);
+  return std::vector<Output>{ops::mul(s, ops::sub(s, g[0], dot), y)};
+});
+// dx = g - softmax * sum(g)
+TROUPE_REGISTER_GRADIENT("LogSoftmax", [](const Scope& s, const Node& n, const std::vector<Output>& g) {
+  auto y = output_of(s, n);
+  auto total = ops::sum(s, g[0], std::vector<int64_t>{-1}, true);
+  return std::vector<Output>{ops::sub(s, g[0], ops::mul(s, ops::exp(s, y), total))};
+});
+
+// Outputs: loss [N], backprop [N,C] = d loss / d logits (softmax - target for a distribution).
+void xent_shape(InferenceContext& c, bool sparse) {
+  DType t = c.input_type(0);
+  if (t != DType::float32 && t != DType::float64) c.error("logits must be float32 or float64, got {}", name_of(t));
+  auto& logits = c.input_shape(0);
+  auto& labels = c.input_shape(1);
+  if (logits.rank_known() && logits.rank() != 2) c.error("logits must be [batch, classes], got {}", logits.to_string());
+  if (sparse) {
+    if (c.input_type(1) != DType::int32 && c.input_type(1) != DType::int64)
+      c.error("labels must be int32 or int64 class indices, got {}", name_of(c.input_type(1)));
+    if (labels.rank_known() && labels.rank() != 1) c.error("labels must be [batch], got {}", labels.to_string());
+    if (logits.rank_known() && labels.rank_known() && logits.dim(0) >= 0 && labels.dim(0) >= 0 &&
+        logits.dim(0) != labels.dim(0))
+      c.error("logits {} and labels {} differ in batch size", logits.to_string(), labels.to_string());
+  } else {
+    if (c.input_type(1) != t) c.error("labels must have the dtype of the logits, {}", name_of(t));
+    if (!logits.compatible_with(labels))
+      c.error("logits {} and labels {} differ in shape", logits.to_string(), labels.to_string());
+  }
+  PartialShape batch = logits.rank_known() ? PartialShape{logits.dim(0)} : PartialShape::of_rank(1);
+  c.set_output(0, t, batch);
+  c.set_output(1, t, logits);
+}
+
+TROUPE_REGISTER_OP(OpDef{.name = "SparseSoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
+                         .shape_fn = [](InferenceContext& c) { xent_shape(c, true); }});
+TROUPE_REGISTER_OP(OpDef{.name = "SoftmaxCrossEntropyWithLogits", .num_inputs = 2, .num_outputs = 2,
+                         .shape_fn = [](InferenceContext& c) { xent_shape(c, false); }});
+
+template <bool kSparse>
+class CrossEntropyKernel final : public OpKernel {
+ public:
+  explicit CrossEntropyKernel(const Node&) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& logits = ctx.input(0);
+    const Tensor& labels = ctx.input(1);
+    if (logits.shape().rank() != 2)
+      fail(ErrorCode::invalid_argument, "logits must be [batch, classes], got {}", logits.describe());
+    const int64_t n = logits.shape()[0], c = logits.shape()[1];
+    if (kSparse ? (labels.shape() != Shape{n}) : (labels.shape() != logits.shape()))
+      fail(ErrorCode::invalid_argument, "labels {} do not fit logits {}", labels.describe(), logits.describe());
+    float_types(logits.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      const T* pl = logits.data<T>();
+      T* loss = ctx.allocate_output(0, logits.dtype(), Shape{n}).template data<T>();
+      T* back = ctx.allocate_output(1, logits.dtype(), logits.shape()).template data<T>();
+      for (int64_t r = 0; r < n; ++r) {
+        const T* row = pl + r * c;
+        T* b = back + r * c;
+        T lse = log_sum_exp(row, c);
+        for (int64_t j = 0; j < c; ++j) b[j] = std::exp(row[j] - lse);
+        if constexpr (kSparse) {
+          int64_t label = labels.dtype() == DType::int32 ? int64_t(labels.data<int32_t>()[r])
+                                                         : labels.data<int64_t>()[r];
+          if (label < 0 || label >= c)
+            fail(ErrorCode::invalid_argument, "label {} at row {} is outside [0, {})", label, r, c);
+          loss[r] = lse - row[label];
+          b[label] -= T(1);
+        } else {
+          // d loss / d x_j = softmax_j * sum(p) - p_j: exact even when the labels do not
+          // sum to one (TensorFlow's softmax - labels assumes they do).
+          const T* p = labels.data<T>() + r * c;
+          T l = 0, mass = 0;
+          for (int64_t j = 0; j < c; ++j) {
+            l += p[j] * (lse - row[j]);
+            mass += p[j];
+          }
+          for (int64_t j = 0; j < c; ++j) b[j] = b[j] * mass - p[j];
+          loss[r] = l;
+        }
+      }
+    });
+  }
+};
+TROUPE_REGISTER_KERNEL("SparseSoftmaxCrossEntropyWithLogits", DeviceType::cpu, CrossEntropyKernel<true>);
+TROUPE_REGISTER_KERNEL("SoftmaxCrossEntropyWithLogits", DeviceType::cpu, CrossEntropyKernel<false>);
+
+// d loss / d logits = backprop * g (per row); labels get none (sparse) or -g * log softmax.
+std::vector<Output> xent_gradient(const Scope& s, const Node& n, const std::vector<Output>& g, bool sparse) {
+  auto backprop = output_of(s, n, 1);
+  auto per_row = ops::reshape(s, g[0], {-1, 1});
+  auto dlogits = ops::mul(s, backprop, per_row);
+  if (sparse) return {dlogits, Output()};
+  auto dlabels = ops::mul(s, ops::neg(s, ops::log_softmax(s, input_of(s, n, 0))), per_row);
+  return {dlogits, dlabels};
+}
+TROUPE_REGISTER_GRADIENT("SparseSoftmaxCrossEntropyWithLogits",
+                         [](const Scope& s, const Node& n, const std::vector<Output>& g) {
+                           return xent_gradient(s, n, g, true);
+                         });
+TROUPE_REGISTER_GRADIENT("SoftmaxCrossEntropyWithLogits",
+                         [](const Scope& s, const Node& n, const std::vector<Output>& g) {
+                           return xent_gradient(s, n, g, false);
+                         });
+
+}  // namespace
+
+namespace ops {
+Output softmax(const Scope& scope, Output logits) { return &scope.add("Softmax", {logits}); }
+Output log_softmax(const Scope& scope, Output logits) { return &scope.add("LogSoftmax", {logits}); }
+Output sparse_softmax_cross_entropy_with_logits(const Scope& scope, Output logits, Output labels) {
+  return &scope.add("SparseSoftmaxCrossEntropyWithLogits", {logits, labels});
+}
+Output softmax_cross_entropy_with_logits(const Scope& scope, Output logits, Output labels) {
+  return &scope.add("SoftmaxCrossEntropyWithLogits", {logits, labels});
+}
+}  // namespace ops
+}  // namespace troupe

@@ -1,0 +1,159 @@
+// Activations, BiasAdd, Softmax, LogSoftmax and the cross-entropy losses: forward against
+// naive float64 references (tolerance 1e-12 relative) and gradients against central differences
+// (gradient_check.hpp).
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+
+#include "test/ops/gradient_check.hpp"
+#include "test/support/expect_error.hpp"
+
+using namespace troupe;
+using troupe::testing::check_gradient;
+using troupe::testing::contains;
+using troupe::testing::error_of;
+
+namespace {
+
+std::mt19937 rng(7);
+Tensor r(Shape s, double lo = -2, double hi = 2) { return testing::random_tensor(s, rng, lo, hi); }
+
+void expect_close(const Tensor& got, const std::vector<double>& want, const std::string& what) {
+  BOOST_TEST_CONTEXT(what) {
+    BOOST_REQUIRE(got.num_elements() == int64_t(want.size()));
+    for (std::size_t i = 0; i < want.size(); ++i)
+      BOOST_TEST(std::abs(got.data<double>()[i] - want[i]) <= 1e-12 * std::max(1.0, std::abs(want[i])),
+                 "element " << i);
+  }
+}
+
+Tensor run1(const std::function<Output(const Scope&, Output)>& f, const Tensor& x) {
+  auto root = Scope::root();
+  auto p = ops::placeholder(root, x.dtype(), x.shape());
+  Session s(root);
+  auto y = f(root, p);
+  return s.run({{p, x}}, {y})[0];
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(activations_match_their_formulas) {
+  auto x = r({3, 4});
+  auto v = x.to_vector<double>();
+  auto map = [&](auto f) {
+    std::vector<double> out;
+    for (double e : v) out.push_back(f(e));
+    return out;
+  };
+  expect_close(run1([](auto& s, auto p) { return ops::relu(s, p); }, x), map([](double e) { return e > 0 ? e : 0; }), "relu");
+  expect_close(run1([](auto& s, auto p) { return ops::sigmoid(s, p); }, x), map([](double e) { return 1 / (1 + std::exp(-e)); }), "sigmoid");
+  expect_close(run1([](auto& s, auto p) { return ops::tanh(s, p); }, x), map([](double e) { return std::tanh(e); }), "tanh");
+  expect_close(run1([](auto& s, auto p) { return ops::elu(s, p); }, x), map([](double e) { return e > 0 ? e : std::exp(e) - 1; }), "elu");
+  // float32 too
+  auto y = run1([](auto& s, auto p) { return ops::relu(s, p); }, Tensor::from_vector<float>({-1, 0.5f}));
+  BOOST_TEST(y.to_vector<float>() == std::vector<float>({0, 0.5f}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(gradients_of_activations_match_central_differences) {
+  using V = std::vector<Output>;
+  // Keep relu and elu inputs away from the kink at 0.
+  auto away = [&](Shape s) {
+    auto t = r(s, 0.1, 2);
+    for (int64_t i = 0; i < t.num_elements(); i += 2) t.data<double>()[i] *= -1;
+    return t;
+  };
+  check_gradient([](const Scope& s, const V& x) { return ops::mul(s, ops::relu(s, x[0]), x[0]); }, {away({2, 3})}, "relu");
+  check_gradient([](const Scope& s, const V& x) { return ops::mul(s, ops::sigmoid(s, x[0]), x[0]); }, {r({2, 3})}, "sigmoid");
+  check_gradient([](const Scope& s, const V& x) { return ops::mul(s, ops::tanh(s, x[0]), x[0]); }, {r({2, 3})}, "tanh");
+  check_gradient([](const Scope& s, const V& x) { return ops::mul(s, ops::elu(s, x[0]), x[0]); }, {away({2, 3})}, "elu");
+}
+
+BOOST_AUTO_TEST_CASE(bias_add_adds_along_the_channel_axis_in_both_layouts) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float64, Shape{2, 3, 2});
+  auto b = ops::constant<double>(root, {10, 20, 30}, {3});
+  auto nchw = ops::bias_add(root, x, b, "NCHW");
+  auto bl = ops::constant<double>(root, {100, 200}, {2});
+  auto nhwc = ops::bias_add(root, x, bl, "NHWC");
+  Session s(root);
+  auto in = Tensor::zeros(DType::float64, {2, 3, 2});
+  auto out = s.run({{x, in}}, {nchw, nhwc});
+  expect_close(out[0], {10, 10, 20, 20, 30, 30, 10, 10, 20, 20, 30, 30}, "NCHW");
+  expect_close(out[1], {100, 200, 100, 200, 100, 200, 100, 200, 100, 200, 100, 200}, "NHWC");
+  auto m = error_of([&] { ops::bias_add(root, x, ops::constant<double>(root, {1, 2}, {2}), "NCHW"); },
+                    ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "3 channels"), m);
+}
+
+BOOST_AUTO_TEST_CASE(gradients_of_bias_add_match_central_differences) {
+  using V = std::vector<Output>;
+  auto sq = [](const Scope& s, Output y) { return ops::mul(s, y, y); };
+  check_gradient([=](const Scope& s, const V& x) { return sq(s, ops::bias_add(s, x[0], x[1])); }, {r({2, 3, 2, 2}), r({3})}, "NCHW");
+  check_gradient([=](const Scope& s, const V& x) { return sq(s, ops::bias_add(s, x[0], x[1], "NHWC")); }, {r({2, 2, 3}), r({3})}, "NHWC");
+  check_gradient([=](const Scope& s, const V& x) { return sq(s, ops::bias_add(s, x[0], x[1])); }, {r({4, 3}), r({3})}, "NC");
+}
+
+BOOST_AUTO_TEST_CASE(softmax_rows_sum_to_one_and_match_the_formula) {
+  auto x = r({3, 5}, -30, 30);  // large logits: the stable form must not overflow
+  auto y = run1([](auto& s, auto p) { return ops::softmax(s, p); }, x);
+  auto ly = run1([](auto& s, auto p) { return ops::log_softmax(s, p); }, x);
+  for (int row = 0; row < 3; ++row) {
+    const double* in = x.data<double>() + row * 5;
+    double m = *std::max_element(in, in + 5), z = 0;
+    for (int j = 0; j < 5; ++j) z += std::exp(in[j] - m);
+    double total = 0;
+    for (int j = 0; j < 5; ++j) {
+      double want = std::exp(in[j] - m) / z;
+      BOOST_TEST(std::abs(y.data<double>()[row * 5 + j] - want) <= 1e-12);
+      BOOST_TEST(std::abs(ly.data<double>()[row * 5 + j] - std::log(want)) <= 1e-9);
+      total += y.data<double>()[row * 5 + j];
+    }
+    BOOST_TEST(std::abs(total - 1) <= 1e-12);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gradients_of_softmax_and_log_softmax_match_central_differences) {
+  using V = std::vector<Output>;
+  auto w = r({2, 4});
+  auto weighted = [&](const Scope& s, Output y) { return ops::mul(s, y, ops::constant(s, w)); };
+  check_gradient([&](const Scope& s, const V& x) { return weighted(s, ops::softmax(s, x[0])); }, {r({2, 4})}, "softmax");
+  check_gradient([&](const Scope& s, const V& x) { return weighted(s, ops::log_softmax(s, x[0])); }, {r({2, 4})}, "log_softmax");
+}
+
+BOOST_AUTO_TEST_CASE(sparse_cross_entropy_is_minus_log_softmax_at_the_label) {
+  auto root = Scope::root();
+  auto logits = ops::placeholder(root, DType::float64, Shape{3, 4});
+  auto labels = ops::placeholder(root, DType::int32, Shape{3});
+  auto loss = ops::sparse_softmax_cross_entropy_with_logits(root, logits, labels);
+  auto dense = ops::softmax_cross_entropy_with_logits(
+      root, logits, ops::constant<double>(root, {0, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0}, {3, 4}));
+  Session s(root);
+  auto x = r({3, 4});
+  auto out = s.run({{logits, x}, {labels, Tensor::from_vector<int32_t>({1, 3, 0})}}, {loss, dense});
+  int label[3] = {1, 3, 0};
+  for (int row = 0; row < 3; ++row) {
+    const double* in = x.data<double>() + row * 4;
+    double m = *std::max_element(in, in + 4), z = 0;
+    for (int j = 0; j < 4; ++j) z += std::exp(in[j] - m);
+    double want = -(in[label[row]] - m - std::log(z));
+    BOOST_TEST(std::abs(out[0].data<double>()[row] - want) <= 1e-12);
+    BOOST_TEST(std::abs(out[1].data<double>()[row] - want) <= 1e-12);
+  }
+  auto m = error_of([&] { s.run({{logits, x}, {labels, Tensor::from_vector<int32_t>({1, 7, 0})}}, {loss}); },
+                    ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "label 7 at row 1"), m);
+  BOOST_TEST(contains(m, "SparseSoftmaxCrossEntropyWithLogits"), m);
+}
+
+BOOST_AUTO_TEST_CASE(gradients_of_cross_entropy_losses_match_central_differences) {
+  using V = std::vector<Output>;
+  check_gradient(
+      [](const Scope& s, const V& x) {
+        return ops::mean(s, ops::sparse_softmax_cross_entropy_with_logits(
+                                s, x[0], ops::constant<int64_t>(s, {2, 0, 1}, {3})));
+      },
+      {r({3, 4})}, "sparse, mean over the batch");
+  auto p = r({3, 4}, 0.1, 1);
+  check_gradient([&](const Scope& s, const V& x) { return ops::softmax_cross_entropy_with_logits(s, x[0], x[1]); },
+                 {r({3, 4}), p}, "dense, both inputs");
+}
