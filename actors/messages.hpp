@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/tensor.hpp"
+#include "ops/state/optimizer.hpp"
 
 namespace troupe {
 
@@ -67,6 +68,7 @@ using read_atom = caf::atom_constant<caf::atom("read")>;
 using update_atom = caf::atom_constant<caf::atom("update")>;
 using waits_atom = caf::atom_constant<caf::atom("waits")>;
 using names_atom = caf::atom_constant<caf::atom("names")>;
+using apply_atom = caf::atom_constant<caf::atom("apply")>;
 
 // Sends input(tag, slot, value) without a sender. From inside an actor pass its context():
 // the receiver is then scheduled on the sending worker (CAF's anon_send, which has no
@@ -80,6 +82,7 @@ inline void send_input(caf::execution_unit* context, const caf::actor& to, const
 }  // namespace troupe
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Value)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::OptimizerSpec)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::StepResult)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::ShardReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::WaitReport)

@@ -104,7 +104,11 @@ void NodeActor::fire(const Tag& tag, Tensor* inputs, bool dead) {
     return;
   }
   if (!kernel_) {
-    fire_variable_op(tag, inputs);
+    try {
+      fire_variable_op(tag, inputs);
+    } catch (const Error& e) {
+      report_error(tag, e.code(), e.what());
+    }
     return;
   }
   try {
@@ -139,6 +143,13 @@ void NodeActor::fire_variable_op(const Tag& tag, Tensor* inputs) {
   auto on_error = [this, tag](caf::error& e) {
     report_error(tag, ErrorCode::unavailable, "parameter shard failed: " + to_string(e));
   };
+  if (node.op == "ApplyGradient") {
+    const Tensor& lr = inputs[1];
+    double rate = lr.dtype() == DType::float64 ? lr.scalar_value<double>() : double(lr.scalar_value<float>());
+    request(plan_->shard, caf::infinite, apply_atom::value, name, optimizer_spec_of(node), inputs[0], rate)
+        .then(on_reply, on_error);
+    return;
+  }
   if (node.op == "VariableV2") {
     request(plan_->shard, caf::infinite, read_atom::value, name).then(on_reply, on_error);
   } else {

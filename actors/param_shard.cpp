@@ -42,6 +42,37 @@ caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
         }
         return {current, ErrorCode::ok, {}};
       },
+      [self](apply_atom, const std::string& name, const OptimizerSpec& spec, const Tensor& grad,
+             double learning_rate) -> ShardReply {
+        auto it = self->state.variables.find(name);
+        if (it == self->state.variables.end())
+          return {{}, ErrorCode::failed_precondition,
+                  "variable '" + name + "' is not initialised (run its initializer first)"};
+        Tensor& value = it->second;
+        if (value.buffer_use_count() > 1) value = value.copy();  // a reader holds the old value
+        auto& slots = self->state.slots[name + "/" + spec.name()];
+        if (slots.tensors.empty() && spec.num_slots() > 0) {
+          for (int k = 0; k < spec.num_slots(); ++k) {
+            Tensor t = Tensor::zeros(value.dtype(), value.shape());
+            if (spec.kind == OptimizerKind::adagrad)
+              visit_dtype(t.dtype(), [&](auto zero) {
+                using T = decltype(zero);
+                if constexpr (std::is_floating_point_v<T>)
+                  std::fill_n(t.data<T>(), t.num_elements(), T(spec.initial_accumulator));
+              });
+            slots.tensors.push_back(std::move(t));
+          }
+        }
+        for (auto& s : slots.tensors)
+          if (s.shape() != value.shape())  // the variable was re-assigned with another shape
+            s = Tensor::zeros(value.dtype(), value.shape());
+        try {
+          apply_optimizer(spec, value, slots.tensors, grad, learning_rate, ++slots.step);
+        } catch (const Error& e) {
+          return {{}, e.code(), "variable '" + name + "': " + e.what()};
+        }
+        return {};
+      },
       [self](names_atom) {
         std::vector<std::string> names;
         for (auto& [name, value] : self->state.variables) names.push_back(name);

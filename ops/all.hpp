@@ -11,4 +11,5 @@
 #include "ops/nn/bias_add.hpp"
 #include "ops/nn/softmax.hpp"
 #include "ops/random.hpp"
+#include "ops/state/optimizer.hpp"
 #include "ops/state/variable.hpp"

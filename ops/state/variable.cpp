@@ -93,7 +93,7 @@ void apply_variable_update(Tensor& value, const Tensor& delta, VariableUpdate up
 namespace ops {
 
 Output variable(const Scope& scope, PartialShape shape, DType dtype, VariableOptions options) {
-  AttrMap attrs{{"shape", std::move(shape)}, {"dtype", dtype}};
+  AttrMap attrs{{"shape", std::move(shape)}, {"dtype", dtype}, {"trainable", options.trainable}};
   if (!options.shared_name.empty()) attrs.emplace("shared_name", options.shared_name);
   return &scope.add("VariableV2", {}, std::move(attrs), "Variable");
 }

@@ -9,6 +9,7 @@ namespace troupe::ops {
 
 struct VariableOptions {
   std::string shared_name;  // the name in the shard; defaults to the node's name
+  bool trainable = true;    // included in Optimizer::minimize's default variables
 };
 Output variable(const Scope& scope, PartialShape shape, DType dtype, VariableOptions options = {});
 // `variable` must be the output of a Variable node.

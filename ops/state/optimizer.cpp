@@ -1,0 +1,318 @@
+#include "ops/state/optimizer.hpp"
+
+#include <cmath>
+
+#include "graph/gradients.hpp"
+#include "ops/all.hpp"
+#include "ops/kernel.hpp"
+
+namespace troupe {
+namespace {
+
+const char* kind_names[] = {"sgd", "momentum", "adagrad", "adadelta", "rmsprop", "adam"};
+
+OptimizerKind kind_from_name(const std::string& name) {
+  for (int k = 0; k < 6; ++k)
+    if (name == kind_names[k]) return OptimizerKind(k);
+  fail(ErrorCode::invalid_argument, "unknown optimizer '{}'", name);
+}
+
+// ApplyGradient(grad, learning_rate): one optimizer step on the variable named by
+// "shared_name", done by its parameter shard. No outputs: a target, or a control input.
+TROUPE_REGISTER_OP(OpDef{
+    .name = "ApplyGradient",
+    .num_inputs = 2,
+    .num_outputs = 0,
+    .stateful = true,
+    .variable_op = true,
+    .shape_fn = [](InferenceContext& c) {
+      DType t = c.attr<DType>("dtype");
+      if (c.input_type(0) != t)
+        c.error("gradient has dtype {}, the variable '{}' holds {}", name_of(c.input_type(0)),
+                c.attr<std::string>("shared_name"), name_of(t));
+      if (!c.attr<PartialShape>("shape").compatible_with(c.input_shape(0)))
+        c.error("gradient has shape {}, the variable '{}' has shape {}", c.input_shape(0).to_string(),
+                c.attr<std::string>("shared_name"), c.attr<PartialShape>("shape").to_string());
+      if (!is_floating(c.input_type(1)) || (c.input_shape(1).rank_known() && c.input_shape(1).rank() != 0))
+        c.error("learning rate must be a floating scalar, got {}{}", name_of(c.input_type(1)),
+                c.input_shape(1).to_string());
+      kind_from_name(c.attr<std::string>("optimizer"));
+    },
+    .required_attrs = {"shared_name", "dtype", "shape", "optimizer"}});
+
+TROUPE_REGISTER_OP(OpDef{
+    .name = "Floor",
+    .num_inputs = 1,
+    .shape_fn = [](InferenceContext& c) {
+      if (!is_floating(c.input_type(0))) c.error("takes a floating type, got {}", name_of(c.input_type(0)));
+      shape_fns::unchanged(c);
+    }});
+
+class FloorKernel final : public OpKernel {
+ public:
+  explicit FloorKernel(const Node&) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& x = ctx.input(0);
+    Tensor& y = ctx.allocate_output(0, x.dtype(), x.shape());
+    visit_dtype(x.dtype(), [&](auto zero) {
+      using T = decltype(zero);
+      if constexpr (std::is_floating_point_v<T>) {
+        for (int64_t i = 0; i < x.num_elements(); ++i) y.data<T>()[i] = std::floor(x.data<T>()[i]);
+      } else if constexpr (std::is_same_v<T, half>) {
+        for (int64_t i = 0; i < x.num_elements(); ++i) y.data<T>()[i] = half(std::floor(float(x.data<T>()[i])));
+      } else {
+        fail(ErrorCode::invalid_argument, "Floor takes a floating type, got {}", x.describe());
+      }
+    });
+  }
+};
+TROUPE_REGISTER_KERNEL("Floor", DeviceType::cpu, FloorKernel);
+// Floor is piecewise constant: no gradient flows through it.
+const bool floor_gradient = (GradientRegistry::global().add_none("Floor"), true);
+const bool apply_gradient = (GradientRegistry::global().add_none("ApplyGradient"), true);
+
+template <class T>
+void update(const OptimizerSpec& s, T* v, std::vector<T*>& slot, const T* g, int64_t n, double lr, int64_t step) {
+  const T rate = T(lr), eps = T(s.epsilon);
+  switch (s.kind) {
+    case OptimizerKind::sgd:
+      for (int64_t i = 0; i < n; ++i) v[i] -= rate * g[i];
+      return;
+    case OptimizerKind::momentum: {
+      const T m = T(s.momentum);
+      T* a = slot[0];
+      for (int64_t i = 0; i < n; ++i) {
+        a[i] = m * a[i] + g[i];
+        v[i] -= s.nesterov ? rate * (g[i] + m * a[i]) : rate * a[i];
+      }
+      return;
+    }
+    case OptimizerKind::adagrad: {
+      T* acc = slot[0];
+      for (int64_t i = 0; i < n; ++i) {
+        acc[i] += g[i] * g[i];
+        v[i] -= rate * g[i] / std::sqrt(acc[i]);
+      }
+      return;
+    }
+    case OptimizerKind::adadelta: {
+      const T rho = T(s.rho);
+      T *acc = slot[0], *acc_update = slot[1];
+      for (int64_t i = 0; i < n; ++i) {
+        acc[i] = rho * acc[i] + (T(1) - rho) * g[i] * g[i];
+        T u = std::sqrt(acc_update[i] + eps) / std::sqrt(acc[i] + eps) * g[i];
+        acc_update[i] = rho * acc_update[i] + (T(1) - rho) * u * u;
+        v[i] -= rate * u;
+      }
+      return;
+    }
+    case OptimizerKind::rmsprop: {
+      const T rho = T(s.rho), m = T(s.momentum);
+      T *ms = slot[0], *mom = slot[1];
+      for (int64_t i = 0; i < n; ++i) {
+        ms[i] = rho * ms[i] + (T(1) - rho) * g[i] * g[i];
+        mom[i] = m * mom[i] + rate * g[i] / std::sqrt(ms[i] + eps);
+        v[i] -= mom[i];
+      }
+      return;
+    }
+    case OptimizerKind::adam: {
+      const T b1 = T(s.beta1), b2 = T(s.beta2);
+      const T rate_t = T(lr * std::sqrt(1 - std::pow(s.beta2, double(step))) / (1 - std::pow(s.beta1, double(step))));
+      T *m = slot[0], *u = slot[1];
+      for (int64_t i = 0; i < n; ++i) {
+        m[i] = b1 * m[i] + (T(1) - b1) * g[i];
+        u[i] = b2 * u[i] + (T(1) - b2) * g[i] * g[i];
+        v[i] -= rate_t * m[i] / (std::sqrt(u[i]) + eps);
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+int OptimizerSpec::num_slots() const {
+  switch (kind) {
+    case OptimizerKind::sgd: return 0;
+    case OptimizerKind::momentum:
+    case OptimizerKind::adagrad: return 1;
+    default: return 2;
+  }
+}
+
+const char* OptimizerSpec::name() const { return kind_names[int(kind)]; }
+
+void apply_optimizer(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>& slots,
+                     const Tensor& grad, double learning_rate, int64_t step) {
+  if (grad.dtype() != var.dtype() || grad.shape() != var.shape())
+    fail(ErrorCode::invalid_argument, "gradient {} does not match the variable's value {}",
+         grad.describe(), var.describe());
+  if (int(slots.size()) != spec.num_slots())
+    fail(ErrorCode::internal, "{} needs {} slots, got {}", spec.name(), spec.num_slots(), slots.size());
+  const int64_t n = var.num_elements();
+  switch (var.dtype()) {
+    case DType::float32: {
+      std::vector<float*> s;
+      for (auto& t : slots) s.push_back(t.data<float>());
+      return update(spec, var.data<float>(), s, grad.data<float>(), n, learning_rate, step);
+    }
+    case DType::float64: {
+      std::vector<double*> s;
+      for (auto& t : slots) s.push_back(t.data<double>());
+      return update(spec, var.data<double>(), s, grad.data<double>(), n, learning_rate, step);
+    }
+    default:
+      fail(ErrorCode::invalid_argument, "{} updates float32 or float64 variables, not {}", spec.name(),
+           var.describe());
+  }
+}
+
+OptimizerSpec optimizer_spec_of(const Node& node) {
+  const auto& a = node.attrs;
+  OptimizerSpec s;
+  s.kind = kind_from_name(get_attr<std::string>(a, "optimizer", node.name));
+  s.momentum = get_attr_or<double>(a, "momentum", s.momentum);
+  s.nesterov = get_attr_or<bool>(a, "nesterov", s.nesterov);
+  s.initial_accumulator = get_attr_or<double>(a, "initial_accumulator", s.initial_accumulator);
+  s.rho = get_attr_or<double>(a, "rho", s.rho);
+  s.beta1 = get_attr_or<double>(a, "beta1", s.beta1);
+  s.beta2 = get_attr_or<double>(a, "beta2", s.beta2);
+  s.epsilon = get_attr_or<double>(a, "epsilon", s.epsilon);
+  return s;
+}
+
+namespace ops {
+
+std::vector<Output> trainable_variables(const Graph& graph) {
+  std::vector<Output> out;
+  for (int i = 0; i < graph.size(); ++i) {
+    const Node& n = graph.node(i);
+    if (n.op == "VariableV2" && get_attr_or<bool>(n.attrs, "trainable", true) && is_floating(n.output_types[0]))
+      out.push_back(Output(const_cast<Node*>(&n), 0));
+  }
+  return out;
+}
+
+GlobalStep global_step(const Scope& scope) {
+  auto v = variable(scope.with_op_name("global_step"), Shape{}, DType::int64,
+                    {.shared_name = "global_step", .trainable = false});
+  auto init = assign(scope.with_op_name("global_step/init"), v, constant(scope, int64_t(0)));
+  return {v, init.node()};
+}
+
+Output exponential_decay(const Scope& scope, double learning_rate, Output global_step,
+                         double decay_steps, double decay_rate, bool staircase) {
+  TROUPE_CHECK_ARG(decay_steps > 0, "exponential_decay: decay_steps must be positive, got {}", decay_steps);
+  Scope s = scope.sub("exponential_decay");
+  Output p = div(s, cast(s, global_step, DType::float32), constant(s, float(decay_steps)));
+  if (staircase) p = Output(&s.add("Floor", {p}));
+  return mul(s, constant(s, float(learning_rate)), pow(s, constant(s, float(decay_rate)), p));
+}
+
+Output step_decay(const Scope& scope, double learning_rate, Output global_step, double step_size,
+                  double factor) {
+  TROUPE_CHECK_ARG(step_size > 0, "step_decay: step_size must be positive, got {}", step_size);
+  Scope s = scope.sub("step_decay");
+  Output p = Output(&s.add("Floor", {div(s, cast(s, global_step, DType::float32), constant(s, float(step_size)))}));
+  return mul(s, constant(s, float(learning_rate)), pow(s, constant(s, float(factor)), p));
+}
+
+}  // namespace ops
+
+Optimizer Optimizer::sgd(double lr) {
+  Optimizer o;
+  o.learning_rate_ = lr;
+  return o;
+}
+
+Optimizer Optimizer::momentum(double lr, double m, bool nesterov) {
+  Optimizer o = sgd(lr);
+  o.spec_.kind = OptimizerKind::momentum;
+  o.spec_.momentum = m;
+  o.spec_.nesterov = nesterov;
+  return o;
+}
+
+Optimizer Optimizer::adagrad(double lr, double initial_accumulator) {
+  Optimizer o = sgd(lr);
+  o.spec_.kind = OptimizerKind::adagrad;
+  o.spec_.initial_accumulator = initial_accumulator;
+  return o;
+}
+
+Optimizer Optimizer::adadelta(double lr, double rho, double epsilon) {
+  Optimizer o = sgd(lr);
+  o.spec_.kind = OptimizerKind::adadelta;
+  o.spec_.rho = rho;
+  o.spec_.epsilon = epsilon;
+  return o;
+}
+
+Optimizer Optimizer::rmsprop(double lr, double decay, double momentum, double epsilon) {
+  Optimizer o = sgd(lr);
+  o.spec_.kind = OptimizerKind::rmsprop;
+  o.spec_.rho = decay;
+  o.spec_.momentum = momentum;
+  o.spec_.epsilon = epsilon;
+  return o;
+}
+
+Optimizer Optimizer::adam(double lr, double beta1, double beta2, double epsilon) {
+  Optimizer o = sgd(lr);
+  o.spec_.kind = OptimizerKind::adam;
+  o.spec_.beta1 = beta1;
+  o.spec_.beta2 = beta2;
+  o.spec_.epsilon = epsilon;
+  return o;
+}
+
+Optimizer& Optimizer::with_learning_rate(Output learning_rate) {
+  schedule_ = learning_rate;
+  return *this;
+}
+
+Node* Optimizer::minimize(const Scope& scope, Output loss, std::vector<Output> variables,
+                          Output global_step) const {
+  if (variables.empty()) variables = ops::trainable_variables(scope.graph());
+  TROUPE_CHECK_ARG(!variables.empty(), "minimize: the graph has no trainable variables");
+  auto grads = gradients(scope, {loss}, variables);
+  return apply_gradients(scope, grads, variables, global_step);
+}
+
+Node* Optimizer::apply_gradients(const Scope& scope, const std::vector<Output>& grads,
+                                 const std::vector<Output>& variables, Output global_step) const {
+  TROUPE_CHECK_ARG(grads.size() == variables.size(), "apply_gradients: {} gradients for {} variables",
+                   grads.size(), variables.size());
+  Scope s = scope.sub(spec_.name());
+  Output lr = schedule_ ? schedule_ : ops::constant(s.with_op_name("learning_rate"), float(learning_rate_));
+  std::vector<Node*> updates;
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    if (!grads[i]) continue;  // the loss does not depend on this variable
+    Node* v = variables[i].node();
+    TROUPE_CHECK_ARG(v->op == "VariableV2", "apply_gradients: {} is not a variable", v->describe());
+    Output rate = lr.dtype() == v->output_types[0] ? lr : ops::cast(s, lr, v->output_types[0]);
+    updates.push_back(&s.add("ApplyGradient", {grads[i], rate},
+                             {{"shared_name", variable_name(*v)},
+                              {"dtype", v->attrs.at("dtype")},
+                              {"shape", v->attrs.at("shape")},
+                              {"optimizer", std::string(spec_.name())},
+                              {"momentum", spec_.momentum},
+                              {"nesterov", spec_.nesterov},
+                              {"initial_accumulator", spec_.initial_accumulator},
+                              {"rho", spec_.rho},
+                              {"beta1", spec_.beta1},
+                              {"beta2", spec_.beta2},
+                              {"epsilon", spec_.epsilon}},
+                             "apply_" + v->name));
+  }
+  TROUPE_CHECK_ARG(!updates.empty(), "apply_gradients: no variable receives a gradient");
+  if (global_step) {
+    Scope after = s.with_control_dependencies(updates);
+    auto bump = ops::assign_add(after, global_step, ops::constant(s, int64_t(1)));
+    return ops::group(scope.with_op_name(std::string("train_") + spec_.name()), {bump});
+  }
+  return ops::no_op(scope.with_control_dependencies(updates).with_op_name(std::string("train_") + spec_.name()));
+}
+
+}  // namespace troupe

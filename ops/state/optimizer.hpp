@@ -1,0 +1,89 @@
+#pragma once
+// Optimizers applied where the variable lives. minimize() builds the gradients of a loss and
+// one ApplyGradient node per trainable variable; each is one message per step to the
+// parameter shard that owns the variable, which updates it (and its slots: momentum,
+// accumulators, Adam's moments) in place.
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+#include "graph/scope.hpp"
+
+namespace troupe {
+
+enum class OptimizerKind { sgd, momentum, adagrad, adadelta, rmsprop, adam };
+
+// The hyper-parameters an update needs besides the learning rate (a graph tensor).
+struct OptimizerSpec {
+  OptimizerKind kind = OptimizerKind::sgd;
+  double momentum = 0.0;         // momentum, rmsprop
+  bool nesterov = false;         // momentum
+  double initial_accumulator = 0.1;  // adagrad
+  double rho = 0.95;             // adadelta; rmsprop's decay
+  double beta1 = 0.9, beta2 = 0.999;  // adam
+  double epsilon = 1e-8;
+
+  int num_slots() const;
+  const char* name() const;
+};
+
+// Applies one update in place: var and slots (num_slots() of them, shaped like var, created
+// zero-filled (adagrad: initial_accumulator) by the caller on first use). step counts updates
+// from 1 (Adam's bias correction). Throws on a dtype or shape mismatch.
+void apply_optimizer(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>& slots,
+                     const Tensor& grad, double learning_rate, int64_t step);
+// The spec an ApplyGradient node carries in its attributes.
+OptimizerSpec optimizer_spec_of(const Node& node);
+
+namespace ops {
+
+// Variables marked trainable (the default) of the graph.
+std::vector<Output> trainable_variables(const Graph& graph);
+
+// A step counter variable (int64 scalar, named "global_step") and its initializer.
+struct GlobalStep {
+  Output value;
+  Node* init;
+};
+GlobalStep global_step(const Scope& scope);
+
+// learning_rate * decay_rate ^ (step / decay_steps), with the exponent floored if staircase.
+Output exponential_decay(const Scope& scope, double learning_rate, Output global_step,
+                         double decay_steps, double decay_rate, bool staircase = false);
+// learning_rate * factor ^ floor(step / step_size).
+Output step_decay(const Scope& scope, double learning_rate, Output global_step, double step_size,
+                  double factor);
+
+}  // namespace ops
+
+class Optimizer {
+ public:
+  static Optimizer sgd(double learning_rate);
+  static Optimizer momentum(double learning_rate, double momentum, bool nesterov = false);
+  static Optimizer adagrad(double learning_rate, double initial_accumulator = 0.1);
+  static Optimizer adadelta(double learning_rate = 1.0, double rho = 0.95, double epsilon = 1e-6);
+  static Optimizer rmsprop(double learning_rate, double decay = 0.9, double momentum = 0.0,
+                           double epsilon = 1e-10);
+  static Optimizer adam(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
+                        double epsilon = 1e-8);
+
+  // A learning rate computed in the graph (a schedule), instead of the constant.
+  Optimizer& with_learning_rate(Output learning_rate);
+
+  // The train op: gradients of loss for `variables` (default: all trainable ones), one update
+  // per variable, and, if given, global_step incremented once the updates are done.
+  Node* minimize(const Scope& scope, Output loss, std::vector<Output> variables = {},
+                 Output global_step = {}) const;
+  // The same from gradients computed elsewhere, one per variable.
+  Node* apply_gradients(const Scope& scope, const std::vector<Output>& grads,
+                        const std::vector<Output>& variables, Output global_step = {}) const;
+
+  const OptimizerSpec& spec() const { return spec_; }
+
+ private:
+  OptimizerSpec spec_;
+  double learning_rate_ = 0.01;
+  Output schedule_;
+};
+
+}  // namespace troupe
