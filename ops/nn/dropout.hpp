@@ -1,0 +1,14 @@
+#pragma once
+// Dropout: in training, keeps each element with probability 1 - rate and scales the kept ones
+// by 1 / (1 - rate); in inference, passes x through unchanged.
+#include "graph/scope.hpp"
+
+namespace troupe::ops {
+
+struct DropoutOptions {
+  int64_t seed = 0;  // nonzero: the same masks in every session
+  bool training = true;
+};
+Output dropout(const Scope& scope, Output x, double rate, DropoutOptions options = {});
+
+}  // namespace troupe::ops
