@@ -1,0 +1,144 @@
+#include "ops/layers/layers.hpp"
+
+#include "ops/all.hpp"
+
+namespace troupe::layers {
+
+Output activate(const Scope& s, Output x, Activation a) {
+  switch (a) {
+    case Activation::none: return x;
+    case Activation::relu: return ops::relu(s, x);
+    case Activation::sigmoid: return ops::sigmoid(s, x);
+    case Activation::tanh: return ops::tanh(s, x);
+    case Activation::elu: return ops::elu(s, x);
+    case Activation::softmax: return ops::softmax(s, x);
+  }
+  return x;
+}
+
+Output BuildContext::variable(const std::string& name, Shape shape, const ops::Initializer& init) {
+  auto v = ops::variable(scope_.with_op_name(name), shape, DType::float32);
+  auto value = ops::initial_value(scope_.sub(name + "_init"), init, shape, DType::float32, model_.next_seed());
+  model_.inits_.push_back(ops::assign(scope_, v, value));
+  model_.variables_.push_back(v);
+  return v;
+}
+
+namespace {
+
+class DenseLayer final : public Layer {
+ public:
+  explicit DenseLayer(Dense o) : o_(o) {}
+  const char* kind() const override { return "dense"; }
+  Output build(BuildContext& ctx, Output x) override {
+    const Scope& s = ctx.scope();
+    auto& in = x.shape();
+    TROUPE_CHECK_ARG(in.rank_known() && in.rank() == 2 && in.dim(1) >= 0,
+                     "Dense needs an input [batch, features] with known features, got {}", in.to_string());
+    TROUPE_CHECK_ARG(o_.units > 0, "Dense needs units > 0, got {}", o_.units);
+    if (!kernel_) {
+      kernel_ = ctx.variable("kernel", Shape{in.dim(1), o_.units}, o_.kernel_init);
+      if (o_.use_bias) bias_ = ctx.variable("bias", Shape{o_.units}, o_.bias_init);
+    }
+    Output y = ops::matmul(s, x, kernel_);
+    if (o_.use_bias) y = ops::bias_add(s, y, bias_);
+    return activate(s, y, o_.activation);
+  }
+
+ private:
+  Dense o_;
+  Output kernel_, bias_;
+};
+
+class FlattenLayer final : public Layer {
+ public:
+  const char* kind() const override { return "flatten"; }
+  Output build(BuildContext& ctx, Output x) override {
+    auto& in = x.shape();
+    TROUPE_CHECK_ARG(in.rank_known() && in.rank() >= 1, "Flatten needs an input of known rank, got {}", in.to_string());
+    int64_t rest = 1;
+    for (int d = 1; d < in.rank(); ++d) {
+      TROUPE_CHECK_ARG(in.dim(d) >= 0, "Flatten needs known dimensions after the batch, got {}", in.to_string());
+      rest *= in.dim(d);
+    }
+    return ops::reshape(ctx.scope(), x, {-1, rest});
+  }
+};
+
+class DropoutLayer final : public Layer {
+ public:
+  explicit DropoutLayer(Dropout o) : o_(o) {}
+  const char* kind() const override { return "dropout"; }
+  Output build(BuildContext& ctx, Output x) override {
+    if (ctx.mode() == Mode::inference || o_.rate == 0) return x;
+    return ops::dropout(ctx.scope(), x, o_.rate, {.seed = seed_ ? seed_ : 0});
+  }
+  void set_seed(int64_t seed) { seed_ = seed; }
+
+ private:
+  Dropout o_;
+  int64_t seed_ = 0;
+};
+
+class ActLayer final : public Layer {
+ public:
+  explicit ActLayer(Act o) : o_(o) {}
+  const char* kind() const override { return "activation"; }
+  Output build(BuildContext& ctx, Output x) override { return activate(ctx.scope(), x, o_.activation); }
+
+ private:
+  Act o_;
+};
+
+}  // namespace
+
+Sequential::Sequential(const Scope& scope, int64_t seed) : scope_(scope.sub("model")), seed_(seed) {}
+
+Sequential& Sequential::add(std::unique_ptr<Layer> layer) {
+  TROUPE_CHECK_ARG(calls_ == 0, "layers must be added before the model is first built");
+  layers_.push_back(std::move(layer));
+  return *this;
+}
+
+Sequential& Sequential::add(Dense layer) { return add(std::make_unique<DenseLayer>(layer)); }
+Sequential& Sequential::add(Flatten) { return add(std::make_unique<FlattenLayer>()); }
+Sequential& Sequential::add(Dropout layer) {
+  auto l = std::make_unique<DropoutLayer>(layer);
+  if (seed_) l->set_seed(seed_ * 7919 + int64_t(layers_.size()) + 1);
+  return add(std::move(l));
+}
+Sequential& Sequential::add(Act layer) { return add(std::make_unique<ActLayer>(layer)); }
+
+Output Sequential::operator()(Output x, Mode mode) {
+  ++calls_;
+  Output y = x;
+  for (std::size_t i = 0; i < layers_.size(); ++i) {
+    // Variables live under "model/<kind>_<i>/"; each call's ops under its own sub-scope.
+    Scope layer_scope = scope_.sub(std::string(layers_[i]->kind()) + "_" + std::to_string(i));
+    BuildContext ctx(*this, layer_scope, mode);
+    try {
+      y = layers_[i]->build(ctx, y);
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("layer {} ({}): {}", i, layers_[i]->kind(), e.what()));
+    }
+  }
+  return y;
+}
+
+Output Sequential::loss(Output logits, Output labels) {
+  Scope s = scope_.sub("loss");
+  return ops::mean(s, ops::sparse_softmax_cross_entropy_with_logits(s, logits, labels));
+}
+
+Node* Sequential::initializer() {
+  TROUPE_CHECK_ARG(!inits_.empty(), "the model has no variables yet: build it first");
+  return ops::group(scope_.with_op_name("init"), inits_);
+}
+
+int64_t Sequential::num_parameters() const {
+  int64_t n = 0;
+  for (auto& v : variables_) n += v.shape().num_elements();
+  return n;
+}
+
+}  // namespace troupe::layers

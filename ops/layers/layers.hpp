@@ -1,0 +1,102 @@
+#pragma once
+// The layers API: a thin, typed layer over the graph builder, in the spirit of Keras'
+// Sequential. A model is a list of layers; calling it on an input builds the graph for one mode
+// (training or inference). Variables are created, with their initializers, the first time a
+// layer is built; later calls (an inference graph beside the training one) share them.
+//
+//   layers::Sequential model(root, /*seed=*/1);
+//   model.add(layers::Dense{.units = 256, .activation = layers::Activation::relu});
+//   model.add(layers::Dense{.units = 10});
+//   auto logits = model(x, layers::Mode::training);
+//   auto loss = model.loss(logits, labels);               // mean sparse softmax cross-entropy
+//   auto train = Optimizer::momentum(0.01, 0.9).minimize(root, loss);
+//   session.run({}, {}, {model.initializer()});
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/scope.hpp"
+#include "ops/layers/initializers.hpp"
+
+namespace troupe::layers {
+
+enum class Mode { training, inference };
+enum class Activation { none, relu, sigmoid, tanh, elu, softmax };
+
+class Sequential;
+
+// What a layer sees while it builds: the scope for its nodes, the mode, and a way to make
+// variables with initializers.
+class BuildContext {
+ public:
+  BuildContext(Sequential& model, const Scope& scope, Mode mode) : model_(model), scope_(scope), mode_(mode) {}
+  const Scope& scope() const { return scope_; }
+  Mode mode() const { return mode_; }
+  // A new trainable float32 variable named "<layer>/<name>", initialised by `init`.
+  Output variable(const std::string& name, Shape shape, const ops::Initializer& init);
+
+ private:
+  Sequential& model_;
+  Scope scope_;
+  Mode mode_;
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual const char* kind() const = 0;
+  // Builds the layer on x. Variables are made on the first call and reused afterwards.
+  virtual Output build(BuildContext& ctx, Output x) = 0;
+};
+
+struct Dense {
+  int64_t units = 0;
+  Activation activation = Activation::none;
+  bool use_bias = true;
+  ops::Initializer kernel_init = ops::Initializer::glorot_uniform();
+  ops::Initializer bias_init = ops::Initializer::zeros();
+};
+struct Flatten {};  // [N, ...] -> [N, product of the rest]
+struct Dropout {
+  double rate = 0.5;  // active in Mode::training only
+};
+struct Act {
+  Activation activation = Activation::relu;
+};
+
+class Sequential {
+ public:
+  explicit Sequential(const Scope& scope, int64_t seed = 0);
+  Sequential(const Sequential&) = delete;
+  Sequential& operator=(const Sequential&) = delete;
+
+  Sequential& add(Dense layer);
+  Sequential& add(Flatten layer);
+  Sequential& add(Dropout layer);
+  Sequential& add(Act layer);
+  Sequential& add(std::unique_ptr<Layer> layer);  // a layer of one's own
+
+  // Builds the model on x. The first call creates the variables.
+  Output operator()(Output x, Mode mode);
+  // Mean sparse softmax cross-entropy of logits against int32/int64 labels.
+  Output loss(Output logits, Output labels);
+  // Runs every variable's initializer (a target for Session::run).
+  Node* initializer();
+  const std::vector<Output>& variables() const { return variables_; }
+  int64_t num_parameters() const;  // elements over all variables
+  int64_t next_seed() { return seed_ ? seed_ + int64_t(variables_.size()) + 1 : 0; }
+  const Scope& scope() const { return scope_; }
+
+ private:
+  friend class BuildContext;
+  Scope scope_;
+  int64_t seed_;
+  std::vector<std::unique_ptr<Layer>> layers_;
+  std::vector<Output> variables_;
+  std::vector<Output> inits_;
+  int calls_ = 0;
+};
+
+Output activate(const Scope& scope, Output x, Activation activation);
+
+}  // namespace troupe::layers

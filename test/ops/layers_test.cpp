@@ -1,0 +1,106 @@
+// The layers API: parameter counts, shared variables between modes, initializer statistics,
+// and an MLP that learns a small synthetic problem.
+#include <boost/test/unit_test.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "actors/session.hpp"
+#include "ops/all.hpp"
+#include "ops/layers/layers.hpp"
+#include "test/support/expect_error.hpp"
+
+using namespace troupe;
+using troupe::testing::contains;
+using troupe::testing::error_of;
+
+BOOST_AUTO_TEST_CASE(an_mlp_784_256_256_10_has_the_reference_parameter_count) {
+  auto root = Scope::root();
+  layers::Sequential model(root, 1);
+  model.add(layers::Dense{.units = 256, .activation = layers::Activation::relu})
+      .add(layers::Dense{.units = 256, .activation = layers::Activation::relu})
+      .add(layers::Dense{.units = 10});
+  auto x = ops::placeholder(root, DType::float32, {-1, 784});
+  auto logits = model(x, layers::Mode::training);
+  BOOST_TEST(logits.shape().to_string() == "[?,10]");
+  BOOST_TEST(model.num_parameters() == 784 * 256 + 256 + 256 * 256 + 256 + 256 * 10 + 10);
+  BOOST_TEST(model.variables().size() == 6u);
+  // An inference graph beside it shares the variables.
+  model(x, layers::Mode::inference);
+  BOOST_TEST(model.variables().size() == 6u);
+}
+
+BOOST_AUTO_TEST_CASE(initializers_have_the_stated_ranges_and_spreads) {
+  auto root = Scope::root();
+  auto glorot = ops::initial_value(root, ops::Initializer::glorot_uniform(), {300, 200}, DType::float32, 5);
+  auto he = ops::initial_value(root, ops::Initializer::he_normal(), {64, 32, 3, 3}, DType::float32, 6);
+  auto zeros = ops::initial_value(root, ops::Initializer::zeros(), {7}, DType::float32, 0);
+  auto half = ops::initial_value(root, ops::Initializer::constant(0.5), {2, 2}, DType::float64, 0);
+  Session s(root);
+  auto out = s.run({glorot, he, zeros, half});
+  double limit = std::sqrt(6.0 / 500), sq = 0, mean = 0;
+  for (float v : out[0].to_vector<float>()) BOOST_TEST(std::abs(v) <= limit);
+  auto hv = out[1].to_vector<float>();
+  for (float v : hv) mean += v, sq += double(v) * v;
+  mean /= double(hv.size());
+  double sd = std::sqrt(sq / double(hv.size()) - mean * mean), want = std::sqrt(2.0 / (32 * 9));
+  // 18,432 samples: the sample standard deviation is within 3% of sigma with margin.
+  BOOST_TEST(std::abs(sd - want) < 0.03 * want, "he_normal sd " << sd << " vs " << want);
+  BOOST_TEST(out[2].to_vector<float>() == std::vector<float>(7, 0.0f), boost::test_tools::per_element());
+  BOOST_TEST(out[3].to_vector<double>() == std::vector<double>(4, 0.5), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(dropout_is_active_in_training_only) {
+  auto root = Scope::root();
+  layers::Sequential model(root, 3);
+  model.add(layers::Dropout{.rate = 0.5});
+  auto x = ops::constant(root, Tensor::from_vector<float>(std::vector<float>(1000, 1.0f), {1, 1000}));
+  auto train = model(x, layers::Mode::training);
+  auto infer = model(x, layers::Mode::inference);
+  Session s(root);
+  auto out = s.run({train, infer});
+  auto t = out[0].to_vector<float>();
+  BOOST_TEST(std::count(t.begin(), t.end(), 0.0f) > 300);
+  auto i = out[1].to_vector<float>();
+  BOOST_TEST(std::count(i.begin(), i.end(), 1.0f) == 1000);
+}
+
+BOOST_AUTO_TEST_CASE(an_mlp_learns_a_synthetic_classification_problem) {
+  // Three Gaussian blobs in 4 dimensions; a 4-16-3 MLP with momentum separates them.
+  std::mt19937 rng(12);
+  std::normal_distribution<float> noise(0, 0.3f);
+  const int n = 300;
+  std::vector<float> xs(n * 4);
+  std::vector<int32_t> ys(n);
+  float centers[3][4] = {{1, 0, 0, 1}, {-1, 1, 0, 0}, {0, -1, 1, -1}};
+  for (int i = 0; i < n; ++i) {
+    ys[i] = i % 3;
+    for (int j = 0; j < 4; ++j) xs[i * 4 + j] = centers[ys[i]][j] + noise(rng);
+  }
+  auto root = Scope::root();
+  auto x = ops::constant<float>(root, xs, {n, 4});
+  auto y = ops::constant<int32_t>(root, ys, {n});
+  layers::Sequential model(root, 42);
+  model.add(layers::Dense{.units = 16, .activation = layers::Activation::tanh}).add(layers::Dense{.units = 3});
+  auto logits = model(x, layers::Mode::training);
+  auto loss = model.loss(logits, y);
+  auto acc = ops::accuracy(root, model(x, layers::Mode::inference), y);
+  auto train = Optimizer::momentum(0.1, 0.9).minimize(root, loss);
+  Session s(root);
+  s.run({}, {}, {model.initializer()});
+  float first = s.run({loss})[0].scalar_value<float>();
+  for (int i = 0; i < 100; ++i) s.run({}, {}, {train});
+  auto out = s.run({loss, acc});
+  BOOST_TEST(out[0].scalar_value<float>() < 0.2f * first, "loss " << first << " -> " << out[0].scalar_value<float>());
+  BOOST_TEST(out[1].scalar_value<float>() > 0.95f);
+}
+
+BOOST_AUTO_TEST_CASE(a_layer_that_does_not_fit_its_input_is_refused_naming_the_layer) {
+  auto root = Scope::root();
+  layers::Sequential model(root);
+  model.add(layers::Dense{.units = 4});
+  auto x = ops::placeholder(root, DType::float32, {2, 3, 4});
+  auto m = error_of([&] { model(x, layers::Mode::training); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "layer 0 (dense)"), m);
+  BOOST_TEST(contains(m, "[2,3,4]"), m);
+}
