@@ -2,6 +2,7 @@
 
 #include "actors/device_actor.hpp"
 #include "actors/scheduler.hpp"
+#include "devices/cpu_threads.hpp"
 
 #include <cstdlib>
 #include <mutex>
@@ -10,8 +11,9 @@
 
 namespace troupe {
 
-Runtime::Runtime(int threads)
+Runtime::Runtime(int threads, int intra_op)
     : threads_(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()))) {
+  set_intra_op_threads(intra_op > 0 ? intra_op : int(std::max(1u, std::thread::hardware_concurrency())));
   config_ = std::make_unique<caf::actor_system_config>();
   config_->set("scheduler.max-threads", threads_);
   config_->set("logger.verbosity", caf::atom("quiet"));
@@ -50,12 +52,12 @@ Runtime::~Runtime() {
   system_.reset();
 }
 
-std::shared_ptr<Runtime> Runtime::get(int threads) {
+std::shared_ptr<Runtime> Runtime::get(int threads, int intra_op) {
   static std::mutex mutex;
   static std::weak_ptr<Runtime> current;
   std::lock_guard<std::mutex> lock(mutex);
   if (auto rt = current.lock()) return rt;
-  auto rt = std::make_shared<Runtime>(threads);
+  auto rt = std::make_shared<Runtime>(threads, intra_op);
   current = rt;
   return rt;
 }

@@ -11,8 +11,9 @@ namespace troupe {
 class Runtime {
  public:
   // threads: scheduler (inter-op) threads; 0 picks the number of hardware threads.
-  static std::shared_ptr<Runtime> get(int threads);
-  explicit Runtime(int threads);
+  // intra_op: threads per kernel (devices/cpu_threads.hpp); 0 picks the hardware threads.
+  static std::shared_ptr<Runtime> get(int threads, int intra_op = 0);
+  Runtime(int threads, int intra_op);
   ~Runtime();
   caf::actor_system& system() { return *system_; }
   // The device actors of this process, in DeviceRegistry order (CPU:0 first).

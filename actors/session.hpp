@@ -25,7 +25,11 @@
 namespace troupe {
 
 struct SessionOptions {
-  int inter_op_threads = 0;      // actor scheduler threads; 0: one per hardware thread
+  // Threads of the process, set together by the first Session alive (later ones share them):
+  // inter-op threads run node actors; intra-op threads run inside one kernel (oneDNN, OpenBLAS).
+  // 0: one per hardware thread for both.
+  int inter_op_threads = 0;
+  int intra_op_threads = 0;
   int max_steps_in_flight = 16;  // back-pressure on concurrent run() calls
   bool allow_soft_placement = true;  // an op without a kernel on its requested device runs on the CPU
 };

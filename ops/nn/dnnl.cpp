@@ -1,6 +1,7 @@
 #include "ops/nn/dnnl.hpp"
 
 #include "core/error.hpp"
+#include "devices/cpu_threads.hpp"
 
 namespace troupe::dnnl_cpu {
 
@@ -10,6 +11,7 @@ dnnl::engine& engine() {
 }
 
 dnnl::stream& stream() {
+  apply_intra_op_threads_here();
   thread_local dnnl::stream s(engine());
   return s;
 }
