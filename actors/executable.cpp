@@ -54,8 +54,11 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
   std::vector<bool> active(std::size_t(g.size()), true);
   {
     std::vector<bool> still_needed(std::size_t(g.size()), false);
-    for (int id = 0; id < g.size(); ++id)
+    for (int id = 0; id < g.size(); ++id) {
       for (int c : g.node(id).control_inputs) still_needed[c] = true;
+      if (g.node(id).op_def->fires_on_first_live_input)  // a Merge sees its constants as messages
+        for (auto& in : g.node(id).inputs) still_needed[in.node] = true;
+    }
     for (auto& f : sub.fetches) still_needed[f.node] = true;
     for (int t : sub.targets) still_needed[t] = true;
     for (int id = 0; id < g.size(); ++id)
@@ -80,7 +83,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
       for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
         auto in = n.inputs[slot];
         np.input_names.push_back(tensor_name(g.node(in.node), in.port));
-        if (hoistable(in.node)) {
+        if (hoistable(in.node) && !n.op_def->fires_on_first_live_input) {
           np.fixed_inputs[slot] = get_attr<Tensor>(g.node(in.node).attrs, "value", g.node(in.node).name);
           ++np.num_fixed;
         }
@@ -91,7 +94,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
       }
     }
     np.outputs.resize(std::size_t(n.num_outputs()));
-    if (np.active && !n.op_def->variable_op) {
+    if (np.active && !n.op_def->variable_op && !n.op_def->fires_on_first_live_input) {
       try {
         kernels[id] = KernelRegistry::global().create(n, np.device->type());
       } catch (const Error& e) {

@@ -16,6 +16,7 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
       me_(&plan_->nodes[index]),
       kernel_(std::move(kernel)),
       expected_(me_->num_inputs - me_->num_fixed + me_->num_controls),
+      merge_(me_->node->op_def->fires_on_first_live_input),
       scratch_(me_->fixed_inputs),
       outputs_(me_->outputs.size()) {
   for (int s = 0; s < me_->num_inputs; ++s) {
@@ -76,6 +77,10 @@ void NodeActor::release(Pending& p) {
 
 void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
   if (!aborted_.empty() && aborted_.count(tag.step)) return;
+  if (merge_) {
+    on_merge_input(tag, slot, value);
+    return;
+  }
   if (expected_ == 1) {  // one input or one start signal: fire at once, keep nothing
     if (slot == kControlSlot) {
       fire(tag, scratch_.data(), value.dead);
@@ -98,6 +103,23 @@ void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
   release(p);
 }
 
+void NodeActor::on_merge_input(const Tag& tag, uint32_t slot, Value& value) {
+  // Outputs: the first live data input, and its index. Every input of the tag is still
+  // counted, so the slot is freed when the last (dead) one arrives.
+  Pending& p = pending_for(tag);
+  if (slot != kControlSlot && slot < 64) p.arrived |= uint64_t(1) << slot;
+  if (slot != kControlSlot && !value.dead && !p.dead) {
+    p.dead = true;  // here: "has fired"
+    outputs_[0] = std::move(value.tensor);
+    outputs_[1] = Tensor::scalar<int32_t>(int32_t(slot));
+    emit(tag, outputs_.data(), false);
+    for (auto& t : outputs_) t = Tensor();
+  }
+  if (--p.remaining > 0) return;
+  if (!p.dead) emit(tag, nullptr, true);  // every data input was dead
+  release(p);
+}
+
 void NodeActor::fire(const Tag& tag, Tensor* inputs, bool dead) {
   if (dead) {
     emit(tag, nullptr, true);
@@ -111,12 +133,13 @@ void NodeActor::fire(const Tag& tag, Tensor* inputs, bool dead) {
     }
     return;
   }
+  uint64_t dead_outputs = 0;
   try {
     KernelContext ctx(*me_->node, *me_->device, inputs, me_->num_inputs, outputs_.data(),
-                      int(outputs_.size()));
+                      int(outputs_.size()), &dead_outputs);
     kernel_->compute(ctx);
     for (std::size_t p = 0; p < outputs_.size(); ++p)
-      if (!outputs_[p].is_initialized())
+      if (!outputs_[p].is_initialized() && !(p < 64 && (dead_outputs >> p) & 1))
         fail(ErrorCode::internal, "kernel produced no value for output {}", p);
   } catch (const Error& e) {
     report_error(tag, e.code(), e.what());
@@ -125,7 +148,7 @@ void NodeActor::fire(const Tag& tag, Tensor* inputs, bool dead) {
     report_error(tag, ErrorCode::internal, e.what());
     return;
   }
-  emit(tag, outputs_.data(), false);
+  emit(tag, outputs_.data(), false, dead_outputs);
   for (auto& t : outputs_) t = Tensor();
 }
 
@@ -168,10 +191,11 @@ void NodeActor::fire_variable_op(const Tag& tag, Tensor* inputs) {
   }
 }
 
-void NodeActor::emit(const Tag& tag, Tensor* outputs, bool dead) {
+void NodeActor::emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs) {
   for (std::size_t port = 0; port < me_->outputs.size(); ++port) {
+    bool port_dead = dead || (port < 64 && (dead_outputs >> port) & 1);
     for (const Target& t : me_->outputs[port]) {
-      send_input(context(), t.actor, tag, t.slot, Value{dead ? Tensor() : outputs[port], dead});
+      send_input(context(), t.actor, tag, t.slot, Value{port_dead ? Tensor() : outputs[port], port_dead});
     }
   }
   for (const Target& t : me_->control_outputs)

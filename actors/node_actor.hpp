@@ -50,7 +50,8 @@ class NodeActor : public caf::event_based_actor {
 
   void fire(const Tag& tag, Tensor* inputs, bool dead);
   void fire_variable_op(const Tag& tag, Tensor* inputs);
-  void emit(const Tag& tag, Tensor* outputs, bool dead);
+  void emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs = 0);
+  void on_merge_input(const Tag& tag, uint32_t slot, Value& value);
   void report_error(const Tag& tag, ErrorCode code, const std::string& cause);
   Pending& pending_for(const Tag& tag);
   void start(Pending& p, const Tag& tag);
@@ -60,6 +61,7 @@ class NodeActor : public caf::event_based_actor {
   const NodePlan* me_;
   std::unique_ptr<OpKernel> kernel_;
   int expected_;
+  bool merge_;
   // One slot per tag in progress; a slot is reused once its tag has fired, so the steady
   // state allocates nothing per tag. Slots are few (steps in flight x live iterations).
   Pending first_;

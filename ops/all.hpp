@@ -5,6 +5,7 @@
 #include "ops/array/shape_like.hpp"
 #include "graph/gradients.hpp"
 #include "ops/basic.hpp"
+#include "ops/control/control_flow.hpp"
 #include "ops/math/argmax.hpp"
 #include "ops/math/elementwise.hpp"
 #include "ops/math/matmul.hpp"

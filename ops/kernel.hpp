@@ -17,9 +17,9 @@ namespace troupe {
 class KernelContext {
  public:
   KernelContext(const Node& node, const Device& device, const Tensor* inputs, int num_inputs,
-                Tensor* outputs, int num_outputs)
+                Tensor* outputs, int num_outputs, uint64_t* dead_outputs = nullptr)
       : node_(node), device_(device), inputs_(inputs), num_inputs_(num_inputs),
-        outputs_(outputs), num_outputs_(num_outputs) {}
+        outputs_(outputs), num_outputs_(num_outputs), dead_outputs_(dead_outputs) {}
 
   const Node& node() const { return node_; }
   const Device& device() const { return device_; }
@@ -33,6 +33,11 @@ class KernelContext {
   }
   void set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
   const Tensor& output(int i) const { return outputs_[i]; }
+  // Marks output i as not computed (the untaken port of a Switch): it is sent dead.
+  void set_dead(int i) {
+    if (!dead_outputs_ || i >= 64) fail(ErrorCode::internal, "output {} cannot be marked dead here", i);
+    *dead_outputs_ |= uint64_t(1) << i;
+  }
 
  private:
   const Node& node_;
@@ -41,6 +46,7 @@ class KernelContext {
   int num_inputs_;
   Tensor* outputs_;
   int num_outputs_;
+  uint64_t* dead_outputs_;
 };
 
 class OpKernel {

@@ -1,0 +1,124 @@
+// Switch, Merge and cond: dead values propagate through the untaken branch, Merge fires on the
+// first live input, and nothing of the untaken branch runs.
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <thread>
+
+#include "actors/session.hpp"
+#include "ops/all.hpp"
+#include "test/support/expect_error.hpp"
+
+using namespace troupe;
+using troupe::testing::contains;
+using troupe::testing::error_of;
+
+namespace {
+
+struct Abs {
+  Scope root = Scope::root();
+  Output x = ops::placeholder(root.with_op_name("x"), DType::float32, Shape{});
+  Output y = ops::cond(root, ops::less(root, x, ops::constant(root, 0.0f)), {x},
+                       [](const Scope& s, const std::vector<Output>& in) { return std::vector<Output>{ops::neg(s, in[0])}; },
+                       [](const Scope& s, const std::vector<Output>& in) { return std::vector<Output>{ops::identity(s, in[0])}; })[0];
+};
+
+bool settles(const Session& s) {
+  for (int i = 0; i < 500; ++i) {
+    if (s.waiting_nodes().empty()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(cond_takes_the_branch_its_predicate_picks) {
+  Abs a;
+  Session s(a.root);
+  BOOST_TEST(s.run({{a.x, Tensor::scalar(-3.0f)}}, {a.y})[0].scalar_value<float>() == 3.0f);
+  BOOST_TEST(s.run({{a.x, Tensor::scalar(2.5f)}}, {a.y})[0].scalar_value<float>() == 2.5f);
+  BOOST_TEST(settles(s), "no node keeps a tag once both branches are done");
+}
+
+BOOST_AUTO_TEST_CASE(the_untaken_branch_does_not_run) {
+  // The else branch divides by zero (an error if it ran) and builds a constant of its own.
+  auto root = Scope::root();
+  auto n = ops::placeholder(root, DType::int32, Shape{});
+  auto out = ops::cond(
+      root, ops::greater(root, n, ops::constant(root, 0)), {n},
+      [](const Scope& s, const std::vector<Output>& in) {
+        return std::vector<Output>{ops::div(s, ops::constant(s, 100), in[0])};
+      },
+      [](const Scope& s, const std::vector<Output>& in) {
+        return std::vector<Output>{ops::div(s, ops::constant(s, 1), ops::zeros_like(s, in[0]))};
+      })[0];
+  Session s(root);
+  BOOST_TEST(s.run({{n, Tensor::scalar<int32_t>(4)}}, {out})[0].scalar_value<int32_t>() == 25);
+  // Taking the else branch runs the division by zero, and the step fails naming it.
+  auto m = error_of([&] { s.run({{n, Tensor::scalar<int32_t>(0)}}, {out}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "division by zero"), m);
+  BOOST_TEST(contains(m, "cond/else"), m);
+}
+
+BOOST_AUTO_TEST_CASE(fetching_a_value_of_the_untaken_branch_is_an_error) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float32, Shape{});
+  auto sw = ops::switch_(root, x, ops::constant(root, true));
+  auto dead = ops::neg(root.with_op_name("in_the_false_branch"), sw[0]);
+  Session s(root);
+  BOOST_TEST(s.run({{x, Tensor::scalar(1.0f)}}, {sw[1]})[0].scalar_value<float>() == 1.0f);
+  auto m = error_of([&] { s.run({{x, Tensor::scalar(1.0f)}}, {dead}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "in_the_false_branch"), m);
+  BOOST_TEST(contains(m, "untaken branch"), m);
+}
+
+BOOST_AUTO_TEST_CASE(merge_forwards_the_live_input_and_its_index) {
+  auto root = Scope::root();
+  auto p = ops::placeholder(root, DType::boolean, Shape{});
+  auto sw = ops::switch_(root, ops::constant(root, 7.0f), p);
+  auto m = ops::merge(root, {ops::mul(root, sw[0], ops::constant(root, 10.0f)), ops::neg(root, sw[1])});
+  Session s(root);
+  auto t = s.run({{p, Tensor::scalar(true)}}, {m[0], m[1]});
+  BOOST_TEST(t[0].scalar_value<float>() == -7.0f);
+  BOOST_TEST(t[1].scalar_value<int32_t>() == 1);
+  auto f = s.run({{p, Tensor::scalar(false)}}, {m[0], m[1]});
+  BOOST_TEST(f[0].scalar_value<float>() == 70.0f);
+  BOOST_TEST(f[1].scalar_value<int32_t>() == 0);
+}
+
+BOOST_AUTO_TEST_CASE(conds_nest) {
+  // sign(x) * (|x| > 1 ? 2 : 1), with the inner cond inside the outer then branch.
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float32, Shape{});
+  auto big = ops::greater(root, ops::abs(root, x), ops::constant(root, 1.0f));
+  auto y = ops::cond(
+      root, big, {x},
+      [](const Scope& s, const std::vector<Output>& in) {
+        return ops::cond(s, ops::less(s, in[0], ops::constant(s, 0.0f)), {in[0]},
+                         [](const Scope& t, const std::vector<Output>&) { return std::vector<Output>{ops::constant(t, -2.0f)}; },
+                         [](const Scope& t, const std::vector<Output>&) { return std::vector<Output>{ops::constant(t, 2.0f)}; });
+      },
+      [](const Scope& s, const std::vector<Output>& in) {
+        return ops::cond(s, ops::less(s, in[0], ops::constant(s, 0.0f)), {in[0]},
+                         [](const Scope& t, const std::vector<Output>&) { return std::vector<Output>{ops::constant(t, -1.0f)}; },
+                         [](const Scope& t, const std::vector<Output>&) { return std::vector<Output>{ops::constant(t, 1.0f)}; });
+      })[0];
+  Session s(root);
+  for (auto [in, want] : std::vector<std::pair<float, float>>{{-5, -2}, {-0.5f, -1}, {0.5f, 1}, {3, 2}})
+    BOOST_TEST(s.run({{x, Tensor::scalar(in)}}, {y})[0].scalar_value<float>() == want, "x = " << in);
+  BOOST_TEST(settles(s));
+}
+
+BOOST_AUTO_TEST_CASE(branches_of_different_dtypes_are_refused) {
+  auto root = Scope::root();
+  auto m = error_of(
+      [&] {
+        ops::cond(root, ops::constant(root, true), {},
+                  [](const Scope& s, const std::vector<Output>&) { return std::vector<Output>{ops::constant(s, 1.0f)}; },
+                  [](const Scope& s, const std::vector<Output>&) { return std::vector<Output>{ops::constant(s, 1)}; });
+      },
+      ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "float32"), m);
+  BOOST_TEST(contains(m, "int32"), m);
+}
