@@ -1,7 +1,9 @@
 #include "ops/control/control_flow.hpp"
 
+#include "graph/gradients.hpp"
 #include "ops/basic.hpp"
 #include "ops/kernel.hpp"
+#include "ops/math/elementwise.hpp"
 
 namespace troupe {
 namespace {
@@ -44,6 +46,23 @@ TROUPE_REGISTER_OP(OpDef{
       c.set_output(0, t, shape);
       c.set_output(1, DType::int32, Shape{});
     }});
+
+// Gradients. At run time only one side of a Switch/Merge pair is live, and the dead side's
+// gradients are dead too, so the same Switch/Merge structure routes them back.
+//   Merge: the output's gradient goes to the input that was live (value_index).
+//   Switch: the live port's gradient is the data's; pred gets none.
+TROUPE_REGISTER_GRADIENT("Merge", [](const Scope& s, const Node& n, const std::vector<Output>& g) {
+  auto index = output_of(s, n, 1);
+  std::vector<Output> out;
+  for (int i = 0; i < int(n.inputs.size()); ++i) {
+    auto taken = ops::equal(s, index, ops::constant(s, int32_t(i)));
+    out.push_back(ops::switch_(s, g[0], taken)[1]);
+  }
+  return out;
+});
+TROUPE_REGISTER_GRADIENT("Switch", [](const Scope& s, const Node&, const std::vector<Output>& g) {
+  return std::vector<Output>{ops::merge(s, {g[0], g[1]})[0], Output()};
+});
 
 }  // namespace
 

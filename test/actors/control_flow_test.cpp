@@ -122,3 +122,18 @@ BOOST_AUTO_TEST_CASE(branches_of_different_dtypes_are_refused) {
   BOOST_TEST(contains(m, "float32"), m);
   BOOST_TEST(contains(m, "int32"), m);
 }
+
+BOOST_AUTO_TEST_CASE(the_gradient_flows_through_the_taken_branch_only) {
+  // y = x < 0 ? -3x : x^2, so dy/dx = -3 or 2x.
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float64, Shape{});
+  auto y = ops::cond(
+      root, ops::less(root, x, ops::constant(root, 0.0)), {x},
+      [](const Scope& s, const std::vector<Output>& in) { return std::vector<Output>{ops::mul(s, in[0], ops::constant(s, -3.0))}; },
+      [](const Scope& s, const std::vector<Output>& in) { return std::vector<Output>{ops::square(s, in[0])}; })[0];
+  auto g = gradients(root, {y}, {x})[0];
+  Session s(root);
+  BOOST_TEST(s.run({{x, Tensor::scalar(-2.0)}}, {g})[0].scalar_value<double>() == -3.0);
+  BOOST_TEST(s.run({{x, Tensor::scalar(1.5)}}, {g})[0].scalar_value<double>() == 3.0);
+  BOOST_TEST(settles(s));
+}
