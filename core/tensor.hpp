@@ -129,4 +129,16 @@ T Tensor::scalar_value() const {
   return *data<T>();
 }
 
+// Calls f(float{}) or f(double{}) for a float32 or float64 tensor; anything else is refused
+// naming `what` (the op) and the tensor.
+template <class F>
+decltype(auto) visit_float32_or_64(const Tensor& t, const char* what, F&& f) {
+  switch (t.dtype()) {
+    case DType::float32: return f(float{});
+    case DType::float64: return f(double{});
+    default: break;
+  }
+  fail(ErrorCode::invalid_argument, "{} takes float32 or float64, got {}", what, t.describe());
+}
+
 }  // namespace troupe

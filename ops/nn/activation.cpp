@@ -25,15 +25,6 @@ struct EluF {
   template <class T> static T df(T y, T g) { return y > T(0) ? g : g * (y + T(1)); }
 };
 
-template <class F>
-void float_types(const Tensor& t, const char* op, F&& f) {
-  switch (t.dtype()) {
-    case DType::float32: return f(float{});
-    case DType::float64: return f(double{});
-    default: fail(ErrorCode::invalid_argument, "{} takes float32 or float64, got {}", op, t.describe());
-  }
-}
-
 // y = F(x)
 template <class F>
 class ActivationKernel final : public OpKernel {
@@ -41,7 +32,7 @@ class ActivationKernel final : public OpKernel {
   explicit ActivationKernel(const Node&) {}
   void compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
-    float_types(x, ctx.node().op.c_str(), [&](auto zero) {
+    visit_float32_or_64(x, ctx.node().op.c_str(), [&](auto zero) {
       using T = decltype(zero);
       const T* px = x.data<T>();
       T* py = ctx.allocate_output(0, x.dtype(), x.shape()).template data<T>();
@@ -61,7 +52,7 @@ class ActivationGradKernel final : public OpKernel {
     const Tensor& y = ctx.input(1);
     if (g.shape() != y.shape() || g.dtype() != y.dtype())
       fail(ErrorCode::invalid_argument, "gradient {} does not match output {}", g.describe(), y.describe());
-    float_types(y, ctx.node().op.c_str(), [&](auto zero) {
+    visit_float32_or_64(y, ctx.node().op.c_str(), [&](auto zero) {
       using T = decltype(zero);
       const T* pg = g.data<T>();
       const T* py = y.data<T>();

@@ -57,15 +57,6 @@ struct Layout {
   }
 };
 
-template <class F>
-void float_types(DType d, F&& f) {
-  switch (d) {
-    case DType::float32: return f(float{});
-    case DType::float64: return f(double{});
-    default: fail(ErrorCode::invalid_argument, "takes float32 or float64, got {}", name_of(d));
-  }
-}
-
 class BiasAddKernel final : public OpKernel {
  public:
   explicit BiasAddKernel(const Node& n) : format_(get_attr<std::string>(n.attrs, "data_format", n.name)) {}
@@ -76,7 +67,7 @@ class BiasAddKernel final : public OpKernel {
     Layout l(x.shape(), channel_axis(format_, x.shape().rank()));
     if (b.shape() != Shape{l.channels})
       fail(ErrorCode::invalid_argument, "input {} has {} channels, bias is {}", x.describe(), l.channels, b.describe());
-    float_types(x.dtype(), [&](auto zero) {
+    visit_float32_or_64(x, ctx.node().op.c_str(), [&](auto zero) {
       using T = decltype(zero);
       const T* px = x.data<T>();
       const T* pb = b.data<T>();
@@ -100,7 +91,7 @@ class BiasAddGradKernel final : public OpKernel {
   void compute(KernelContext& ctx) override {
     const Tensor& g = ctx.input(0);
     Layout l(g.shape(), channel_axis(format_, g.shape().rank()));
-    float_types(g.dtype(), [&](auto zero) {
+    visit_float32_or_64(g, ctx.node().op.c_str(), [&](auto zero) {
       using T = decltype(zero);
       const T* pg = g.data<T>();
       std::vector<double> acc(std::size_t(l.channels), 0.0);

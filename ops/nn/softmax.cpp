@@ -10,15 +10,6 @@
 namespace troupe {
 namespace {
 
-template <class F>
-void float_types(DType d, F&& f) {
-  switch (d) {
-    case DType::float32: return f(float{});
-    case DType::float64: return f(double{});
-    default: fail(ErrorCode::invalid_argument, "takes float32 or float64, got {}", name_of(d));
-  }
-}
-
 // Rows of the last axis: calls f(row pointer in, row pointer out) per row.
 struct Rows {
   int64_t count, width;
@@ -45,7 +36,7 @@ class SoftmaxKernel final : public OpKernel {
   void compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     Rows rows(x.shape());
-    float_types(x.dtype(), [&](auto zero) {
+    visit_float32_or_64(x, ctx.node().op.c_str(), [&](auto zero) {
       using T = decltype(zero);
       const T* px = x.data<T>();
       T* py = ctx.allocate_output(0, x.dtype(), x.shape()).template data<T>();
@@ -125,7 +116,7 @@ class CrossEntropyKernel final : public OpKernel {
     const int64_t n = logits.shape()[0], c = logits.shape()[1];
     if (kSparse ? (labels.shape() != Shape{n}) : (labels.shape() != logits.shape()))
       fail(ErrorCode::invalid_argument, "labels {} do not fit logits {}", labels.describe(), logits.describe());
-    float_types(logits.dtype(), [&](auto zero) {
+    visit_float32_or_64(logits, ctx.node().op.c_str(), [&](auto zero) {
       using T = decltype(zero);
       const T* pl = logits.data<T>();
       T* loss = ctx.allocate_output(0, logits.dtype(), Shape{n}).template data<T>();

@@ -8,8 +8,10 @@
 #include "actors/session.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
+#include "test/support/settles.hpp"
 
 using namespace troupe;
+using troupe::testing::settles;
 using troupe::testing::contains;
 using troupe::testing::error_of;
 
@@ -23,13 +25,6 @@ struct Abs {
                        [](const Scope& s, const std::vector<Output>& in) { return std::vector<Output>{ops::identity(s, in[0])}; })[0];
 };
 
-bool settles(const Session& s) {
-  for (int i = 0; i < 500; ++i) {
-    if (s.waiting_nodes().empty()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
 
 }  // namespace
 

@@ -8,22 +8,11 @@
 #include "actors/session.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
+#include "test/support/settles.hpp"
 
 using namespace troupe;
+using troupe::testing::settles;
 using troupe::testing::contains;
-
-namespace {
-
-// Waits (bounded) until no node of the session holds any step.
-bool settles(const Session& s) {
-  for (int i = 0; i < 500; ++i) {
-    if (s.waiting_nodes().empty()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(a_simple_add_computes_its_sum) {
   auto root = Scope::root();
