@@ -7,6 +7,7 @@ packages=(
   g++ cmake ninja-build ccache pkg-config
   libcaf-dev capnproto libcapnp-dev libfmt-dev libboost-test-dev
   libdnnl-dev ocl-icd-opencl-dev libopenblas-dev libeigen3-dev
+  zlib1g-dev dataset-fashion-mnist
   python3
 )
 
