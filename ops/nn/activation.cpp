@@ -34,8 +34,8 @@ class ActivationKernel final : public OpKernel {
     const Tensor& x = ctx.input(0);
     visit_float32_or_64(x, ctx.node().op.c_str(), [&](auto zero) {
       using T = decltype(zero);
-      const T* px = x.data<T>();
-      T* py = ctx.allocate_output(0, x.dtype(), x.shape()).template data<T>();
+      const T* __restrict__ px = x.data<T>();
+      T* __restrict__ py = ctx.allocate_output(0, x.dtype(), x.shape()).template data<T>();
       const int64_t n = x.num_elements();
       for (int64_t i = 0; i < n; ++i) py[i] = F::f(px[i]);
     });
@@ -54,9 +54,9 @@ class ActivationGradKernel final : public OpKernel {
       fail(ErrorCode::invalid_argument, "gradient {} does not match output {}", g.describe(), y.describe());
     visit_float32_or_64(y, ctx.node().op.c_str(), [&](auto zero) {
       using T = decltype(zero);
-      const T* pg = g.data<T>();
-      const T* py = y.data<T>();
-      T* pd = ctx.allocate_output(0, y.dtype(), y.shape()).template data<T>();
+      const T* __restrict__ pg = g.data<T>();
+      const T* __restrict__ py = y.data<T>();
+      T* __restrict__ pd = ctx.allocate_output(0, y.dtype(), y.shape()).template data<T>();
       const int64_t n = y.num_elements();
       for (int64_t i = 0; i < n; ++i) pd[i] = F::df(py[i], pg[i]);
     });

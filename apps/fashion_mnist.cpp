@@ -1,0 +1,189 @@
+// troupe-fashion-mnist: trains a LeNet-style CNN or an MLP on Fashion-MNIST with Troupe's C++
+// API, evaluates on the 10,000 test images after each epoch, and prints a summary. The input
+// pipeline runs inside the graph (DatasetBatches), on the worker side.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "actors/session.hpp"
+#include "ops/all.hpp"
+#include "ops/data/batch_reader.hpp"
+#include "ops/layers/layers.hpp"
+
+using namespace troupe;
+
+namespace {
+
+struct Args {
+  std::string model = "cnn";
+  int epochs = 3;
+  int batch = 64;
+  std::string optimizer = "momentum";
+  double lr = 0.01;
+  double momentum = 0.9;
+  int64_t seed = 1;
+  int threads = 0;
+  bool json = false;
+  std::string data = "/usr/share/datasets/fashion-mnist";
+};
+
+void usage() {
+  std::fprintf(stderr,
+               "usage: troupe-fashion-mnist [--model cnn|mlp] [--epochs N] [--batch N]\n"
+               "         [--optimizer sgd|momentum|adam|adagrad|rmsprop] [--lr X] [--momentum X]\n"
+               "         [--seed N] [--threads N] [--data DIR] [--json]\n");
+}
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail(ErrorCode::invalid_argument, "{} needs a value", k);
+      return argv[++i];
+    };
+    if (k == "--model") a.model = value();
+    else if (k == "--epochs") a.epochs = std::stoi(value());
+    else if (k == "--batch") a.batch = std::stoi(value());
+    else if (k == "--optimizer") a.optimizer = value();
+    else if (k == "--lr") a.lr = std::stod(value());
+    else if (k == "--momentum") a.momentum = std::stod(value());
+    else if (k == "--seed") a.seed = std::stoll(value());
+    else if (k == "--threads") a.threads = std::stoi(value());
+    else if (k == "--data") a.data = value();
+    else if (k == "--json") a.json = true;
+    else if (k == "--help" || k == "-h") {
+      usage();
+      std::exit(0);
+    } else {
+      fail(ErrorCode::invalid_argument, "unknown option '{}' (--help lists them)", k);
+    }
+  }
+  if (a.model != "cnn" && a.model != "mlp")
+    fail(ErrorCode::invalid_argument, "--model must be cnn or mlp, not '{}'", a.model);
+  if (a.epochs < 1 || a.batch < 1) fail(ErrorCode::invalid_argument, "--epochs and --batch must be positive");
+  return a;
+}
+
+Optimizer make_optimizer(const Args& a) {
+  if (a.optimizer == "sgd") return Optimizer::sgd(a.lr);
+  if (a.optimizer == "momentum") return Optimizer::momentum(a.lr, a.momentum);
+  if (a.optimizer == "adam") return Optimizer::adam(a.lr);
+  if (a.optimizer == "adagrad") return Optimizer::adagrad(a.lr);
+  if (a.optimizer == "rmsprop") return Optimizer::rmsprop(a.lr);
+  fail(ErrorCode::invalid_argument, "unknown optimizer '{}'", a.optimizer);
+}
+
+void build_model(layers::Sequential& model, const std::string& kind) {
+  using layers::Activation;
+  if (kind == "cnn") {
+    fail(ErrorCode::unimplemented, "--model cnn needs the convolution layers, which are not built yet; use --model mlp");
+  }
+  model.add(layers::Flatten{})
+      .add(layers::Dense{.units = 256, .activation = Activation::relu})
+      .add(layers::Dense{.units = 256, .activation = Activation::relu})
+      .add(layers::Dense{.units = 10});
+}
+
+std::string file(const std::string& dir, const char* stem) {
+  std::string gz = dir + "/" + stem + ".gz";
+  return ::access(gz.c_str(), R_OK) == 0 ? gz : dir + "/" + stem;
+}
+
+std::string clock_text(double seconds) {
+  int s = int(std::lround(std::max(0.0, seconds)));
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Args a = parse(argc, argv);
+    const bool tty = ::isatty(STDOUT_FILENO) && !a.json;
+    auto root = Scope::root();
+    auto train_in = ops::dataset_batches(
+        root.sub("train_data"), {.images_path = file(a.data, "train-images-idx3-ubyte"),
+                                 .labels_path = file(a.data, "train-labels-idx1-ubyte"),
+                                 .batch_size = a.batch,
+                                 .shuffle_seed = a.seed});
+    const int64_t test_batch = 1000;
+    auto test_in = ops::dataset_batches(
+        root.sub("test_data"), {.images_path = file(a.data, "t10k-images-idx3-ubyte"),
+                                .labels_path = file(a.data, "t10k-labels-idx1-ubyte"),
+                                .batch_size = test_batch});
+    layers::Sequential model(root, a.seed);
+    build_model(model, a.model);
+    auto logits = model(train_in[0], layers::Mode::training);
+    auto loss = model.loss(logits, train_in[1]);
+    auto train = make_optimizer(a).minimize(root, loss);
+    auto test_logits = model(test_in[0], layers::Mode::inference);
+    auto correct = ops::sum(root, ops::cast(root, ops::equal(root, ops::argmax(root, test_logits, -1),
+                                                             ops::cast(root, test_in[1], DType::int64)),
+                                            DType::float32));
+
+    SessionOptions options;
+    options.inter_op_threads = a.threads;
+    options.intra_op_threads = a.threads;
+    Session session(root, options);
+    session.run({}, {}, {model.initializer()});
+
+    const int64_t train_size = 60000, test_size = 10000;
+    const int64_t steps = (train_size + a.batch - 1) / a.batch;
+    if (!a.json)
+      std::printf("training %s (%lld parameters) on Fashion-MNIST: %d epochs of %lld steps, batch %d, %s lr %g\n",
+                  a.model.c_str(), (long long)model.num_parameters(), a.epochs, (long long)steps, a.batch,
+                  a.optimizer.c_str(), a.lr);
+    double total_seconds = 0, last_accuracy = 0;
+    for (int epoch = 1; epoch <= a.epochs; ++epoch) {
+      auto start = std::chrono::steady_clock::now();
+      double loss_sum = 0;
+      int64_t seen = 0;
+      for (int64_t step = 1; step <= steps; ++step) {
+        int64_t b = std::min<int64_t>(a.batch, train_size - (step - 1) * a.batch);
+        float l = session.run({}, {loss}, {train})[0].scalar_value<float>();
+        if (!std::isfinite(l)) fail(ErrorCode::aborted, "the loss diverged ({}) at epoch {} step {}", l, epoch, step);
+        loss_sum += double(l) * double(b);
+        seen += b;
+        double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        bool report = tty ? (step % 10 == 0 || step == steps) : (!a.json && (step % (steps / 5 + 1) == 0));
+        if (report) {
+          double rate = double(seen) / elapsed;
+          std::string line = fmt::format("epoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} examples/s  ETA {}",
+                                         epoch, a.epochs, step, steps, loss_sum / double(seen), rate,
+                                         clock_text(double(train_size - seen) / rate));
+          if (tty) std::printf("\r%-90s", line.c_str());
+          else std::printf("%s\n", line.c_str());
+          std::fflush(stdout);
+        }
+      }
+      double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      total_seconds += seconds;
+      double hits = 0;
+      for (int64_t i = 0; i < test_size / test_batch; ++i) hits += session.run({correct})[0].scalar_value<float>();
+      last_accuracy = hits / double(test_size);
+      if (a.json) {
+        std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"epoch\":%d,\"batch\":%d,\"threads\":%d,"
+                    "\"train_loss\":%.5f,\"test_accuracy\":%.4f,\"epoch_seconds\":%.3f,\"examples_per_s\":%.1f}\n",
+                    a.model.c_str(), epoch, a.batch, a.threads, loss_sum / double(seen), last_accuracy, seconds,
+                    double(seen) / seconds);
+      } else {
+        if (tty) std::printf("\r%-90s\r", "");
+        std::printf("epoch %d: train loss %.4f, test accuracy %.4f, %.1f s (%.0f examples/s)\n", epoch,
+                    loss_sum / double(seen), last_accuracy, seconds, double(seen) / seconds);
+      }
+      std::fflush(stdout);
+    }
+    if (!a.json)
+      std::printf("done: %s, %d epochs in %.1f s, test accuracy %.4f\n", a.model.c_str(), a.epochs, total_seconds,
+                  last_accuracy);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe-fashion-mnist: %s\n", e.what());
+    return 1;
+  }
+}
