@@ -147,6 +147,16 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
   return std::move(result.fetches);
 }
 
+void Session::prepare(const std::vector<TensorName>& feeds, const std::vector<TensorName>& fetches,
+                      const std::vector<OpName>& targets) {
+  std::vector<Endpoint> feed_points, fetch_points;
+  std::vector<int> target_ids;
+  for (auto& f : feeds) feed_points.push_back(impl_->resolve_tensor(f.name, "feed"));
+  for (auto& f : fetches) fetch_points.push_back(impl_->resolve_tensor(f.name, "fetch"));
+  for (auto& t : targets) target_ids.push_back(impl_->resolve_node(t.name));
+  impl_->executable_for(feed_points, fetch_points, target_ids);
+}
+
 std::vector<WaitingNode> Session::waiting_nodes() const {
   std::vector<std::shared_ptr<Executable>> exes;
   {

@@ -82,6 +82,11 @@ class Session {
                           const std::vector<OpName>& targets = {});
   std::vector<Tensor> run(const std::vector<TensorName>& fetches) { return run({}, fetches, {}); }
 
+  // Builds the executable of a signature now (pruning, placement, kernels: e.g. a reader op
+  // loading its files) instead of on the first run; a later run with it starts at once.
+  void prepare(const std::vector<TensorName>& feeds, const std::vector<TensorName>& fetches,
+               const std::vector<OpName>& targets = {});
+
   // Every node that holds a step whose inputs have not all arrived, with what it still awaits:
   // the explanation of a step that hangs. Empty when nothing is in flight.
   std::vector<WaitingNode> waiting_nodes() const;

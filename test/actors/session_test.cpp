@@ -157,3 +157,13 @@ BOOST_AUTO_TEST_CASE(each_device_has_an_actor_that_reports_its_memory) {
   BOOST_TEST(after[0].bytes_in_use >= 4u * 1024 * 1024);
   BOOST_TEST(after[0].peak_bytes >= after[0].bytes_in_use);
 }
+
+BOOST_AUTO_TEST_CASE(prepare_builds_the_executable_before_the_first_run) {
+  Fixture f;
+  Session s(f.root);
+  s.prepare({"x"}, {f.y});
+  BOOST_TEST(s.num_executables() == 1);
+  s.run({{f.x, Tensor::from_vector<float>({1, 2}, {1, 2})}}, {f.y});
+  BOOST_TEST(s.num_executables() == 1);
+  BOOST_CHECK_THROW(s.prepare({}, {"no_such_node:0"}), Error);
+}
