@@ -50,6 +50,44 @@ class DenseLayer final : public Layer {
   Output kernel_, bias_;
 };
 
+class Conv2DLayer final : public Layer {
+ public:
+  explicit Conv2DLayer(Conv2D o) : o_(o) {}
+  const char* kind() const override { return "conv2d"; }
+  Output build(BuildContext& ctx, Output x) override {
+    const Scope& s = ctx.scope();
+    auto& in = x.shape();
+    TROUPE_CHECK_ARG(in.rank_known() && in.rank() == 4 && in.dim(1) >= 0,
+                     "Conv2D needs an NCHW input with known channels, got {}", in.to_string());
+    TROUPE_CHECK_ARG(o_.filters > 0 && o_.kernel > 0 && o_.stride > 0, "Conv2D needs filters, kernel and stride > 0");
+    if (!kernel_) {
+      kernel_ = ctx.variable("kernel", Shape{o_.filters, in.dim(1), o_.kernel, o_.kernel}, o_.kernel_init);
+      if (o_.use_bias) bias_ = ctx.variable("bias", Shape{o_.filters}, o_.bias_init);
+    }
+    Output y = ops::conv2d(s, x, kernel_, {.strides = {o_.stride, o_.stride}, .padding = o_.padding});
+    if (o_.use_bias) y = ops::bias_add(s, y, bias_);
+    return activate(s, y, o_.activation);
+  }
+
+ private:
+  Conv2D o_;
+  Output kernel_, bias_;
+};
+
+template <bool kMax>
+class PoolLayer final : public Layer {
+ public:
+  PoolLayer(int64_t size, int64_t stride, std::string padding)
+      : o_{.ksize = {size, size}, .strides = {stride ? stride : size, stride ? stride : size}, .padding = padding} {}
+  const char* kind() const override { return kMax ? "max_pool" : "avg_pool"; }
+  Output build(BuildContext& ctx, Output x) override {
+    return kMax ? ops::max_pool(ctx.scope(), x, o_) : ops::avg_pool(ctx.scope(), x, o_);
+  }
+
+ private:
+  ops::PoolOptions o_;
+};
+
 class FlattenLayer final : public Layer {
  public:
   const char* kind() const override { return "flatten"; }
@@ -101,6 +139,9 @@ Sequential& Sequential::add(std::unique_ptr<Layer> layer) {
 }
 
 Sequential& Sequential::add(Dense layer) { return add(std::make_unique<DenseLayer>(layer)); }
+Sequential& Sequential::add(Conv2D layer) { return add(std::make_unique<Conv2DLayer>(layer)); }
+Sequential& Sequential::add(MaxPool2D l) { return add(std::make_unique<PoolLayer<true>>(l.size, l.stride, l.padding)); }
+Sequential& Sequential::add(AvgPool2D l) { return add(std::make_unique<PoolLayer<false>>(l.size, l.stride, l.padding)); }
 Sequential& Sequential::add(Flatten) { return add(std::make_unique<FlattenLayer>()); }
 Sequential& Sequential::add(Dropout layer) {
   auto l = std::make_unique<DropoutLayer>(layer);

@@ -56,6 +56,27 @@ struct Dense {
   ops::Initializer kernel_init = ops::Initializer::glorot_uniform();
   ops::Initializer bias_init = ops::Initializer::zeros();
 };
+// NCHW convolution: filters [filters, in_channels, kernel, kernel].
+struct Conv2D {
+  int64_t filters = 0;
+  int64_t kernel = 3;
+  int64_t stride = 1;
+  std::string padding = "SAME";
+  Activation activation = Activation::none;
+  bool use_bias = true;
+  ops::Initializer kernel_init = ops::Initializer::glorot_uniform();
+  ops::Initializer bias_init = ops::Initializer::zeros();
+};
+struct MaxPool2D {
+  int64_t size = 2;
+  int64_t stride = 0;  // 0: the window size
+  std::string padding = "VALID";
+};
+struct AvgPool2D {
+  int64_t size = 2;
+  int64_t stride = 0;
+  std::string padding = "VALID";
+};
 struct Flatten {};  // [N, ...] -> [N, product of the rest]
 struct Dropout {
   double rate = 0.5;  // active in Mode::training only
@@ -71,6 +92,9 @@ class Sequential {
   Sequential& operator=(const Sequential&) = delete;
 
   Sequential& add(Dense layer);
+  Sequential& add(Conv2D layer);
+  Sequential& add(MaxPool2D layer);
+  Sequential& add(AvgPool2D layer);
   Sequential& add(Flatten layer);
   Sequential& add(Dropout layer);
   Sequential& add(Act layer);

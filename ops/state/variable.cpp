@@ -98,6 +98,15 @@ Output variable(const Scope& scope, PartialShape shape, DType dtype, VariableOpt
   return &scope.add("VariableV2", {}, std::move(attrs), "Variable");
 }
 
+Output read_variable(const Scope& scope, Output variable) {
+  Node* v = variable.node();
+  TROUPE_CHECK_ARG(v->op == "VariableV2", "read_variable needs the output of a Variable, got {}", v->describe());
+  AttrMap attrs = v->attrs;
+  attrs["shared_name"] = variable_name(*v);
+  attrs["trainable"] = false;  // the Variable node is the one optimizers update
+  return &scope.add("VariableV2", {}, std::move(attrs), v->name + "/read");
+}
+
 Output assign(const Scope& scope, Output variable, Output value, bool validate_shape) {
   return update(scope, "Assign", variable, value, validate_shape);
 }

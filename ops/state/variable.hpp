@@ -12,6 +12,9 @@ struct VariableOptions {
   bool trainable = true;    // included in Optimizer::minimize's default variables
 };
 Output variable(const Scope& scope, PartialShape shape, DType dtype, VariableOptions options = {});
+// Another read of the variable: a node of its own, so that control dependencies of `scope`
+// order it (e.g. after an assign). The Variable node itself reads whenever its step starts it.
+Output read_variable(const Scope& scope, Output variable);
 // `variable` must be the output of a Variable node.
 Output assign(const Scope& scope, Output variable, Output value, bool validate_shape = true);
 Output assign_add(const Scope& scope, Output variable, Output delta);

@@ -41,7 +41,7 @@ BOOST_AUTO_TEST_CASE(control_edges_order_a_read_after_an_assign) {
   auto v = ops::variable(root.with_op_name("v"), {}, DType::float32);
   auto set = ops::assign(root, v, ops::constant(root, 7.0f));
   // The read waits for the assign through a control edge, so it sees 7 on the first run.
-  auto read = ops::identity(root.with_control_dependencies(std::vector<Output>{set}), v);
+  auto read = ops::read_variable(root.with_control_dependencies(std::vector<Output>{set}), v);
   Session s(root);
   BOOST_TEST(s.run({read})[0].scalar_value<float>() == 7.0f);
 }

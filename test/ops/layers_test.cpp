@@ -104,3 +104,25 @@ BOOST_AUTO_TEST_CASE(a_layer_that_does_not_fit_its_input_is_refused_naming_the_l
   BOOST_TEST(contains(m, "layer 0 (dense)"), m);
   BOOST_TEST(contains(m, "[2,3,4]"), m);
 }
+
+BOOST_AUTO_TEST_CASE(the_lenet_cnn_has_the_reference_parameter_count_and_output_shape) {
+  auto root = Scope::root();
+  layers::Sequential model(root, 1);
+  using layers::Activation;
+  model.add(layers::Conv2D{.filters = 32, .kernel = 5, .activation = Activation::relu})
+      .add(layers::MaxPool2D{.size = 2})
+      .add(layers::Conv2D{.filters = 64, .kernel = 5, .activation = Activation::relu})
+      .add(layers::MaxPool2D{.size = 2})
+      .add(layers::Flatten{})
+      .add(layers::Dense{.units = 1024, .activation = Activation::relu})
+      .add(layers::Dense{.units = 10});
+  auto x = ops::placeholder(root, DType::float32, {-1, 1, 28, 28});
+  auto logits = model(x, layers::Mode::training);
+  BOOST_TEST(logits.shape().to_string() == "[?,10]");
+  // conv1 32*1*25+32, conv2 64*32*25+64, dense 3136*1024+1024, 1024*10+10
+  BOOST_TEST(model.num_parameters() == 832 + 51264 + 3212288 + 10250);
+  Session s(root);
+  s.run({}, {}, {model.initializer()});
+  auto out = s.run({{x, Tensor::zeros(DType::float32, {3, 1, 28, 28})}}, {logits});
+  BOOST_TEST(out[0].shape().to_string() == "[3,10]");
+}

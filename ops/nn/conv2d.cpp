@@ -1,0 +1,246 @@
+#include "ops/nn/conv2d.hpp"
+
+#include "graph/gradients.hpp"
+#include "ops/kernel.hpp"
+#include "ops/nn/dnnl.hpp"
+
+namespace troupe {
+
+Window window(int64_t in, int64_t k, int64_t stride, int64_t dilation, const std::string& padding,
+              int64_t explicit_before, int64_t explicit_after) {
+  const int64_t span = (k - 1) * dilation + 1;
+  Window w;
+  if (padding == "SAME") {
+    w.out = (in + stride - 1) / stride;
+    int64_t total = std::max<int64_t>((w.out - 1) * stride + span - in, 0);
+    w.pad_before = total / 2;
+    w.pad_after = total - w.pad_before;
+  } else {
+    if (padding == "EXPLICIT") {
+      w.pad_before = explicit_before;
+      w.pad_after = explicit_after;
+    } else if (padding != "VALID") {
+      fail(ErrorCode::invalid_argument, "padding must be SAME, VALID or EXPLICIT, got '{}'", padding);
+    }
+    int64_t padded = in + w.pad_before + w.pad_after;
+    w.out = padded >= span ? (padded - span) / stride + 1 : 0;
+  }
+  return w;
+}
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+struct ConvAttrs {
+  std::vector<int64_t> strides, dilations, paddings;
+  std::string padding;
+  explicit ConvAttrs(const AttrMap& a) {
+    strides = get_attr_or<std::vector<int64_t>>(a, "strides", {1, 1});
+    dilations = get_attr_or<std::vector<int64_t>>(a, "dilations", {1, 1});
+    paddings = get_attr_or<std::vector<int64_t>>(a, "explicit_paddings", {0, 0, 0, 0});
+    padding = get_attr_or<std::string>(a, "padding", "SAME");
+  }
+  void check() const {
+    auto positive = [](const std::vector<int64_t>& v) {
+      return v.size() == 2 && v[0] > 0 && v[1] > 0;
+    };
+    if (!positive(strides)) fail(ErrorCode::invalid_argument, "strides must be two positive numbers");
+    if (!positive(dilations)) fail(ErrorCode::invalid_argument, "dilations must be two positive numbers");
+    if (paddings.size() != 4) fail(ErrorCode::invalid_argument, "explicit_paddings must have 4 entries");
+  }
+  // Output [N, O, OH, OW] and the paddings for input [N,C,H,W], filter [O,C,KH,KW].
+  std::pair<Shape, std::array<Window, 2>> plan(const Shape& in, const Shape& f) const {
+    Window h = window(in[2], f[2], strides[0], dilations[0], padding, paddings[0], paddings[1]);
+    Window w = window(in[3], f[3], strides[1], dilations[1], padding, paddings[2], paddings[3]);
+    return {Shape{in[0], f[0], h.out, w.out}, {h, w}};
+  }
+  memory::dims dnnl_strides() const { return {strides[0], strides[1]}; }
+  memory::dims dnnl_dilations() const { return {dilations[0] - 1, dilations[1] - 1}; }
+};
+
+void check_conv_shapes(const Shape& in, const Shape& f, const std::string& what) {
+  if (in.rank() != 4 || f.rank() != 4)
+    fail(ErrorCode::invalid_argument, "{}: input and filter must have rank 4 (NCHW, OIHW), got {} and {}", what,
+         in.to_string(), f.to_string());
+  if (in[1] != f[1])
+    fail(ErrorCode::invalid_argument, "{}: input has {} channels, filter expects {}: {} vs {}", what, in[1], f[1],
+         in.to_string(), f.to_string());
+}
+
+TROUPE_REGISTER_OP(OpDef{
+    .name = "Conv2D",
+    .num_inputs = 2,
+    .shape_fn = [](InferenceContext& c) {
+      if (c.input_type(0) != DType::float32 || c.input_type(1) != DType::float32)
+        c.error("takes float32, got {} and {}", name_of(c.input_type(0)), name_of(c.input_type(1)));
+      ConvAttrs a(c.attrs());
+      try {
+        a.check();
+      } catch (const Error& e) {
+        c.error("{}", e.what());
+      }
+      auto& in = c.input_shape(0);
+      auto& f = c.input_shape(1);
+      if ((in.rank_known() && in.rank() != 4) || (f.rank_known() && f.rank() != 4))
+        c.error("input and filter must have rank 4 (NCHW, OIHW), got {} and {}", in.to_string(), f.to_string());
+      if (!in.rank_known() || !f.rank_known()) {
+        c.set_output(0, DType::float32, PartialShape::of_rank(4));
+        return;
+      }
+      if (in.dim(1) >= 0 && f.dim(1) >= 0 && in.dim(1) != f.dim(1))
+        c.error("input has {} channels, filter expects {}: {} vs {}", in.dim(1), f.dim(1), in.to_string(), f.to_string());
+      std::vector<int64_t> out = {in.dim(0), f.dim(0), -1, -1};
+      for (int d = 0; d < 2; ++d)
+        if (in.dim(2 + d) >= 0 && f.dim(2 + d) >= 0)
+          out[2 + d] = window(in.dim(2 + d), f.dim(2 + d), a.strides[d], a.dilations[d], a.padding,
+                              a.paddings[2 * d], a.paddings[2 * d + 1]).out;
+      c.set_output(0, DType::float32, PartialShape::from_dims(out));
+    }});
+
+// The three convolution primitives share their descriptors; each kernel keeps the one it needs
+// and rebuilds it only when the shapes change.
+class ConvKernelBase : public OpKernel {
+ protected:
+  explicit ConvKernelBase(const Node& n) : attrs_(n.attrs) {}
+  struct Descs {
+    memory::desc src, weights, dst;
+    memory::dims pad_l, pad_r;
+  };
+  Descs descs(const Shape& in, const Shape& f) const {
+    check_conv_shapes(in, f, "Conv2D");
+    auto [out, win] = attrs_.plan(in, f);
+    if (out[2] <= 0 || out[3] <= 0)
+      fail(ErrorCode::invalid_argument, "the filter {} does not fit the input {}", f.to_string(), in.to_string());
+    return {memory::desc(dnnl_cpu::dims(in), memory::data_type::f32, Tag::nchw),
+            memory::desc(dnnl_cpu::dims(f), memory::data_type::f32, Tag::oihw),
+            memory::desc(dnnl_cpu::dims(out), memory::data_type::f32, Tag::nchw),
+            {win[0].pad_before, win[1].pad_before},
+            {win[0].pad_after, win[1].pad_after}};
+  }
+  dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d) const {
+    dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                         d.src, d.weights, d.dst, attrs_.dnnl_strides(), attrs_.dnnl_dilations(),
+                                         d.pad_l, d.pad_r);
+    return {desc, dnnl_cpu::engine()};
+  }
+  ConvAttrs attrs_;
+  dnnl_cpu::ShapeKey key_;
+};
+
+class Conv2DKernel final : public ConvKernelBase {
+ public:
+  explicit Conv2DKernel(const Node& n) : ConvKernelBase(n) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    const Tensor& f = ctx.input(1);
+    if (!key_.matches({&in, &f})) {
+      auto d = descs(in.shape(), f.shape());
+      pd_ = forward_pd(d);
+      prim_ = dnnl::convolution_forward(pd_);
+      out_shape_ = attrs_.plan(in.shape(), f.shape()).first;
+      key_.set({&in, &f});
+    }
+    Tensor& out = ctx.allocate_output(0, DType::float32, out_shape_);
+    prim_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, dnnl_cpu::wrap(in, pd_.src_desc())},
+                                       {DNNL_ARG_WEIGHTS, dnnl_cpu::wrap(f, pd_.weights_desc())},
+                                       {DNNL_ARG_DST, dnnl_cpu::wrap(out, pd_.dst_desc())}});
+    dnnl_cpu::stream().wait();
+  }
+
+ private:
+  dnnl::convolution_forward::primitive_desc pd_;
+  dnnl::convolution_forward prim_;
+  Shape out_shape_;
+};
+TROUPE_REGISTER_KERNEL("Conv2D", DeviceType::cpu, Conv2DKernel);
+
+// Conv2DBackpropInput(input, filter, grad): d loss / d input (input gives the shape only).
+class Conv2DBackpropInputKernel final : public ConvKernelBase {
+ public:
+  explicit Conv2DBackpropInputKernel(const Node& n) : ConvKernelBase(n) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    const Tensor& f = ctx.input(1);
+    const Tensor& g = ctx.input(2);
+    if (!key_.matches({&in, &f, &g})) {
+      auto d = descs(in.shape(), f.shape());
+      if (g.shape() != attrs_.plan(in.shape(), f.shape()).first)
+        fail(ErrorCode::invalid_argument, "gradient {} does not match the convolution's output", g.describe());
+      auto fwd = forward_pd(d);
+      dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.src, d.weights, d.dst,
+                                                 attrs_.dnnl_strides(), attrs_.dnnl_dilations(), d.pad_l, d.pad_r);
+      pd_ = dnnl::convolution_backward_data::primitive_desc(desc, dnnl_cpu::engine(), fwd);
+      prim_ = dnnl::convolution_backward_data(pd_);
+      key_.set({&in, &f, &g});
+    }
+    Tensor& dx = ctx.allocate_output(0, DType::float32, in.shape());
+    prim_.execute(dnnl_cpu::stream(), {{DNNL_ARG_DIFF_DST, dnnl_cpu::wrap(g, pd_.diff_dst_desc())},
+                                       {DNNL_ARG_WEIGHTS, dnnl_cpu::wrap(f, pd_.weights_desc())},
+                                       {DNNL_ARG_DIFF_SRC, dnnl_cpu::wrap(dx, pd_.diff_src_desc())}});
+    dnnl_cpu::stream().wait();
+  }
+
+ private:
+  dnnl::convolution_backward_data::primitive_desc pd_;
+  dnnl::convolution_backward_data prim_;
+};
+TROUPE_REGISTER_KERNEL("Conv2DBackpropInput", DeviceType::cpu, Conv2DBackpropInputKernel);
+
+// Conv2DBackpropFilter(input, filter, grad): d loss / d filter (filter gives the shape only).
+class Conv2DBackpropFilterKernel final : public ConvKernelBase {
+ public:
+  explicit Conv2DBackpropFilterKernel(const Node& n) : ConvKernelBase(n) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    const Tensor& f = ctx.input(1);
+    const Tensor& g = ctx.input(2);
+    if (!key_.matches({&in, &f, &g})) {
+      auto d = descs(in.shape(), f.shape());
+      if (g.shape() != attrs_.plan(in.shape(), f.shape()).first)
+        fail(ErrorCode::invalid_argument, "gradient {} does not match the convolution's output", g.describe());
+      auto fwd = forward_pd(d);
+      dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, d.src, d.weights, d.dst,
+                                                    attrs_.dnnl_strides(), attrs_.dnnl_dilations(), d.pad_l, d.pad_r);
+      pd_ = dnnl::convolution_backward_weights::primitive_desc(desc, dnnl_cpu::engine(), fwd);
+      prim_ = dnnl::convolution_backward_weights(pd_);
+      key_.set({&in, &f, &g});
+    }
+    Tensor& df = ctx.allocate_output(0, DType::float32, f.shape());
+    prim_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, dnnl_cpu::wrap(in, pd_.src_desc())},
+                                       {DNNL_ARG_DIFF_DST, dnnl_cpu::wrap(g, pd_.diff_dst_desc())},
+                                       {DNNL_ARG_DIFF_WEIGHTS, dnnl_cpu::wrap(df, pd_.diff_weights_desc())}});
+    dnnl_cpu::stream().wait();
+  }
+
+ private:
+  dnnl::convolution_backward_weights::primitive_desc pd_;
+  dnnl::convolution_backward_weights prim_;
+};
+TROUPE_REGISTER_KERNEL("Conv2DBackpropFilter", DeviceType::cpu, Conv2DBackpropFilterKernel);
+
+void like_input(InferenceContext& c, int which) { c.set_output(0, DType::float32, c.input_shape(which)); }
+TROUPE_REGISTER_OP(OpDef{.name = "Conv2DBackpropInput", .num_inputs = 3,
+                         .shape_fn = [](InferenceContext& c) { like_input(c, 0); }});
+TROUPE_REGISTER_OP(OpDef{.name = "Conv2DBackpropFilter", .num_inputs = 3,
+                         .shape_fn = [](InferenceContext& c) { like_input(c, 1); }});
+
+TROUPE_REGISTER_GRADIENT("Conv2D", [](const Scope& s, const Node& n, const std::vector<Output>& g) {
+  auto in = input_of(s, n, 0), f = input_of(s, n, 1);
+  AttrMap attrs = n.attrs;
+  return std::vector<Output>{Output(&s.add("Conv2DBackpropInput", {in, f, g[0]}, attrs)),
+                             Output(&s.add("Conv2DBackpropFilter", {in, f, g[0]}, attrs))};
+});
+
+}  // namespace
+
+Output ops::conv2d(const Scope& scope, Output input, Output filter, Conv2DOptions o) {
+  return &scope.add("Conv2D", {input, filter},
+                    {{"strides", o.strides},
+                     {"padding", o.padding},
+                     {"explicit_paddings", o.explicit_paddings},
+                     {"dilations", o.dilations}});
+}
+
+}  // namespace troupe

@@ -1,0 +1,193 @@
+#include "ops/nn/pool.hpp"
+
+#include "graph/gradients.hpp"
+#include "ops/kernel.hpp"
+#include "ops/nn/conv2d.hpp"
+#include <optional>
+#include <unordered_map>
+
+#include "ops/nn/dnnl.hpp"
+
+namespace troupe {
+namespace {
+
+using dnnl::memory;
+
+struct PoolAttrs {
+  std::vector<int64_t> ksize, strides;
+  std::string padding;
+  explicit PoolAttrs(const AttrMap& a)
+      : ksize(get_attr_or<std::vector<int64_t>>(a, "ksize", {2, 2})),
+        strides(get_attr_or<std::vector<int64_t>>(a, "strides", {2, 2})),
+        padding(get_attr_or<std::string>(a, "padding", "VALID")) {}
+  void check() const {
+    if (ksize.size() != 2 || strides.size() != 2 || ksize[0] < 1 || ksize[1] < 1 || strides[0] < 1 || strides[1] < 1)
+      fail(ErrorCode::invalid_argument, "ksize and strides must be two positive numbers each");
+    if (padding != "SAME" && padding != "VALID")
+      fail(ErrorCode::invalid_argument, "padding must be SAME or VALID, got '{}'", padding);
+  }
+  std::array<Window, 2> windows(int64_t h, int64_t w) const {
+    return {window(h, ksize[0], strides[0], 1, padding, 0, 0), window(w, ksize[1], strides[1], 1, padding, 0, 0)};
+  }
+};
+
+void pool_shape(InferenceContext& c) {
+  if (c.input_type(0) != DType::float32) c.error("takes float32, got {}", name_of(c.input_type(0)));
+  PoolAttrs a(c.attrs());
+  try {
+    a.check();
+  } catch (const Error& e) {
+    c.error("{}", e.what());
+  }
+  auto& in = c.input_shape(0);
+  if (in.rank_known() && in.rank() != 4) c.error("input must be NCHW, got {}", in.to_string());
+  if (!in.rank_known()) {
+    c.set_output(0, DType::float32, PartialShape::of_rank(4));
+    return;
+  }
+  std::vector<int64_t> out = {in.dim(0), in.dim(1), -1, -1};
+  for (int d = 0; d < 2; ++d)
+    if (in.dim(2 + d) >= 0) {
+      out[2 + d] = window(in.dim(2 + d), a.ksize[d], a.strides[d], 1, a.padding, 0, 0).out;
+      if (out[2 + d] <= 0) c.error("the window {}x{} does not fit the input {}", a.ksize[0], a.ksize[1], in.to_string());
+    }
+  c.set_output(0, DType::float32, PartialShape::from_dims(out));
+}
+
+template <bool kMax>
+struct PoolPlan {
+  dnnl::pooling_forward::primitive_desc fwd;
+  Shape out;
+  memory::desc src, dst;
+
+  PoolPlan(const PoolAttrs& a, const Shape& in) {
+    a.check();
+    if (in.rank() != 4) fail(ErrorCode::invalid_argument, "input must be NCHW, got {}", in.to_string());
+    auto win = a.windows(in[2], in[3]);
+    if (win[0].out <= 0 || win[1].out <= 0)
+      fail(ErrorCode::invalid_argument, "the window {}x{} does not fit the input {}", a.ksize[0], a.ksize[1], in.to_string());
+    out = Shape{in[0], in[1], win[0].out, win[1].out};
+    src = memory::desc(dnnl_cpu::dims(in), memory::data_type::f32, memory::format_tag::nchw);
+    dst = memory::desc(dnnl_cpu::dims(out), memory::data_type::f32, memory::format_tag::nchw);
+    dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_training, algorithm(), src, dst,
+                                     {a.strides[0], a.strides[1]}, {a.ksize[0], a.ksize[1]},
+                                     {win[0].pad_before, win[1].pad_before}, {win[0].pad_after, win[1].pad_after});
+    fwd = dnnl::pooling_forward::primitive_desc(desc, dnnl_cpu::engine());
+    pad_l = {win[0].pad_before, win[1].pad_before};
+    pad_r = {win[0].pad_after, win[1].pad_after};
+    kernel = {a.ksize[0], a.ksize[1]};
+    strides = {a.strides[0], a.strides[1]};
+  }
+  static dnnl::algorithm algorithm() {
+    return kMax ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
+  }
+  memory::dims pad_l, pad_r, kernel, strides;
+};
+
+template <bool kMax>
+class PoolKernel final : public OpKernel {
+ public:
+  explicit PoolKernel(const Node& n) : attrs_(n.attrs) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    if (!key_.matches({&in})) {
+      plan_.emplace(attrs_, in.shape());
+      prim_ = dnnl::pooling_forward(plan_->fwd);
+      key_.set({&in});
+    }
+    Tensor& out = ctx.allocate_output(0, DType::float32, plan_->out);
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_cpu::wrap(in, plan_->src)},
+                                         {DNNL_ARG_DST, dnnl_cpu::wrap(out, plan_->dst)}};
+    memory workspace;
+    if (kMax) {  // training-mode max pooling wants a workspace even when nobody reads it
+      workspace = memory(plan_->fwd.workspace_desc(), dnnl_cpu::engine());
+      args.emplace(DNNL_ARG_WORKSPACE, workspace);
+    }
+    prim_.execute(dnnl_cpu::stream(), args);
+    dnnl_cpu::stream().wait();
+  }
+
+ private:
+  PoolAttrs attrs_;
+  dnnl_cpu::ShapeKey key_;
+  std::optional<PoolPlan<kMax>> plan_;
+  dnnl::pooling_forward prim_;
+};
+
+// PoolGrad(input, grad): d loss / d input. Max pooling's backward needs the forward's
+// workspace (where each maximum was); the kernel recomputes the forward to get it, which costs
+// one more pooling pass but keeps the graph free of an opaque workspace tensor.
+template <bool kMax>
+class PoolGradKernel final : public OpKernel {
+ public:
+  explicit PoolGradKernel(const Node& n) : attrs_(n.attrs) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    const Tensor& g = ctx.input(1);
+    if (!key_.matches({&in, &g})) {
+      plan_.emplace(attrs_, in.shape());
+      if (g.shape() != plan_->out)
+        fail(ErrorCode::invalid_argument, "gradient {} does not match the pooling's output {}", g.describe(),
+             plan_->out.to_string());
+      dnnl::pooling_backward::desc desc(PoolPlan<kMax>::algorithm(), plan_->src, plan_->dst, plan_->strides,
+                                        plan_->kernel, plan_->pad_l, plan_->pad_r);
+      bwd_pd_ = dnnl::pooling_backward::primitive_desc(desc, dnnl_cpu::engine(), plan_->fwd);
+      fwd_ = dnnl::pooling_forward(plan_->fwd);
+      bwd_ = dnnl::pooling_backward(bwd_pd_);
+      key_.set({&in, &g});
+    }
+    Tensor& dx = ctx.allocate_output(0, DType::float32, in.shape());
+    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, dnnl_cpu::wrap(g, plan_->dst)},
+                                         {DNNL_ARG_DIFF_SRC, dnnl_cpu::wrap(dx, plan_->src)}};
+    if (kMax) {
+      Tensor scratch(DType::float32, plan_->out);
+      memory workspace(plan_->fwd.workspace_desc(), dnnl_cpu::engine());
+      fwd_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, dnnl_cpu::wrap(in, plan_->src)},
+                                        {DNNL_ARG_DST, dnnl_cpu::wrap(scratch, plan_->dst)},
+                                        {DNNL_ARG_WORKSPACE, workspace}});
+      args.emplace(DNNL_ARG_WORKSPACE, workspace);
+      bwd_.execute(dnnl_cpu::stream(), args);
+    } else {
+      bwd_.execute(dnnl_cpu::stream(), args);
+    }
+    dnnl_cpu::stream().wait();
+  }
+
+ private:
+  PoolAttrs attrs_;
+  dnnl_cpu::ShapeKey key_;
+  std::optional<PoolPlan<kMax>> plan_;
+  dnnl::pooling_backward::primitive_desc bwd_pd_;
+  dnnl::pooling_forward fwd_;
+  dnnl::pooling_backward bwd_;
+};
+
+TROUPE_REGISTER_OP(OpDef{.name = "MaxPool", .num_inputs = 1, .shape_fn = pool_shape});
+TROUPE_REGISTER_OP(OpDef{.name = "AvgPool", .num_inputs = 1, .shape_fn = pool_shape});
+TROUPE_REGISTER_OP(OpDef{.name = "MaxPoolGrad", .num_inputs = 2,
+                         .shape_fn = [](InferenceContext& c) { c.set_output(0, DType::float32, c.input_shape(0)); }});
+TROUPE_REGISTER_OP(OpDef{.name = "AvgPoolGrad", .num_inputs = 2,
+                         .shape_fn = [](InferenceContext& c) { c.set_output(0, DType::float32, c.input_shape(0)); }});
+TROUPE_REGISTER_KERNEL("MaxPool", DeviceType::cpu, PoolKernel<true>);
+TROUPE_REGISTER_KERNEL("AvgPool", DeviceType::cpu, PoolKernel<false>);
+TROUPE_REGISTER_KERNEL("MaxPoolGrad", DeviceType::cpu, PoolGradKernel<true>);
+TROUPE_REGISTER_KERNEL("AvgPoolGrad", DeviceType::cpu, PoolGradKernel<false>);
+
+GradientFunction pool_gradient(const char* grad_op) {
+  return [grad_op](const Scope& s, const Node& n, const std::vector<Output>& g) {
+    return std::vector<Output>{Output(&s.add(grad_op, {input_of(s, n, 0), g[0]}, n.attrs))};
+  };
+}
+TROUPE_REGISTER_GRADIENT("MaxPool", pool_gradient("MaxPoolGrad"));
+TROUPE_REGISTER_GRADIENT("AvgPool", pool_gradient("AvgPoolGrad"));
+
+Output pool(const Scope& scope, const char* op, Output input, const ops::PoolOptions& o) {
+  return &scope.add(op, {input}, {{"ksize", o.ksize}, {"strides", o.strides}, {"padding", o.padding}});
+}
+
+}  // namespace
+
+Output ops::max_pool(const Scope& scope, Output input, PoolOptions o) { return pool(scope, "MaxPool", input, o); }
+Output ops::avg_pool(const Scope& scope, Output input, PoolOptions o) { return pool(scope, "AvgPool", input, o); }
+
+}  // namespace troupe
