@@ -99,31 +99,40 @@ TROUPE_REGISTER_OP(OpDef{
       c.set_output(0, DType::float32, PartialShape::from_dims(out));
     }});
 
-// The three convolution primitives share their descriptors; each kernel keeps the one it needs
-// and rebuilds it only when the shapes change.
+// The three convolution primitives share their descriptors. oneDNN chooses the layouts
+// (format_tag::any: blocked layouts such as nChw16c, where its direct AVX-512 kernels run, 2-3x
+// faster here than the im2col GEMM it falls back to on plain NCHW); Layout bridges each plain
+// tensor to the chosen layout. Each kernel keeps its primitive and bridges for the input shapes
+// it last saw and rebuilds them only when those change.
 class ConvKernelBase : public OpKernel {
  protected:
   explicit ConvKernelBase(const Node& n) : attrs_(n.attrs) {}
   struct Descs {
-    memory::desc src, weights, dst;
+    memory::desc src, weights, dst;           // plain: nchw, oihw, nchw
+    memory::desc any_src, any_weights, any_dst;
     memory::dims pad_l, pad_r;
+    Shape out;
   };
   Descs descs(const Shape& in, const Shape& f) const {
     check_conv_shapes(in, f, "Conv2D");
     auto [out, win] = attrs_.plan(in, f);
     if (out[2] <= 0 || out[3] <= 0)
       fail(ErrorCode::invalid_argument, "the filter {} does not fit the input {}", f.to_string(), in.to_string());
-    return {memory::desc(dnnl_cpu::dims(in), memory::data_type::f32, Tag::nchw),
-            memory::desc(dnnl_cpu::dims(f), memory::data_type::f32, Tag::oihw),
-            memory::desc(dnnl_cpu::dims(out), memory::data_type::f32, Tag::nchw),
-            {win[0].pad_before, win[1].pad_before},
-            {win[0].pad_after, win[1].pad_after}};
+    auto desc = [](const Shape& s, Tag tag) { return memory::desc(dnnl_cpu::dims(s), memory::data_type::f32, tag); };
+    return {desc(in, Tag::nchw), desc(f, Tag::oihw), desc(out, Tag::nchw),
+            desc(in, Tag::any),  desc(f, Tag::any),  desc(out, Tag::any),
+            {win[0].pad_before, win[1].pad_before}, {win[0].pad_after, win[1].pad_after}, out};
   }
   dnnl::convolution_forward::primitive_desc forward_pd(const Descs& d) const {
     dnnl::convolution_forward::desc desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                         d.src, d.weights, d.dst, attrs_.dnnl_strides(), attrs_.dnnl_dilations(),
-                                         d.pad_l, d.pad_r);
-    return {desc, dnnl_cpu::engine()};
+                                         d.any_src, d.any_weights, d.any_dst, attrs_.dnnl_strides(),
+                                         attrs_.dnnl_dilations(), d.pad_l, d.pad_r);
+    return {desc, dnnl_cpu::attrs(), dnnl_cpu::engine()};
+  }
+  void check_gradient(const Descs& d, const Tensor& g) const {
+    if (g.shape() != d.out)
+      fail(ErrorCode::invalid_argument, "gradient {} does not match the convolution's output {}", g.describe(),
+           d.out.to_string());
   }
   ConvAttrs attrs_;
   dnnl_cpu::ShapeKey key_;
@@ -137,21 +146,30 @@ class Conv2DKernel final : public ConvKernelBase {
     const Tensor& f = ctx.input(1);
     if (!key_.matches({&in, &f})) {
       auto d = descs(in.shape(), f.shape());
-      pd_ = forward_pd(d);
-      prim_ = dnnl::convolution_forward(pd_);
-      out_shape_ = attrs_.plan(in.shape(), f.shape()).first;
+      auto pd = forward_pd(d);
+      prim_ = dnnl::convolution_forward(pd);
+      src_ = dnnl_cpu::Layout(d.src, pd.src_desc());
+      weights_ = dnnl_cpu::Layout(d.weights, pd.weights_desc());
+      dst_ = dnnl_cpu::Layout(d.dst, pd.dst_desc());
+      pad_ = pd.scratchpad_desc();
+      out_shape_ = d.out;
       key_.set({&in, &f});
     }
     Tensor& out = ctx.allocate_output(0, DType::float32, out_shape_);
-    prim_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, dnnl_cpu::wrap(in, pd_.src_desc())},
-                                       {DNNL_ARG_WEIGHTS, dnnl_cpu::wrap(f, pd_.weights_desc())},
-                                       {DNNL_ARG_DST, dnnl_cpu::wrap(out, pd_.dst_desc())}});
+    auto src = src_.in(in);
+    auto weights = weights_.in(f);
+    prim_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, src},
+                                       {DNNL_ARG_WEIGHTS, weights},
+                                       {DNNL_ARG_DST, dst_.out(out)},
+                                       {DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(pad_)}});
+    dst_.finish(out);
     dnnl_cpu::stream().wait();
   }
 
  private:
-  dnnl::convolution_forward::primitive_desc pd_;
   dnnl::convolution_forward prim_;
+  dnnl_cpu::Layout src_, weights_, dst_;
+  memory::desc pad_;
   Shape out_shape_;
 };
 TROUPE_REGISTER_KERNEL("Conv2D", DeviceType::cpu, Conv2DKernel);
@@ -166,25 +184,34 @@ class Conv2DBackpropInputKernel final : public ConvKernelBase {
     const Tensor& g = ctx.input(2);
     if (!key_.matches({&in, &f, &g})) {
       auto d = descs(in.shape(), f.shape());
-      if (g.shape() != attrs_.plan(in.shape(), f.shape()).first)
-        fail(ErrorCode::invalid_argument, "gradient {} does not match the convolution's output", g.describe());
-      auto fwd = forward_pd(d);
-      dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.src, d.weights, d.dst,
-                                                 attrs_.dnnl_strides(), attrs_.dnnl_dilations(), d.pad_l, d.pad_r);
-      pd_ = dnnl::convolution_backward_data::primitive_desc(desc, dnnl_cpu::engine(), fwd);
-      prim_ = dnnl::convolution_backward_data(pd_);
+      check_gradient(d, g);
+      dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.any_src, d.any_weights,
+                                                 d.any_dst, attrs_.dnnl_strides(), attrs_.dnnl_dilations(),
+                                                 d.pad_l, d.pad_r);
+      dnnl::convolution_backward_data::primitive_desc pd(desc, dnnl_cpu::attrs(), dnnl_cpu::engine(),
+                                                         forward_pd(d));
+      prim_ = dnnl::convolution_backward_data(pd);
+      diff_src_ = dnnl_cpu::Layout(d.src, pd.diff_src_desc());
+      weights_ = dnnl_cpu::Layout(d.weights, pd.weights_desc());
+      diff_dst_ = dnnl_cpu::Layout(d.dst, pd.diff_dst_desc());
+      pad_ = pd.scratchpad_desc();
       key_.set({&in, &f, &g});
     }
     Tensor& dx = ctx.allocate_output(0, DType::float32, in.shape());
-    prim_.execute(dnnl_cpu::stream(), {{DNNL_ARG_DIFF_DST, dnnl_cpu::wrap(g, pd_.diff_dst_desc())},
-                                       {DNNL_ARG_WEIGHTS, dnnl_cpu::wrap(f, pd_.weights_desc())},
-                                       {DNNL_ARG_DIFF_SRC, dnnl_cpu::wrap(dx, pd_.diff_src_desc())}});
+    auto diff_dst = diff_dst_.in(g);
+    auto weights = weights_.in(f);
+    prim_.execute(dnnl_cpu::stream(), {{DNNL_ARG_DIFF_DST, diff_dst},
+                                       {DNNL_ARG_WEIGHTS, weights},
+                                       {DNNL_ARG_DIFF_SRC, diff_src_.out(dx)},
+                                       {DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(pad_)}});
+    diff_src_.finish(dx);
     dnnl_cpu::stream().wait();
   }
 
  private:
-  dnnl::convolution_backward_data::primitive_desc pd_;
   dnnl::convolution_backward_data prim_;
+  dnnl_cpu::Layout diff_src_, weights_, diff_dst_;
+  memory::desc pad_;
 };
 TROUPE_REGISTER_KERNEL("Conv2DBackpropInput", DeviceType::cpu, Conv2DBackpropInputKernel);
 
@@ -198,25 +225,34 @@ class Conv2DBackpropFilterKernel final : public ConvKernelBase {
     const Tensor& g = ctx.input(2);
     if (!key_.matches({&in, &f, &g})) {
       auto d = descs(in.shape(), f.shape());
-      if (g.shape() != attrs_.plan(in.shape(), f.shape()).first)
-        fail(ErrorCode::invalid_argument, "gradient {} does not match the convolution's output", g.describe());
-      auto fwd = forward_pd(d);
-      dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, d.src, d.weights, d.dst,
-                                                    attrs_.dnnl_strides(), attrs_.dnnl_dilations(), d.pad_l, d.pad_r);
-      pd_ = dnnl::convolution_backward_weights::primitive_desc(desc, dnnl_cpu::engine(), fwd);
-      prim_ = dnnl::convolution_backward_weights(pd_);
+      check_gradient(d, g);
+      dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, d.any_src, d.any_weights,
+                                                    d.any_dst, attrs_.dnnl_strides(), attrs_.dnnl_dilations(),
+                                                    d.pad_l, d.pad_r);
+      dnnl::convolution_backward_weights::primitive_desc pd(desc, dnnl_cpu::attrs(), dnnl_cpu::engine(),
+                                                            forward_pd(d));
+      prim_ = dnnl::convolution_backward_weights(pd);
+      src_ = dnnl_cpu::Layout(d.src, pd.src_desc());
+      diff_weights_ = dnnl_cpu::Layout(d.weights, pd.diff_weights_desc());
+      diff_dst_ = dnnl_cpu::Layout(d.dst, pd.diff_dst_desc());
+      pad_ = pd.scratchpad_desc();
       key_.set({&in, &f, &g});
     }
     Tensor& df = ctx.allocate_output(0, DType::float32, f.shape());
-    prim_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, dnnl_cpu::wrap(in, pd_.src_desc())},
-                                       {DNNL_ARG_DIFF_DST, dnnl_cpu::wrap(g, pd_.diff_dst_desc())},
-                                       {DNNL_ARG_DIFF_WEIGHTS, dnnl_cpu::wrap(df, pd_.diff_weights_desc())}});
+    auto src = src_.in(in);
+    auto diff_dst = diff_dst_.in(g);
+    prim_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, src},
+                                       {DNNL_ARG_DIFF_DST, diff_dst},
+                                       {DNNL_ARG_DIFF_WEIGHTS, diff_weights_.out(df)},
+                                       {DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(pad_)}});
+    diff_weights_.finish(df);
     dnnl_cpu::stream().wait();
   }
 
  private:
-  dnnl::convolution_backward_weights::primitive_desc pd_;
   dnnl::convolution_backward_weights prim_;
+  dnnl_cpu::Layout src_, diff_weights_, diff_dst_;
+  memory::desc pad_;
 };
 TROUPE_REGISTER_KERNEL("Conv2DBackpropFilter", DeviceType::cpu, Conv2DBackpropFilterKernel);
 

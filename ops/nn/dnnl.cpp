@@ -3,6 +3,9 @@
 #include "core/error.hpp"
 #include "devices/cpu_threads.hpp"
 
+#include <cstdlib>
+#include <memory>
+
 namespace troupe::dnnl_cpu {
 
 dnnl::engine& engine() {
@@ -45,6 +48,57 @@ dnnl::memory wrap(const Tensor& tensor) { return wrap(tensor, plain_desc(tensor.
 
 dnnl::memory wrap(const Tensor& tensor, const dnnl::memory::desc& desc) {
   return dnnl::memory(desc, engine(), tensor.raw_data());
+}
+
+const dnnl::primitive_attr& attrs() {
+  static const dnnl::primitive_attr* a = [] {
+    auto* attr = new dnnl::primitive_attr;
+    attr->set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    return attr;
+  }();
+  return *a;
+}
+
+dnnl::memory scratchpad(const dnnl::memory::desc& desc) {
+  thread_local std::unique_ptr<void, decltype(&std::free)> buffer{nullptr, &std::free};
+  thread_local std::size_t capacity = 0;
+  std::size_t need = (desc.get_size() + 63) / 64 * 64;
+  if (need > capacity) {
+    buffer.reset(std::aligned_alloc(64, need));
+    if (!buffer) fail(ErrorCode::resource_exhausted, "oneDNN scratchpad: cannot allocate {} bytes", need);
+    capacity = need;
+  }
+  return dnnl::memory(desc, engine(), buffer.get());
+}
+
+Layout::Layout(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen)
+    : plain_(plain), chosen_(chosen), same_(plain == chosen) {
+  if (same_) return;
+  buffer_ = dnnl::memory(chosen, engine());
+  to_chosen_ = Reorder(plain, chosen);
+  to_plain_ = Reorder(chosen, plain);
+}
+
+Layout::Reorder::Reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+  dnnl::reorder::primitive_desc pd(engine(), from, engine(), to, attrs());
+  primitive = dnnl::reorder(pd);
+  pad = pd.scratchpad_desc();
+}
+
+void Layout::Reorder::run(const dnnl::memory& from, const dnnl::memory& to) {
+  primitive.execute(stream(), {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratchpad(pad)}});
+}
+
+dnnl::memory Layout::in(const Tensor& tensor) {
+  if (same_) return wrap(tensor, chosen_);
+  to_chosen_.run(wrap(tensor, plain_), buffer_);
+  return buffer_;
+}
+
+dnnl::memory Layout::out(Tensor& tensor) { return same_ ? wrap(tensor, chosen_) : buffer_; }
+
+void Layout::finish(Tensor& tensor) {
+  if (!same_) to_plain_.run(buffer_, wrap(tensor, plain_));
 }
 
 bool ShapeKey::matches(std::initializer_list<const Tensor*> inputs) const {

@@ -22,6 +22,44 @@ dnnl::memory::desc plain_desc(const Shape& shape, DType dtype);
 dnnl::memory wrap(const Tensor& tensor);
 dnnl::memory wrap(const Tensor& tensor, const dnnl::memory::desc& desc);
 
+// Primitive attributes every kernel passes to its primitive descriptors: a user-managed
+// scratchpad. oneDNN's default (library) scratchpad is a per-thread buffer sized when the
+// primitive is created, and an actor's kernel may be created on one scheduler thread and run on
+// another, where that buffer can be smaller (heap corruption). With these attributes each
+// execution passes scratchpad(pd) instead.
+const dnnl::primitive_attr& attrs();
+// This thread's scratchpad, grown to fit `desc`; valid until the next call on this thread.
+// Kernels run their primitive to completion (stream().wait()) before returning, so reuse is safe.
+dnnl::memory scratchpad(const dnnl::memory::desc& desc);
+
+// A tensor's plain layout bridged to the layout a primitive chose (format_tag::any lets
+// oneDNN pick its blocked layouts, nChw16c and the like, where its fastest kernels run). When
+// the two agree the tensor's bytes are used directly; otherwise a reorder goes through a
+// buffer that the bridge owns and keeps for later steps.
+class Layout {
+ public:
+  Layout() = default;
+  Layout(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen);
+  // An input: the tensor's bytes in the chosen layout (reordered into the buffer if needed).
+  dnnl::memory in(const Tensor& tensor);
+  // An output: where the primitive writes; call finish() afterwards to fill the tensor.
+  dnnl::memory out(Tensor& tensor);
+  void finish(Tensor& tensor);
+
+ private:
+  dnnl::memory::desc plain_, chosen_;
+  bool same_ = true;
+  dnnl::memory buffer_;
+  struct Reorder {
+    Reorder() = default;
+    Reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+    void run(const dnnl::memory& from, const dnnl::memory& to);
+    dnnl::reorder primitive;
+    dnnl::memory::desc pad;
+  };
+  Reorder to_chosen_, to_plain_;
+};
+
 // The input shapes a primitive was made for; kernels rebuild when this changes.
 struct ShapeKey {
   std::vector<Shape> shapes;

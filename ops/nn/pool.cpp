@@ -72,7 +72,7 @@ struct PoolPlan {
     dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_training, algorithm(), src, dst,
                                      {a.strides[0], a.strides[1]}, {a.ksize[0], a.ksize[1]},
                                      {win[0].pad_before, win[1].pad_before}, {win[0].pad_after, win[1].pad_after});
-    fwd = dnnl::pooling_forward::primitive_desc(desc, dnnl_cpu::engine());
+    fwd = dnnl::pooling_forward::primitive_desc(desc, dnnl_cpu::attrs(), dnnl_cpu::engine());
     pad_l = {win[0].pad_before, win[1].pad_before};
     pad_r = {win[0].pad_after, win[1].pad_after};
     kernel = {a.ksize[0], a.ksize[1]};
@@ -97,7 +97,8 @@ class PoolKernel final : public OpKernel {
     }
     Tensor& out = ctx.allocate_output(0, DType::float32, plan_->out);
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_cpu::wrap(in, plan_->src)},
-                                         {DNNL_ARG_DST, dnnl_cpu::wrap(out, plan_->dst)}};
+                                         {DNNL_ARG_DST, dnnl_cpu::wrap(out, plan_->dst)},
+                                         {DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(plan_->fwd.scratchpad_desc())}};
     memory workspace;
     if (kMax) {  // training-mode max pooling wants a workspace even when nobody reads it
       workspace = memory(plan_->fwd.workspace_desc(), dnnl_cpu::engine());
@@ -131,7 +132,7 @@ class PoolGradKernel final : public OpKernel {
              plan_->out.to_string());
       dnnl::pooling_backward::desc desc(PoolPlan<kMax>::algorithm(), plan_->src, plan_->dst, plan_->strides,
                                         plan_->kernel, plan_->pad_l, plan_->pad_r);
-      bwd_pd_ = dnnl::pooling_backward::primitive_desc(desc, dnnl_cpu::engine(), plan_->fwd);
+      bwd_pd_ = dnnl::pooling_backward::primitive_desc(desc, dnnl_cpu::attrs(), dnnl_cpu::engine(), plan_->fwd);
       fwd_ = dnnl::pooling_forward(plan_->fwd);
       bwd_ = dnnl::pooling_backward(bwd_pd_);
       key_.set({&in, &g});
@@ -144,12 +145,13 @@ class PoolGradKernel final : public OpKernel {
       memory workspace(plan_->fwd.workspace_desc(), dnnl_cpu::engine());
       fwd_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, dnnl_cpu::wrap(in, plan_->src)},
                                         {DNNL_ARG_DST, dnnl_cpu::wrap(scratch, plan_->dst)},
-                                        {DNNL_ARG_WORKSPACE, workspace}});
+                                        {DNNL_ARG_WORKSPACE, workspace},
+                                        {DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(plan_->fwd.scratchpad_desc())}});
       args.emplace(DNNL_ARG_WORKSPACE, workspace);
-      bwd_.execute(dnnl_cpu::stream(), args);
-    } else {
-      bwd_.execute(dnnl_cpu::stream(), args);
     }
+    // After the forward: the scratchpad buffer is this thread's and may have been regrown.
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(bwd_pd_.scratchpad_desc()));
+    bwd_.execute(dnnl_cpu::stream(), args);
     dnnl_cpu::stream().wait();
   }
 
