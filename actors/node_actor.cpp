@@ -1,5 +1,6 @@
 #include "actors/node_actor.hpp"
 
+#include "devices/cpu_threads.hpp"
 #include "ops/state/variable.hpp"
 
 namespace troupe {
@@ -120,6 +121,14 @@ void NodeActor::on_merge_input(const Tag& tag, uint32_t slot, Value& value) {
   release(p);
 }
 
+bool NodeActor::leases_a_core(const Tensor* inputs) const {
+  if (me_->device->type() != DeviceType::cpu) return false;
+  long bytes = 0;
+  for (int i = 0; i < me_->num_inputs; ++i)
+    if (inputs[i].is_initialized()) bytes += long(inputs[i].num_elements()) * long(size_of(inputs[i].dtype()));
+  return bytes >= kLeaseBytes;
+}
+
 void NodeActor::fire(const Tag& tag, Tensor* inputs, bool dead) {
   if (dead) {
     emit(tag, nullptr, true);
@@ -137,7 +146,14 @@ void NodeActor::fire(const Tag& tag, Tensor* inputs, bool dead) {
   try {
     KernelContext ctx(*me_->node, *me_->device, inputs, me_->num_inputs, outputs_.data(),
                       int(outputs_.size()), &dead_outputs);
-    kernel_->compute(ctx);
+    if (me_->device->type() == DeviceType::cpu && kernel_->runs_team()) {
+      run_as_team([&] { kernel_->compute(ctx); });
+    } else if (leases_a_core(inputs)) {
+      CoreLease lease(1);
+      kernel_->compute(ctx);
+    } else {
+      kernel_->compute(ctx);
+    }
     for (std::size_t p = 0; p < outputs_.size(); ++p)
       if (!outputs_[p].is_initialized() && !(p < 64 && (dead_outputs >> p) & 1))
         fail(ErrorCode::internal, "kernel produced no value for output {}", p);

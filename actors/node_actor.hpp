@@ -49,6 +49,8 @@ class NodeActor : public caf::event_based_actor {
   std::vector<WaitReport> on_waits() const;
 
   void fire(const Tag& tag, Tensor* inputs, bool dead);
+  // Whether a single-threaded firing on these inputs leases a core (devices/cpu_threads.hpp).
+  bool leases_a_core(const Tensor* inputs) const;
   void fire_variable_op(const Tag& tag, Tensor* inputs);
   void emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs = 0);
   void on_merge_input(const Tag& tag, uint32_t slot, Value& value);

@@ -11,9 +11,10 @@
 
 namespace troupe {
 
-Runtime::Runtime(int threads, int intra_op)
-    : threads_(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()))) {
-  set_intra_op_threads(intra_op > 0 ? intra_op : int(std::max(1u, std::thread::hardware_concurrency())));
+Runtime::Runtime(int cores, int inter_op, int intra_op) {
+  if (cores <= 0) cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  threads_ = inter_op > 0 ? inter_op : cores;
+  set_intra_op_threads(intra_op > 0 ? intra_op : cores, cores);
   config_ = std::make_unique<caf::actor_system_config>();
   config_->set("scheduler.max-threads", threads_);
   config_->set("logger.verbosity", caf::atom("quiet"));
@@ -52,12 +53,12 @@ Runtime::~Runtime() {
   system_.reset();
 }
 
-std::shared_ptr<Runtime> Runtime::get(int threads, int intra_op) {
+std::shared_ptr<Runtime> Runtime::get(int cores, int inter_op, int intra_op) {
   static std::mutex mutex;
   static std::weak_ptr<Runtime> current;
   std::lock_guard<std::mutex> lock(mutex);
   if (auto rt = current.lock()) return rt;
-  auto rt = std::make_shared<Runtime>(threads, intra_op);
+  auto rt = std::make_shared<Runtime>(cores, inter_op, intra_op);
   current = rt;
   return rt;
 }

@@ -10,10 +10,10 @@ namespace troupe {
 
 class Runtime {
  public:
-  // threads: scheduler (inter-op) threads; 0 picks the number of hardware threads.
-  // intra_op: threads per kernel (devices/cpu_threads.hpp); 0 picks the hardware threads.
-  static std::shared_ptr<Runtime> get(int threads, int intra_op = 0);
-  Runtime(int threads, int intra_op);
+  // cores: the threads that may compute at once (0: the hardware threads). inter_op: scheduler
+  // threads, intra_op: threads per kernel team (devices/cpu_threads.hpp); 0 for either: cores.
+  static std::shared_ptr<Runtime> get(int cores, int inter_op = 0, int intra_op = 0);
+  Runtime(int cores, int inter_op, int intra_op);
   ~Runtime();
   caf::actor_system& system() { return *system_; }
   // The device actors of this process, in DeviceRegistry order (CPU:0 first).

@@ -79,7 +79,7 @@ Session::Session(std::shared_ptr<Graph> graph, SessionOptions options) : impl_(n
                    options.max_steps_in_flight);
   impl_->graph = std::move(graph);
   impl_->options = options;
-  impl_->runtime = Runtime::get(options.inter_op_threads, options.intra_op_threads);
+  impl_->runtime = Runtime::get(options.threads, options.inter_op_threads, options.intra_op_threads);
   impl_->shard = impl_->runtime->system().spawn(param_shard);
 }
 

@@ -25,9 +25,12 @@
 namespace troupe {
 
 struct SessionOptions {
-  // Threads of the process, set together by the first Session alive (later ones share them):
-  // inter-op threads run node actors; intra-op threads run inside one kernel (oneDNN, OpenBLAS).
-  // 0: one per hardware thread for both.
+  // The cores Troupe may use, set by the first Session alive (later ones share them); 0: the
+  // hardware threads. Both kinds of threads follow from it: the scheduler's (inter-op) threads
+  // run node actors, and a kernel's team (intra-op: oneDNN, OpenBLAS) is as wide as `threads`,
+  // with teams taking turns (devices/cpu_threads.hpp), so the two never oversubscribe the cores.
+  int threads = 0;
+  // Overrides for experiments; 0 follows `threads`.
   int inter_op_threads = 0;
   int intra_op_threads = 0;
   int max_steps_in_flight = 16;  // back-pressure on concurrent run() calls

@@ -135,8 +135,7 @@ int main(int argc, char** argv) {
                                             DType::float32));
 
     SessionOptions options;
-    options.inter_op_threads = a.threads;
-    options.intra_op_threads = a.threads;
+    options.threads = a.threads;
     Session session(root, options);
     session.run({}, {}, {model.initializer()});
     // Build both executables (the readers load their files) before any epoch is timed.

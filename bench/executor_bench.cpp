@@ -106,7 +106,7 @@ int executor_main(int argc, char** argv) {
   auto root = Scope::root();
   Built b = build(root, a);
   SessionOptions options;
-  options.inter_op_threads = a.threads;
+  options.threads = a.threads;
   const int threads = a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency());
   Session session(root, options);
   auto start = std::chrono::steady_clock::now();

@@ -5,22 +5,47 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <mutex>
 #include <thread>
 
 namespace troupe {
 namespace {
 
+int hardware_threads() { return int(std::max(1u, std::thread::hardware_concurrency())); }
+
 std::atomic<int>& setting() {
-  static std::atomic<int> n{int(std::max(1u, std::thread::hardware_concurrency()))};
+  static std::atomic<int> n{hardware_threads()};
   return n;
+}
+
+struct Cores {
+  std::mutex mutex;
+  std::condition_variable freed;
+  int budget = hardware_threads();
+  int free = hardware_threads();
+  int teams_waiting = 0;
+};
+
+Cores& cores() {
+  static Cores* c = new Cores;  // never destroyed: kernels may run during static destruction
+  return *c;
 }
 
 }  // namespace
 
-void set_intra_op_threads(int n) {
-  n = std::max(1, n);
-  setting().store(n);
-  openblas_set_num_threads(n);
+void set_intra_op_threads(int intra_op, int budget) {
+  intra_op = std::max(1, intra_op);
+  budget = std::max(1, budget);
+  setting().store(intra_op);
+  openblas_set_num_threads(intra_op);
+  auto& c = cores();
+  std::lock_guard lock(c.mutex);
+  c.free += budget - c.budget;
+  c.budget = budget;
+  c.freed.notify_all();
 }
 
 int intra_op_threads() { return setting().load(); }
@@ -32,6 +57,91 @@ void apply_intra_op_threads_here() {
     omp_set_num_threads(n);
     applied = n;
   }
+}
+
+CoreLease::CoreLease(int n) {
+  auto& c = cores();
+  std::unique_lock lock(c.mutex);
+  cores_ = std::clamp(n, 1, c.budget);
+  if (cores_ > 1) {
+    ++c.teams_waiting;
+    c.freed.wait(lock, [&] { return c.free >= cores_; });
+    --c.teams_waiting;
+  } else {
+    c.freed.wait(lock, [&] { return c.free >= 1 && c.teams_waiting == 0; });
+  }
+  c.free -= cores_;
+}
+
+CoreLease::~CoreLease() {
+  auto& c = cores();
+  {
+    std::lock_guard lock(c.mutex);
+    c.free += cores_;
+  }
+  c.freed.notify_all();
+}
+
+namespace {
+
+// Team threads: started on demand, one per team running at once, kept for the process.
+class TeamThreads {
+ public:
+  void run(const std::function<void()>& kernel) {
+    Job job{&kernel};
+    std::unique_lock lock(mutex_);
+    jobs_.push_back(&job);
+    if (idle_ == 0) {
+      std::thread([this] { serve(); }).detach();
+    } else {
+      work_.notify_one();
+    }
+    job.done_cv.wait(lock, [&] { return job.done; });
+    lock.unlock();
+    if (job.error) std::rethrow_exception(job.error);
+  }
+
+ private:
+  struct Job {
+    const std::function<void()>* kernel;
+    std::exception_ptr error;
+    bool done = false;
+    std::condition_variable done_cv;
+  };
+
+  void serve() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      ++idle_;
+      work_.wait(lock, [&] { return !jobs_.empty(); });
+      --idle_;
+      Job* job = jobs_.front();
+      jobs_.pop_front();
+      lock.unlock();
+      try {
+        apply_intra_op_threads_here();
+        (*job->kernel)();
+      } catch (...) {
+        job->error = std::current_exception();
+      }
+      lock.lock();
+      job->done = true;
+      job->done_cv.notify_one();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable work_;
+  std::deque<Job*> jobs_;
+  int idle_ = 0;
+};
+
+}  // namespace
+
+void run_as_team(const std::function<void()>& kernel) {
+  static TeamThreads* threads = new TeamThreads;  // never destroyed, like its threads
+  CoreLease lease(intra_op_threads());
+  threads->run(kernel);
 }
 
 }  // namespace troupe

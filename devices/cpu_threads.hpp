@@ -1,14 +1,48 @@
 #pragma once
-// Intra-op threads of the CPU device: how many threads one kernel may use (oneDNN's OpenMP
-// team, OpenBLAS' pool). Process-wide; set by the runtime from SessionOptions together with the
-// inter-op (scheduler) threads, so that the two do not oversubscribe the cores.
+// Threads of the CPU device. Process-wide; set by the runtime from SessionOptions::threads
+// together with the scheduler (inter-op) threads, so that the two do not oversubscribe the cores.
+//
+// Intra-op threads are how many threads one kernel may use (oneDNN's OpenMP team, OpenBLAS'
+// pool). The cores are leased: a kernel that runs a team takes as many cores as its team has,
+// any other kernel with real work one core, and a kernel waits until its cores are free. Why:
+// a team splits its work evenly and meets at barriers, so a single-threaded kernel (or a second
+// team) on one of its cores holds the whole team up for a scheduler time slice; here that cost
+// 15% of a CNN step, more than the overlap gained. Teams are served before single cores, so a
+// stream of small kernels cannot starve them.
+#include <functional>
+
 namespace troupe {
 
-// n >= 1. Takes effect for OpenBLAS at once and for OpenMP on each thread's next kernel.
-void set_intra_op_threads(int n);
+// intra_op >= 1 threads per kernel team, cores >= 1 threads that may compute at once. Takes
+// effect for OpenBLAS at once and for OpenMP on each thread's next team.
+void set_intra_op_threads(int intra_op, int cores);
 int intra_op_threads();
-// Called by kernels before an OpenMP-parallel library call: applies the current setting to
-// the calling thread (OpenMP's thread count is per thread).
+// Applies the current setting to the calling thread (OpenMP's thread count is per thread).
+// oneDNN kernels do this before they create a primitive, which fixes its team size.
 void apply_intra_op_threads_here();
+
+// Held while a kernel computes: `cores` of the budget (at most all of it). Waiting is bounded
+// by the run time of the kernels holding the cores, which are busy with them meanwhile.
+class CoreLease {
+ public:
+  explicit CoreLease(int cores);
+  ~CoreLease();
+  CoreLease(const CoreLease&) = delete;
+  CoreLease& operator=(const CoreLease&) = delete;
+
+ private:
+  int cores_;
+};
+
+// Runs `kernel` as a team kernel: leases the team's cores, hands the kernel to one of the
+// process's team threads and waits for it (rethrowing what it threw). All teams start from
+// these few threads, so there is one OpenMP pool per concurrent team rather than one per
+// scheduler thread: an idle pool's threads spin for a while after each team, and a second pool
+// spinning beside a running team cost 10% of a CNN step here.
+void run_as_team(const std::function<void()>& kernel);
+
+// Below this many bytes of input a single-threaded kernel runs without a lease: it is over in
+// microseconds, and the lease's lock would cost more than the overlap does.
+constexpr long kLeaseBytes = 64 << 10;
 
 }  // namespace troupe

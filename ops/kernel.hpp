@@ -53,6 +53,9 @@ class OpKernel {
  public:
   virtual ~OpKernel() = default;
   virtual void compute(KernelContext& ctx) = 0;
+  // True for kernels that run an intra-op team (oneDNN primitives, BLAS): the executor leases
+  // them the team's cores (devices/cpu_threads.hpp).
+  virtual bool runs_team() const { return false; }
 };
 
 using KernelFactory = std::function<std::unique_ptr<OpKernel>(const Node& node)>;

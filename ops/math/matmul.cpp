@@ -65,6 +65,7 @@ class MatMulKernel final : public OpKernel {
       : ta_(get_attr_or<bool>(node.attrs, "transpose_a", false)),
         tb_(get_attr_or<bool>(node.attrs, "transpose_b", false)) {}
 
+  bool runs_team() const override { return true; }
   void compute(KernelContext& ctx) override {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);

@@ -141,6 +141,7 @@ class ConvKernelBase : public OpKernel {
 class Conv2DKernel final : public ConvKernelBase {
  public:
   explicit Conv2DKernel(const Node& n) : ConvKernelBase(n) {}
+  bool runs_team() const override { return true; }
   void compute(KernelContext& ctx) override {
     const Tensor& in = ctx.input(0);
     const Tensor& f = ctx.input(1);
@@ -178,6 +179,7 @@ TROUPE_REGISTER_KERNEL("Conv2D", DeviceType::cpu, Conv2DKernel);
 class Conv2DBackpropInputKernel final : public ConvKernelBase {
  public:
   explicit Conv2DBackpropInputKernel(const Node& n) : ConvKernelBase(n) {}
+  bool runs_team() const override { return true; }
   void compute(KernelContext& ctx) override {
     const Tensor& in = ctx.input(0);
     const Tensor& f = ctx.input(1);
@@ -219,6 +221,7 @@ TROUPE_REGISTER_KERNEL("Conv2DBackpropInput", DeviceType::cpu, Conv2DBackpropInp
 class Conv2DBackpropFilterKernel final : public ConvKernelBase {
  public:
   explicit Conv2DBackpropFilterKernel(const Node& n) : ConvKernelBase(n) {}
+  bool runs_team() const override { return true; }
   void compute(KernelContext& ctx) override {
     const Tensor& in = ctx.input(0);
     const Tensor& f = ctx.input(1);

@@ -88,6 +88,7 @@ template <bool kMax>
 class PoolKernel final : public OpKernel {
  public:
   explicit PoolKernel(const Node& n) : attrs_(n.attrs) {}
+  bool runs_team() const override { return true; }
   void compute(KernelContext& ctx) override {
     const Tensor& in = ctx.input(0);
     if (!key_.matches({&in})) {
@@ -122,6 +123,7 @@ template <bool kMax>
 class PoolGradKernel final : public OpKernel {
  public:
   explicit PoolGradKernel(const Node& n) : attrs_(n.attrs) {}
+  bool runs_team() const override { return true; }
   void compute(KernelContext& ctx) override {
     const Tensor& in = ctx.input(0);
     const Tensor& g = ctx.input(1);
