@@ -16,8 +16,8 @@ Output activate(const Scope& s, Output x, Activation a) {
   return x;
 }
 
-Output BuildContext::variable(const std::string& name, Shape shape, const ops::Initializer& init) {
-  auto v = ops::variable(scope_.with_op_name(name), shape, DType::float32);
+Output BuildContext::variable(const std::string& name, Shape shape, const ops::Initializer& init, bool trainable) {
+  auto v = ops::variable(scope_.with_op_name(name), shape, DType::float32, {.trainable = trainable});
   auto value = ops::initial_value(scope_.sub(name + "_init"), init, shape, DType::float32, model_.next_seed());
   model_.inits_.push_back(ops::assign(scope_, v, value));
   model_.variables_.push_back(v);
@@ -88,6 +88,40 @@ class PoolLayer final : public Layer {
   ops::PoolOptions o_;
 };
 
+class BatchNormLayer final : public Layer {
+ public:
+  explicit BatchNormLayer(BatchNorm o) : o_(o) {}
+  const char* kind() const override { return "batch_norm"; }
+  Output build(BuildContext& ctx, Output x) override {
+    const Scope& s = ctx.scope();
+    auto& in = x.shape();
+    TROUPE_CHECK_ARG(in.rank_known() && (in.rank() == 2 || in.rank() == 4) && in.dim(1) >= 0,
+                     "BatchNorm needs an NCHW or [N, C] input with known channels, got {}", in.to_string());
+    TROUPE_CHECK_ARG(o_.momentum >= 0 && o_.momentum < 1, "BatchNorm needs 0 <= momentum < 1, got {}", o_.momentum);
+    if (!gamma_) {
+      Shape c{in.dim(1)};
+      gamma_ = ctx.variable("gamma", c, ops::Initializer::constant(1));
+      beta_ = ctx.variable("beta", c, ops::Initializer::zeros());
+      moving_mean_ = ctx.variable("moving_mean", c, ops::Initializer::zeros(), false);
+      moving_variance_ = ctx.variable("moving_variance", c, ops::Initializer::constant(1), false);
+    }
+    const bool training = ctx.mode() == Mode::training;
+    auto bn = ops::batch_norm(s, x, gamma_, beta_, moving_mean_, moving_variance_,
+                              {.epsilon = o_.epsilon, .is_training = training});
+    if (!training) return bn.y;
+    auto rate = ops::constant(s, float(1 - o_.momentum));
+    auto move = [&](Output moving, Output batch) {
+      return ops::assign_sub(s, moving, ops::mul(s, rate, ops::sub(s, moving, batch)));
+    };
+    std::vector<Output> updates{move(moving_mean_, bn.batch_mean), move(moving_variance_, bn.batch_variance)};
+    return ops::identity(s.with_control_dependencies(updates), bn.y);
+  }
+
+ private:
+  BatchNorm o_;
+  Output gamma_, beta_, moving_mean_, moving_variance_;
+};
+
 class FlattenLayer final : public Layer {
  public:
   const char* kind() const override { return "flatten"; }
@@ -142,6 +176,7 @@ Sequential& Sequential::add(Dense layer) { return add(std::make_unique<DenseLaye
 Sequential& Sequential::add(Conv2D layer) { return add(std::make_unique<Conv2DLayer>(layer)); }
 Sequential& Sequential::add(MaxPool2D l) { return add(std::make_unique<PoolLayer<true>>(l.size, l.stride, l.padding)); }
 Sequential& Sequential::add(AvgPool2D l) { return add(std::make_unique<PoolLayer<false>>(l.size, l.stride, l.padding)); }
+Sequential& Sequential::add(BatchNorm layer) { return add(std::make_unique<BatchNormLayer>(layer)); }
 Sequential& Sequential::add(Flatten) { return add(std::make_unique<FlattenLayer>()); }
 Sequential& Sequential::add(Dropout layer) {
   auto l = std::make_unique<DropoutLayer>(layer);

@@ -32,8 +32,9 @@ class BuildContext {
   BuildContext(Sequential& model, const Scope& scope, Mode mode) : model_(model), scope_(scope), mode_(mode) {}
   const Scope& scope() const { return scope_; }
   Mode mode() const { return mode_; }
-  // A new trainable float32 variable named "<layer>/<name>", initialised by `init`.
-  Output variable(const std::string& name, Shape shape, const ops::Initializer& init);
+  // A new float32 variable named "<layer>/<name>", initialised by `init`. Non-trainable ones
+  // (moving statistics) are left out of Optimizer::minimize's default variables.
+  Output variable(const std::string& name, Shape shape, const ops::Initializer& init, bool trainable = true);
 
  private:
   Sequential& model_;
@@ -77,6 +78,14 @@ struct AvgPool2D {
   int64_t stride = 0;
   std::string padding = "VALID";
 };
+// Batch normalisation over the channels (axis 1) of NCHW or [N, C] input: gamma and beta are
+// trained; training mode normalises with the batch's statistics and moves the moving averages
+// (moving = momentum * moving + (1 - momentum) * batch) whenever its output is computed;
+// inference mode normalises with the moving averages.
+struct BatchNorm {
+  double momentum = 0.99;
+  double epsilon = 1e-3;
+};
 struct Flatten {};  // [N, ...] -> [N, product of the rest]
 struct Dropout {
   double rate = 0.5;  // active in Mode::training only
@@ -95,6 +104,7 @@ class Sequential {
   Sequential& add(Conv2D layer);
   Sequential& add(MaxPool2D layer);
   Sequential& add(AvgPool2D layer);
+  Sequential& add(BatchNorm layer);
   Sequential& add(Flatten layer);
   Sequential& add(Dropout layer);
   Sequential& add(Act layer);

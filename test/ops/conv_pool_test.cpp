@@ -13,6 +13,7 @@
 #include "actors/session.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
+#include "test/support/gradient_check.hpp"
 
 using namespace troupe;
 using troupe::testing::contains;
@@ -20,14 +21,8 @@ using troupe::testing::error_of;
 
 namespace {
 
-std::mt19937 rng(21);
-
-Tensor rand_f32(Shape s, float lo = -1, float hi = 1) {
-  std::uniform_real_distribution<float> u(lo, hi);
-  Tensor t(DType::float32, s);
-  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = u(rng);
-  return t;
-}
+using troupe::testing::check_gradient_f32;
+using troupe::testing::rand_f32;
 
 struct ConvCase {
   Shape in, filter;
@@ -69,40 +64,6 @@ void expect_close(const Tensor& got, const std::vector<double>& want, const std:
     BOOST_REQUIRE(got.num_elements() == int64_t(want.size()));
     for (std::size_t i = 0; i < want.size(); ++i)
       BOOST_TEST(std::abs(double(got.data<float>()[i]) - want[i]) <= 1e-5 + 1e-4 * std::abs(want[i]), "element " << i);
-  }
-}
-
-// loss = sum(w * f(inputs)); compares d loss / d input with central differences.
-void check_gradient_f32(const std::function<Output(const Scope&, const std::vector<Output>&)>& f,
-                        std::vector<Tensor> values, const std::string& what) {
-  BOOST_TEST_CONTEXT(what) {
-    auto root = Scope::root();
-    std::vector<Output> xs;
-    for (auto& v : values) xs.push_back(ops::placeholder(root, DType::float32, v.shape()));
-    auto y = f(root, xs);
-    auto w = ops::constant(root, rand_f32(y.shape().to_shape()));
-    auto loss = ops::sum(root, ops::mul(root, y, w));
-    auto grads = gradients(root, {loss}, xs);
-    Session s(root);
-    FeedList feeds;
-    for (std::size_t i = 0; i < xs.size(); ++i) feeds.push_back({xs[i], values[i]});
-    std::vector<TensorName> fetches(grads.begin(), grads.end());
-    auto analytic = s.run(feeds, fetches);
-    const float h = 1e-2f;
-    for (std::size_t i = 0; i < xs.size(); ++i)
-      for (int64_t j = 0; j < values[i].num_elements(); ++j) {
-        auto eval = [&](float delta) {
-          FeedList moved = feeds;
-          Tensor v = values[i].copy();
-          v.data<float>()[j] += delta;
-          moved[i].second = v;
-          return double(s.run(moved, {loss})[0].scalar_value<float>());
-        };
-        double numeric = (eval(h) - eval(-h)) / (2 * h);
-        double got = analytic[i].data<float>()[j];
-        BOOST_TEST(std::abs(got - numeric) <= 2e-3 + 2e-2 * std::abs(numeric),
-                   "input " << i << " element " << j << ": analytic " << got << ", numeric " << numeric);
-      }
   }
 }
 
@@ -189,7 +150,7 @@ BOOST_AUTO_TEST_CASE(gradients_of_pooling_match_central_differences) {
   Tensor spread(DType::float32, Shape{1, 2, 5, 5});
   std::vector<int> order(50);
   std::iota(order.begin(), order.end(), 0);
-  std::shuffle(order.begin(), order.end(), rng);
+  std::shuffle(order.begin(), order.end(), troupe::testing::test_rng());
   for (int i = 0; i < 50; ++i) spread.data<float>()[i] = 0.1f * float(order[i]);
   for (std::string padding : {"VALID", "SAME"}) {
     ops::PoolOptions o{.ksize = {2, 2}, .strides = {2, 2}, .padding = padding};

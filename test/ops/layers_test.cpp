@@ -126,3 +126,83 @@ BOOST_AUTO_TEST_CASE(the_lenet_cnn_has_the_reference_parameter_count_and_output_
   auto out = s.run({{x, Tensor::zeros(DType::float32, {3, 1, 28, 28})}}, {logits});
   BOOST_TEST(out[0].shape().to_string() == "[3,10]");
 }
+
+BOOST_AUTO_TEST_CASE(batch_norm_layers_move_their_averages_in_training_and_use_them_in_inference) {
+  auto root = Scope::root();
+  layers::Sequential model(root, 1);
+  model.add(layers::BatchNorm{.momentum = 0.5, .epsilon = 1e-3});
+  auto x = ops::placeholder(root, DType::float32, {-1, 2, 3, 3});
+  auto train_y = model(x, layers::Mode::training);
+  auto infer_y = model(x, layers::Mode::inference);
+  // gamma, beta, moving mean, moving variance; only gamma and beta are trained.
+  BOOST_TEST(model.variables().size() == 4u);
+  BOOST_TEST(ops::trainable_variables(root.graph()).size() == 2u);
+  // Channel 0 holds 1..36 scaled by 0.1 over a batch of 2, channel 1 the constant 5.
+  Tensor xv(DType::float32, {2, 2, 3, 3});
+  std::vector<double> ch0;
+  for (int n = 0; n < 2; ++n)
+    for (int i = 0; i < 9; ++i) {
+      float v = 0.1f * float(n * 9 + i + 1);
+      xv.data<float>()[(n * 2 + 0) * 9 + i] = v;
+      xv.data<float>()[(n * 2 + 1) * 9 + i] = 5.0f;
+      ch0.push_back(v);
+    }
+  double mean = 0, var = 0;
+  for (double v : ch0) mean += v / 18;
+  for (double v : ch0) var += (v - mean) * (v - mean) / 17;  // unbiased, as the moving average takes it
+  Session s(root);
+  s.run({}, {}, {model.initializer()});
+  auto y = s.run({{x, xv}}, {train_y})[0];
+  BOOST_TEST(std::abs(y.data<float>()[0] - (0.1 - mean) / std::sqrt(var * 17 / 18 + 1e-3)) < 1e-4);
+  BOOST_TEST(std::abs(y.data<float>()[9]) < 1e-4);  // a constant channel normalises to 0
+  auto moving = s.run({model.variables()[2], model.variables()[3]});
+  BOOST_TEST(std::abs(moving[0].data<float>()[0] - 0.5 * mean) < 1e-5);
+  BOOST_TEST(std::abs(moving[0].data<float>()[1] - 2.5) < 1e-5);
+  BOOST_TEST(std::abs(moving[1].data<float>()[0] - (0.5 + 0.5 * var)) < 1e-4);
+  BOOST_TEST(std::abs(moving[1].data<float>()[1] - 0.5) < 1e-5);
+  // Inference normalises with the moving averages, and does not move them.
+  auto z = s.run({{x, xv}}, {infer_y})[0];
+  BOOST_TEST(std::abs(z.data<float>()[9] - (5 - 2.5) / std::sqrt(0.5 + 1e-3)) < 1e-4);
+  auto again = s.run({model.variables()[2]})[0];
+  BOOST_TEST(std::abs(again.data<float>()[1] - 2.5) < 1e-5);
+}
+
+BOOST_AUTO_TEST_CASE(a_cnn_with_batch_norm_and_average_pooling_trains_on_a_synthetic_problem) {
+  // Class 1 images are brighter in their top half: a conv + batch norm + pooling model separates
+  // them within a few dozen steps.
+  auto root = Scope::root();
+  layers::Sequential model(root, 3);
+  using layers::Activation;
+  model.add(layers::Conv2D{.filters = 4, .kernel = 3, .use_bias = false})
+      .add(layers::BatchNorm{})
+      .add(layers::Act{.activation = Activation::relu})
+      .add(layers::AvgPool2D{.size = 2})
+      .add(layers::Flatten{})
+      .add(layers::Dense{.units = 2});
+  auto x = ops::placeholder(root, DType::float32, {16, 1, 6, 6});
+  auto labels = ops::placeholder(root, DType::int32, {16});
+  auto loss = model.loss(model(x, layers::Mode::training), labels);
+  auto train = Optimizer::momentum(0.05, 0.9).minimize(root, loss);
+  std::mt19937 rng(4);
+  std::uniform_real_distribution<float> u(0, 1);
+  auto batch = [&](Tensor& xs, Tensor& ys) {
+    xs = Tensor(DType::float32, {16, 1, 6, 6});
+    ys = Tensor(DType::int32, {16});
+    for (int n = 0; n < 16; ++n) {
+      int label = n % 2;
+      ys.data<int32_t>()[n] = label;
+      for (int i = 0; i < 36; ++i) xs.data<float>()[n * 36 + i] = u(rng) + (label && i < 18 ? 0.5f : 0.0f);
+    }
+  };
+  Session s(root);
+  s.run({}, {}, {model.initializer()});
+  Tensor xs, ys;
+  float first = 0, last = 0;
+  for (int step = 0; step < 60; ++step) {
+    batch(xs, ys);
+    float l = s.run({{x, xs}, {labels, ys}}, {loss}, {train})[0].scalar_value<float>();
+    if (step == 0) first = l;
+    last = l;
+  }
+  BOOST_TEST(last < 0.5f * first, "loss " << first << " -> " << last);
+}

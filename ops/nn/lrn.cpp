@@ -1,0 +1,155 @@
+#include "ops/nn/lrn.hpp"
+
+#include <optional>
+#include <unordered_map>
+
+#include "graph/gradients.hpp"
+#include "ops/kernel.hpp"
+#include "ops/nn/dnnl.hpp"
+
+namespace troupe {
+namespace {
+
+using dnnl::memory;
+
+struct LrnAttrs {
+  int64_t radius;
+  float bias, alpha, beta;
+  explicit LrnAttrs(const AttrMap& a)
+      : radius(get_attr_or<int64_t>(a, "depth_radius", 5)),
+        bias(float(get_attr_or<double>(a, "bias", 1.0))),
+        alpha(float(get_attr_or<double>(a, "alpha", 1.0))),
+        beta(float(get_attr_or<double>(a, "beta", 0.5))) {}
+  void check() const {
+    if (radius < 0) fail(ErrorCode::invalid_argument, "depth_radius must be >= 0, got {}", radius);
+    if (bias <= 0) fail(ErrorCode::invalid_argument, "bias must be > 0, got {}", bias);
+  }
+};
+
+void lrn_shape(InferenceContext& c) {
+  if (c.input_type(0) != DType::float32) c.error("takes float32, got {}", name_of(c.input_type(0)));
+  try {
+    LrnAttrs(c.attrs()).check();
+  } catch (const Error& e) {
+    c.error("{}", e.what());
+  }
+  auto& in = c.input_shape(0);
+  if (in.rank_known() && in.rank() != 4) c.error("input must be NCHW, got {}", in.to_string());
+  c.set_output(0, DType::float32, in);
+}
+
+// The forward primitive; oneDNN scales alpha by the window size (alpha / n * sum), TensorFlow
+// does not.
+struct LrnPlan {
+  memory::desc data;
+  dnnl::lrn_forward::primitive_desc fwd;
+  LrnPlan(const LrnAttrs& a, const Shape& in) {
+    a.check();
+    if (in.rank() != 4) fail(ErrorCode::invalid_argument, "input must be NCHW, got {}", in.to_string());
+    data = memory::desc(dnnl_cpu::dims(in), memory::data_type::f32, memory::format_tag::nchw);
+    fwd = dnnl::lrn_forward::primitive_desc(desc(a, dnnl::prop_kind::forward_training), dnnl_cpu::attrs(),
+                                            dnnl_cpu::engine());
+  }
+  dnnl::lrn_forward::desc desc(const LrnAttrs& a, dnnl::prop_kind kind) const {
+    const int64_t n = 2 * a.radius + 1;
+    return {kind, dnnl::algorithm::lrn_across_channels, data, n, a.alpha * float(n), a.beta, a.bias};
+  }
+  dnnl::lrn_backward::desc backward(const LrnAttrs& a) const {
+    const int64_t n = 2 * a.radius + 1;
+    return {dnnl::algorithm::lrn_across_channels, data, data, n, a.alpha * float(n), a.beta, a.bias};
+  }
+  // Runs the forward into `out`, with the workspace the backward needs when the primitive has
+  // one (returned, empty otherwise).
+  memory forward(const dnnl::lrn_forward& prim, const Tensor& in, const Tensor& out) const {
+    memory workspace;
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_cpu::wrap(in, data)},
+                                         {DNNL_ARG_DST, dnnl_cpu::wrap(out, data)}};
+    if (fwd.workspace_desc().get_size() > 0) {
+      workspace = memory(fwd.workspace_desc(), dnnl_cpu::engine());
+      args.emplace(DNNL_ARG_WORKSPACE, workspace);
+    }
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(fwd.scratchpad_desc()));
+    prim.execute(dnnl_cpu::stream(), args);
+    return workspace;
+  }
+};
+
+class LrnKernel final : public OpKernel {
+ public:
+  explicit LrnKernel(const Node& n) : attrs_(n.attrs) {}
+  bool runs_team() const override { return true; }
+  void compute(KernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    if (!key_.matches({&in})) {
+      plan_.emplace(attrs_, in.shape());
+      prim_ = dnnl::lrn_forward(plan_->fwd);
+      key_.set({&in});
+    }
+    plan_->forward(prim_, in, ctx.allocate_output(0, DType::float32, in.shape()));
+    dnnl_cpu::stream().wait();
+  }
+
+ private:
+  LrnAttrs attrs_;
+  dnnl_cpu::ShapeKey key_;
+  std::optional<LrnPlan> plan_;
+  dnnl::lrn_forward prim_;
+};
+
+// LRNGrad(input, grad): d loss / d input. Like MaxPoolGrad, it recomputes the forward for the
+// workspace rather than carrying an opaque tensor through the graph.
+class LrnGradKernel final : public OpKernel {
+ public:
+  explicit LrnGradKernel(const Node& n) : attrs_(n.attrs) {}
+  bool runs_team() const override { return true; }
+  void compute(KernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    const Tensor& g = ctx.input(1);
+    if (!key_.matches({&in, &g})) {
+      if (g.shape() != in.shape())
+        fail(ErrorCode::invalid_argument, "gradient {} does not match the input {}", g.describe(), in.describe());
+      plan_.emplace(attrs_, in.shape());
+      bwd_pd_ = dnnl::lrn_backward::primitive_desc(plan_->backward(attrs_), dnnl_cpu::attrs(), dnnl_cpu::engine(),
+                                                   plan_->fwd);
+      fwd_ = dnnl::lrn_forward(plan_->fwd);
+      bwd_ = dnnl::lrn_backward(bwd_pd_);
+      key_.set({&in, &g});
+    }
+    Tensor y(DType::float32, in.shape());
+    memory workspace = plan_->forward(fwd_, in, y);
+    Tensor& dx = ctx.allocate_output(0, DType::float32, in.shape());
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_cpu::wrap(in, plan_->data)},
+                                         {DNNL_ARG_DIFF_DST, dnnl_cpu::wrap(g, plan_->data)},
+                                         {DNNL_ARG_DIFF_SRC, dnnl_cpu::wrap(dx, plan_->data)}};
+    if (workspace) args.emplace(DNNL_ARG_WORKSPACE, workspace);
+    args.emplace(DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(bwd_pd_.scratchpad_desc()));
+    bwd_.execute(dnnl_cpu::stream(), args);
+    dnnl_cpu::stream().wait();
+  }
+
+ private:
+  LrnAttrs attrs_;
+  dnnl_cpu::ShapeKey key_;
+  std::optional<LrnPlan> plan_;
+  dnnl::lrn_backward::primitive_desc bwd_pd_;
+  dnnl::lrn_forward fwd_;
+  dnnl::lrn_backward bwd_;
+};
+
+TROUPE_REGISTER_OP(OpDef{.name = "LRN", .num_inputs = 1, .shape_fn = lrn_shape});
+TROUPE_REGISTER_OP(OpDef{.name = "LRNGrad", .num_inputs = 2,
+                         .shape_fn = [](InferenceContext& c) { c.set_output(0, DType::float32, c.input_shape(0)); }});
+TROUPE_REGISTER_KERNEL("LRN", DeviceType::cpu, LrnKernel);
+TROUPE_REGISTER_KERNEL("LRNGrad", DeviceType::cpu, LrnGradKernel);
+TROUPE_REGISTER_GRADIENT("LRN", [](const Scope& s, const Node& n, const std::vector<Output>& g) {
+  return std::vector<Output>{Output(&s.add("LRNGrad", {input_of(s, n, 0), g[0]}, n.attrs))};
+});
+
+}  // namespace
+
+Output ops::lrn(const Scope& scope, Output input, LrnOptions o) {
+  return &scope.add("LRN", {input},
+                    {{"depth_radius", o.depth_radius}, {"bias", o.bias}, {"alpha", o.alpha}, {"beta", o.beta}});
+}
+
+}  // namespace troupe
