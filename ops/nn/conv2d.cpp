@@ -1,5 +1,7 @@
 #include "ops/nn/conv2d.hpp"
 
+#include <type_traits>
+
 #include "graph/gradients.hpp"
 #include "ops/kernel.hpp"
 #include "ops/nn/dnnl.hpp"
@@ -176,51 +178,15 @@ class Conv2DKernel final : public ConvKernelBase {
 TROUPE_REGISTER_KERNEL("Conv2D", DeviceType::cpu, Conv2DKernel);
 
 // Conv2DBackpropInput(input, filter, grad): d loss / d input (input gives the shape only).
-class Conv2DBackpropInputKernel final : public ConvKernelBase {
- public:
-  explicit Conv2DBackpropInputKernel(const Node& n) : ConvKernelBase(n) {}
-  bool runs_team() const override { return true; }
-  void compute(KernelContext& ctx) override {
-    const Tensor& in = ctx.input(0);
-    const Tensor& f = ctx.input(1);
-    const Tensor& g = ctx.input(2);
-    if (!key_.matches({&in, &f, &g})) {
-      auto d = descs(in.shape(), f.shape());
-      check_gradient(d, g);
-      dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, d.any_src, d.any_weights,
-                                                 d.any_dst, attrs_.dnnl_strides(), attrs_.dnnl_dilations(),
-                                                 d.pad_l, d.pad_r);
-      dnnl::convolution_backward_data::primitive_desc pd(desc, dnnl_cpu::attrs(), dnnl_cpu::engine(),
-                                                         forward_pd(d));
-      prim_ = dnnl::convolution_backward_data(pd);
-      diff_src_ = dnnl_cpu::Layout(d.src, pd.diff_src_desc());
-      weights_ = dnnl_cpu::Layout(d.weights, pd.weights_desc());
-      diff_dst_ = dnnl_cpu::Layout(d.dst, pd.diff_dst_desc());
-      pad_ = pd.scratchpad_desc();
-      key_.set({&in, &f, &g});
-    }
-    Tensor& dx = ctx.allocate_output(0, DType::float32, in.shape());
-    auto diff_dst = diff_dst_.in(g);
-    auto weights = weights_.in(f);
-    prim_.execute(dnnl_cpu::stream(), {{DNNL_ARG_DIFF_DST, diff_dst},
-                                       {DNNL_ARG_WEIGHTS, weights},
-                                       {DNNL_ARG_DIFF_SRC, diff_src_.out(dx)},
-                                       {DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(pad_)}});
-    diff_src_.finish(dx);
-    dnnl_cpu::stream().wait();
-  }
-
- private:
-  dnnl::convolution_backward_data prim_;
-  dnnl_cpu::Layout diff_src_, weights_, diff_dst_;
-  memory::desc pad_;
-};
-TROUPE_REGISTER_KERNEL("Conv2DBackpropInput", DeviceType::cpu, Conv2DBackpropInputKernel);
-
 // Conv2DBackpropFilter(input, filter, grad): d loss / d filter (filter gives the shape only).
-class Conv2DBackpropFilterKernel final : public ConvKernelBase {
+// kInput picks which; the other operand and the gradient are the primitive's inputs.
+template <bool kInput>
+class ConvBackpropKernel final : public ConvKernelBase {
+  using Primitive =
+      std::conditional_t<kInput, dnnl::convolution_backward_data, dnnl::convolution_backward_weights>;
+
  public:
-  explicit Conv2DBackpropFilterKernel(const Node& n) : ConvKernelBase(n) {}
+  explicit ConvBackpropKernel(const Node& n) : ConvKernelBase(n) {}
   bool runs_team() const override { return true; }
   void compute(KernelContext& ctx) override {
     const Tensor& in = ctx.input(0);
@@ -229,35 +195,39 @@ class Conv2DBackpropFilterKernel final : public ConvKernelBase {
     if (!key_.matches({&in, &f, &g})) {
       auto d = descs(in.shape(), f.shape());
       check_gradient(d, g);
-      dnnl::convolution_backward_weights::desc desc(dnnl::algorithm::convolution_direct, d.any_src, d.any_weights,
-                                                    d.any_dst, attrs_.dnnl_strides(), attrs_.dnnl_dilations(),
-                                                    d.pad_l, d.pad_r);
-      dnnl::convolution_backward_weights::primitive_desc pd(desc, dnnl_cpu::attrs(), dnnl_cpu::engine(),
-                                                            forward_pd(d));
-      prim_ = dnnl::convolution_backward_weights(pd);
-      src_ = dnnl_cpu::Layout(d.src, pd.src_desc());
-      diff_weights_ = dnnl_cpu::Layout(d.weights, pd.diff_weights_desc());
+      typename Primitive::desc desc(dnnl::algorithm::convolution_direct, d.any_src, d.any_weights, d.any_dst,
+                                    attrs_.dnnl_strides(), attrs_.dnnl_dilations(), d.pad_l, d.pad_r);
+      typename Primitive::primitive_desc pd(desc, dnnl_cpu::attrs(), dnnl_cpu::engine(), forward_pd(d));
+      prim_ = Primitive(pd);
+      if constexpr (kInput) {
+        operand_ = dnnl_cpu::Layout(d.weights, pd.weights_desc());
+        result_ = dnnl_cpu::Layout(d.src, pd.diff_src_desc());
+      } else {
+        operand_ = dnnl_cpu::Layout(d.src, pd.src_desc());
+        result_ = dnnl_cpu::Layout(d.weights, pd.diff_weights_desc());
+      }
       diff_dst_ = dnnl_cpu::Layout(d.dst, pd.diff_dst_desc());
       pad_ = pd.scratchpad_desc();
       key_.set({&in, &f, &g});
     }
-    Tensor& df = ctx.allocate_output(0, DType::float32, f.shape());
-    auto src = src_.in(in);
+    Tensor& out = ctx.allocate_output(0, DType::float32, (kInput ? in : f).shape());
+    auto operand = operand_.in(kInput ? f : in);
     auto diff_dst = diff_dst_.in(g);
-    prim_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, src},
+    prim_.execute(dnnl_cpu::stream(), {{kInput ? DNNL_ARG_WEIGHTS : DNNL_ARG_SRC, operand},
                                        {DNNL_ARG_DIFF_DST, diff_dst},
-                                       {DNNL_ARG_DIFF_WEIGHTS, diff_weights_.out(df)},
+                                       {kInput ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DIFF_WEIGHTS, result_.out(out)},
                                        {DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(pad_)}});
-    diff_weights_.finish(df);
+    result_.finish(out);
     dnnl_cpu::stream().wait();
   }
 
  private:
-  dnnl::convolution_backward_weights prim_;
-  dnnl_cpu::Layout src_, diff_weights_, diff_dst_;
+  Primitive prim_;
+  dnnl_cpu::Layout operand_, result_, diff_dst_;
   memory::desc pad_;
 };
-TROUPE_REGISTER_KERNEL("Conv2DBackpropFilter", DeviceType::cpu, Conv2DBackpropFilterKernel);
+TROUPE_REGISTER_KERNEL("Conv2DBackpropInput", DeviceType::cpu, ConvBackpropKernel<true>);
+TROUPE_REGISTER_KERNEL("Conv2DBackpropFilter", DeviceType::cpu, ConvBackpropKernel<false>);
 
 void like_input(InferenceContext& c, int which) { c.set_output(0, DType::float32, c.input_shape(which)); }
 TROUPE_REGISTER_OP(OpDef{.name = "Conv2DBackpropInput", .num_inputs = 3,

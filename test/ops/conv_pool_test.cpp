@@ -13,7 +13,7 @@
 #include "actors/session.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
-#include "test/support/gradient_check.hpp"
+#include "test/ops/gradient_check.hpp"
 
 using namespace troupe;
 using troupe::testing::contains;
@@ -59,12 +59,10 @@ std::vector<double> naive_conv(const Tensor& x, const Tensor& f, const ops::Conv
   return y;
 }
 
+// float32 kernels against a double reference: within 1e-4 relative + 1e-5 absolute.
 void expect_close(const Tensor& got, const std::vector<double>& want, const std::string& what) {
-  BOOST_TEST_CONTEXT(what) {
-    BOOST_REQUIRE(got.num_elements() == int64_t(want.size()));
-    for (std::size_t i = 0; i < want.size(); ++i)
-      BOOST_TEST(std::abs(double(got.data<float>()[i]) - want[i]) <= 1e-5 + 1e-4 * std::abs(want[i]), "element " << i);
-  }
+  BOOST_TEST_REQUIRE(got.num_elements() == int64_t(want.size()), what);
+  troupe::testing::check_close(got, DType::float32, got.shape(), want, {1e-5, 1e-4}, what);
 }
 
 }  // namespace

@@ -13,7 +13,7 @@ namespace {
 using testing::check_gradient;
 
 std::mt19937 rng(99);
-Tensor r(Shape s, double lo = -2, double hi = 2) { return testing::random_tensor(s, rng, lo, hi); }
+Tensor r(Shape s, double lo = -2, double hi = 2) { return testing::random_tensor(rng, DType::float64, s, lo, hi); }
 
 }  // namespace
 

@@ -16,7 +16,7 @@ using troupe::testing::error_of;
 namespace {
 
 std::mt19937 rng(7);
-Tensor r(Shape s, double lo = -2, double hi = 2) { return testing::random_tensor(s, rng, lo, hi); }
+Tensor r(Shape s, double lo = -2, double hi = 2) { return testing::random_tensor(rng, DType::float64, s, lo, hi); }
 
 void expect_close(const Tensor& got, const std::vector<double>& want, const std::string& what) {
   BOOST_TEST_CONTEXT(what) {

@@ -11,7 +11,7 @@ using troupe::testing::error_of;
 
 namespace {
 std::mt19937 rng(11);
-Tensor r(Shape s, double lo = -2, double hi = 2) { return testing::random_tensor(s, rng, lo, hi); }
+Tensor r(Shape s, double lo = -2, double hi = 2) { return testing::random_tensor(rng, DType::float64, s, lo, hi); }
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(dropout_keeps_the_expected_fraction_scaled_up_and_passes_through_in_inference) {
