@@ -158,3 +158,13 @@ BOOST_AUTO_TEST_CASE(gradients_of_pooling_match_central_differences) {
                        {rand_f32({1, 2, 5, 5})}, "avg " + padding);
   }
 }
+
+BOOST_AUTO_TEST_CASE(a_pooling_window_larger_than_its_input_is_refused_naming_the_node) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float32, {1, 3, 2, 2});
+  auto m = error_of([&] { ops::max_pool(root.with_op_name("pool1"), x, {.ksize = {3, 3}, .strides = {1, 1}}); },
+                    ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "'pool1'"), m);
+  BOOST_TEST(contains(m, "3x3"), m);
+  BOOST_TEST(contains(m, "[1,3,2,2]"), m);
+}

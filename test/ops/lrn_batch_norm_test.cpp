@@ -147,3 +147,14 @@ BOOST_AUTO_TEST_CASE(a_scale_with_the_wrong_channel_count_is_refused_when_built)
   BOOST_TEST(contains(m, "[12]"), m);
   BOOST_TEST(contains(m, "16 channels"), m);
 }
+
+BOOST_AUTO_TEST_CASE(an_lrn_with_a_negative_radius_or_a_non_nchw_input_is_refused_naming_the_node) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float32, {2, 8, 4, 4});
+  auto m = error_of([&] { ops::lrn(root.with_op_name("norm1"), x, {.depth_radius = -1}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "'norm1'"), m);
+  BOOST_TEST(contains(m, "depth_radius"), m);
+  auto flat = ops::placeholder(root, DType::float32, {2, 8});
+  m = error_of([&] { ops::lrn(root.with_op_name("norm2"), flat); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "[2,8]"), m);
+}
