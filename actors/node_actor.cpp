@@ -121,12 +121,11 @@ void NodeActor::on_merge_input(const Tag& tag, uint32_t slot, Value& value) {
   release(p);
 }
 
-bool NodeActor::leases_a_core(const Tensor* inputs) const {
-  if (me_->device->type() != DeviceType::cpu) return false;
-  long bytes = 0;
+std::size_t NodeActor::input_bytes(const Tensor* inputs) const {
+  std::size_t bytes = 0;
   for (int i = 0; i < me_->num_inputs; ++i)
-    if (inputs[i].is_initialized()) bytes += long(inputs[i].num_elements()) * long(size_of(inputs[i].dtype()));
-  return bytes >= kLeaseBytes;
+    if (inputs[i].is_initialized()) bytes += inputs[i].byte_size();
+  return bytes;
 }
 
 void NodeActor::fire(const Tag& tag, Tensor* inputs, bool dead) {
@@ -146,12 +145,12 @@ void NodeActor::fire(const Tag& tag, Tensor* inputs, bool dead) {
   try {
     KernelContext ctx(*me_->node, *me_->device, inputs, me_->num_inputs, outputs_.data(),
                       int(outputs_.size()), &dead_outputs);
-    if (me_->device->type() == DeviceType::cpu && kernel_->runs_team()) {
-      run_as_team([&] { kernel_->compute(ctx); });
-    } else if (leases_a_core(inputs)) {
-      CoreLease lease(1);
+    if (me_->device->type() != DeviceType::cpu) {
       kernel_->compute(ctx);
+    } else if (kernel_->runs_team()) {
+      run_as_team([&] { kernel_->compute(ctx); });
     } else {
+      auto lease = lease_one_core_for(input_bytes(inputs));
       kernel_->compute(ctx);
     }
     for (std::size_t p = 0; p < outputs_.size(); ++p)

@@ -49,8 +49,8 @@ class NodeActor : public caf::event_based_actor {
   std::vector<WaitReport> on_waits() const;
 
   void fire(const Tag& tag, Tensor* inputs, bool dead);
-  // Whether a single-threaded firing on these inputs leases a core (devices/cpu_threads.hpp).
-  bool leases_a_core(const Tensor* inputs) const;
+  // The bytes of a firing's inputs, which decide whether it leases a core (devices/cpu_threads.hpp).
+  std::size_t input_bytes(const Tensor* inputs) const;
   void fire_variable_op(const Tag& tag, Tensor* inputs);
   void emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs = 0);
   void on_merge_input(const Tag& tag, uint32_t slot, Value& value);

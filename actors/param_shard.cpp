@@ -1,7 +1,6 @@
 #include "actors/param_shard.hpp"
 
 #include <algorithm>
-#include <optional>
 
 #include "devices/cpu_threads.hpp"
 #include "ops/state/variable.hpp"
@@ -70,8 +69,7 @@ caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
             s = Tensor::zeros(value.dtype(), value.shape());
         try {
           // An update is single-threaded work on the CPU's cores like any kernel's.
-          std::optional<CoreLease> lease;
-          if (long(grad.num_elements() * size_of(grad.dtype())) >= kLeaseBytes) lease.emplace(1);
+          auto lease = lease_one_core_for(grad.byte_size());
           apply_optimizer(spec, value, slots.tensors, grad, learning_rate, ++slots.step);
         } catch (const Error& e) {
           return {{}, e.code(), "variable '" + name + "': " + e.what()};

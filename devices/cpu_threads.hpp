@@ -9,7 +9,9 @@
 // team) on one of its cores holds the whole team up for a scheduler time slice; here that cost
 // 15% of a CNN step, more than the overlap gained. Teams are served before single cores, so a
 // stream of small kernels cannot starve them.
+#include <cstddef>
 #include <functional>
+#include <optional>
 
 namespace troupe {
 
@@ -43,6 +45,12 @@ void run_as_team(const std::function<void()>& kernel);
 
 // Below this many bytes of input a single-threaded kernel runs without a lease: it is over in
 // microseconds, and the lease's lock would cost more than the overlap does.
-constexpr long kLeaseBytes = 64 << 10;
+constexpr std::size_t kLeaseBytes = 64 << 10;
+
+// For single-threaded work on `bytes` of input: a lease of one core, or none below kLeaseBytes.
+inline std::optional<CoreLease> lease_one_core_for(std::size_t bytes) {
+  if (bytes < kLeaseBytes) return std::nullopt;
+  return std::optional<CoreLease>(std::in_place, 1);
+}
 
 }  // namespace troupe

@@ -49,6 +49,7 @@ struct LrnPlan {
     data = memory::desc(dnnl_cpu::dims(in), memory::data_type::f32, memory::format_tag::nchw);
     fwd = dnnl::lrn_forward::primitive_desc(desc(a, dnnl::prop_kind::forward_training), dnnl_cpu::attrs(),
                                             dnnl_cpu::engine());
+    if (fwd.workspace_desc().get_size() > 0) workspace = memory(fwd.workspace_desc(), dnnl_cpu::engine());
   }
   dnnl::lrn_forward::desc desc(const LrnAttrs& a, dnnl::prop_kind kind) const {
     const int64_t n = 2 * a.radius + 1;
@@ -58,20 +59,16 @@ struct LrnPlan {
     const int64_t n = 2 * a.radius + 1;
     return {dnnl::algorithm::lrn_across_channels, data, data, n, a.alpha * float(n), a.beta, a.bias};
   }
-  // Runs the forward into `out`, with the workspace the backward needs when the primitive has
-  // one (returned, empty otherwise).
-  memory forward(const dnnl::lrn_forward& prim, const Tensor& in, const Tensor& out) const {
-    memory workspace;
+  // Runs the forward into `out`, filling the workspace the backward needs when the primitive
+  // has one.
+  void forward(const dnnl::lrn_forward& prim, const Tensor& in, const Tensor& out) const {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_cpu::wrap(in, data)},
                                          {DNNL_ARG_DST, dnnl_cpu::wrap(out, data)}};
-    if (fwd.workspace_desc().get_size() > 0) {
-      workspace = memory(fwd.workspace_desc(), dnnl_cpu::engine());
-      args.emplace(DNNL_ARG_WORKSPACE, workspace);
-    }
+    if (workspace) args.emplace(DNNL_ARG_WORKSPACE, workspace);
     args.emplace(DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(fwd.scratchpad_desc()));
     prim.execute(dnnl_cpu::stream(), args);
-    return workspace;
   }
+  memory workspace;  // empty when the primitive needs none; kept for later steps
 };
 
 class LrnKernel final : public OpKernel {
@@ -116,12 +113,12 @@ class LrnGradKernel final : public OpKernel {
       key_.set({&in, &g});
     }
     Tensor y(DType::float32, in.shape());
-    memory workspace = plan_->forward(fwd_, in, y);
+    plan_->forward(fwd_, in, y);
     Tensor& dx = ctx.allocate_output(0, DType::float32, in.shape());
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_cpu::wrap(in, plan_->data)},
                                          {DNNL_ARG_DIFF_DST, dnnl_cpu::wrap(g, plan_->data)},
                                          {DNNL_ARG_DIFF_SRC, dnnl_cpu::wrap(dx, plan_->data)}};
-    if (workspace) args.emplace(DNNL_ARG_WORKSPACE, workspace);
+    if (plan_->workspace) args.emplace(DNNL_ARG_WORKSPACE, plan_->workspace);
     args.emplace(DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(bwd_pd_.scratchpad_desc()));
     bwd_.execute(dnnl_cpu::stream(), args);
     dnnl_cpu::stream().wait();

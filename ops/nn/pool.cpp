@@ -73,6 +73,8 @@ struct PoolPlan {
                                      {a.strides[0], a.strides[1]}, {a.ksize[0], a.ksize[1]},
                                      {win[0].pad_before, win[1].pad_before}, {win[0].pad_after, win[1].pad_after});
     fwd = dnnl::pooling_forward::primitive_desc(desc, dnnl_cpu::attrs(), dnnl_cpu::engine());
+    // Training-mode max pooling writes where each maximum was, even when nobody reads it.
+    if (kMax) workspace = memory(fwd.workspace_desc(), dnnl_cpu::engine());
     pad_l = {win[0].pad_before, win[1].pad_before};
     pad_r = {win[0].pad_after, win[1].pad_after};
     kernel = {a.ksize[0], a.ksize[1]};
@@ -82,6 +84,7 @@ struct PoolPlan {
     return kMax ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
   }
   memory::dims pad_l, pad_r, kernel, strides;
+  memory workspace;  // kept for later steps of the same shape
 };
 
 template <bool kMax>
@@ -100,11 +103,7 @@ class PoolKernel final : public OpKernel {
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_cpu::wrap(in, plan_->src)},
                                          {DNNL_ARG_DST, dnnl_cpu::wrap(out, plan_->dst)},
                                          {DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(plan_->fwd.scratchpad_desc())}};
-    memory workspace;
-    if (kMax) {  // training-mode max pooling wants a workspace even when nobody reads it
-      workspace = memory(plan_->fwd.workspace_desc(), dnnl_cpu::engine());
-      args.emplace(DNNL_ARG_WORKSPACE, workspace);
-    }
+    if (kMax) args.emplace(DNNL_ARG_WORKSPACE, plan_->workspace);
     prim_.execute(dnnl_cpu::stream(), args);
     dnnl_cpu::stream().wait();
   }
@@ -144,12 +143,11 @@ class PoolGradKernel final : public OpKernel {
                                          {DNNL_ARG_DIFF_SRC, dnnl_cpu::wrap(dx, plan_->src)}};
     if (kMax) {
       Tensor scratch(DType::float32, plan_->out);
-      memory workspace(plan_->fwd.workspace_desc(), dnnl_cpu::engine());
       fwd_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, dnnl_cpu::wrap(in, plan_->src)},
                                         {DNNL_ARG_DST, dnnl_cpu::wrap(scratch, plan_->dst)},
-                                        {DNNL_ARG_WORKSPACE, workspace},
+                                        {DNNL_ARG_WORKSPACE, plan_->workspace},
                                         {DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(plan_->fwd.scratchpad_desc())}});
-      args.emplace(DNNL_ARG_WORKSPACE, workspace);
+      args.emplace(DNNL_ARG_WORKSPACE, plan_->workspace);
     }
     // After the forward: the scratchpad buffer is this thread's and may have been regrown.
     args.emplace(DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(bwd_pd_.scratchpad_desc()));
