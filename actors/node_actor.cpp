@@ -163,6 +163,9 @@ void NodeActor::fire(const Tag& tag, Tensor* inputs, bool dead) {
     report_error(tag, ErrorCode::internal, e.what());
     return;
   }
+  // Let go of the inputs before the outputs travel on: a node that runs after this one (an
+  // optimizer update gated on the readers of its variable) then finds no reader holding them.
+  for (int s : message_slots_) inputs[s] = Tensor();
   emit(tag, outputs_.data(), false, dead_outputs);
   for (auto& t : outputs_) t = Tensor();
 }

@@ -64,7 +64,12 @@ class Conv2DLayer final : public Layer {
       kernel_ = ctx.variable("kernel", Shape{o_.filters, in.dim(1), o_.kernel, o_.kernel}, o_.kernel_init);
       if (o_.use_bias) bias_ = ctx.variable("bias", Shape{o_.filters}, o_.bias_init);
     }
-    Output y = ops::conv2d(s, x, kernel_, {.strides = {o_.stride, o_.stride}, .padding = o_.padding});
+    TROUPE_CHECK_ARG(o_.pad >= 0 && (o_.pad == 0 || o_.padding == "EXPLICIT"),
+                     "Conv2D's pad ({}) needs padding \"EXPLICIT\" (got \"{}\")", o_.pad, o_.padding);
+    Output y = ops::conv2d(s, x, kernel_,
+                           {.strides = {o_.stride, o_.stride},
+                            .padding = o_.padding,
+                            .explicit_paddings = {o_.pad, o_.pad, o_.pad, o_.pad}});
     if (o_.use_bias) y = ops::bias_add(s, y, bias_);
     return activate(s, y, o_.activation);
   }
@@ -122,6 +127,57 @@ class BatchNormLayer final : public Layer {
   Output gamma_, beta_, moving_mean_, moving_variance_;
 };
 
+class LrnLayer final : public Layer {
+ public:
+  explicit LrnLayer(LRN o) : o_(o) {}
+  const char* kind() const override { return "lrn"; }
+  Output build(BuildContext& ctx, Output x) override {
+    return ops::lrn(ctx.scope(), x,
+                    {.depth_radius = o_.depth_radius, .bias = o_.bias, .alpha = o_.alpha, .beta = o_.beta});
+  }
+
+ private:
+  LRN o_;
+};
+
+class InceptionLayer final : public Layer {
+ public:
+  explicit InceptionLayer(Inception o)
+      : o_(o),
+        b1_(conv(o.b1, 1)),
+        b3_reduce_(conv(o.b3_reduce, 1)),
+        b3_(conv(o.b3, 3)),
+        b5_reduce_(conv(o.b5_reduce, 1)),
+        b5_(conv(o.b5, 5)),
+        pool_(3, 1, "SAME"),
+        pool_proj_(conv(o.pool_proj, 1)) {}
+  const char* kind() const override { return "inception"; }
+  Output build(BuildContext& ctx, Output x) override {
+    TROUPE_CHECK_ARG(o_.b1 > 0 && o_.b3_reduce > 0 && o_.b3 > 0 && o_.b5_reduce > 0 && o_.b5 > 0 && o_.pool_proj > 0,
+                     "Inception needs every branch's filters > 0");
+    auto part = [&](Layer& layer, const char* name, Output in) {
+      BuildContext sub = ctx.sub(name);
+      return layer.build(sub, in);
+    };
+    std::vector<Output> branches{
+        part(b1_, "1x1", x),
+        part(b3_, "3x3", part(b3_reduce_, "3x3_reduce", x)),
+        part(b5_, "5x5", part(b5_reduce_, "5x5_reduce", x)),
+        part(pool_proj_, "pool_proj", part(pool_, "pool", x)),
+    };
+    return ops::concat(ctx.scope(), branches, 1);
+  }
+
+ private:
+  static Conv2DLayer conv(int64_t filters, int64_t kernel) {
+    return Conv2DLayer(Conv2D{.filters = filters, .kernel = kernel, .activation = Activation::relu});
+  }
+  Inception o_;
+  Conv2DLayer b1_, b3_reduce_, b3_, b5_reduce_, b5_;
+  PoolLayer<true> pool_;
+  Conv2DLayer pool_proj_;
+};
+
 class FlattenLayer final : public Layer {
  public:
   const char* kind() const override { return "flatten"; }
@@ -177,6 +233,8 @@ Sequential& Sequential::add(Conv2D layer) { return add(std::make_unique<Conv2DLa
 Sequential& Sequential::add(MaxPool2D l) { return add(std::make_unique<PoolLayer<true>>(l.size, l.stride, l.padding)); }
 Sequential& Sequential::add(AvgPool2D l) { return add(std::make_unique<PoolLayer<false>>(l.size, l.stride, l.padding)); }
 Sequential& Sequential::add(BatchNorm layer) { return add(std::make_unique<BatchNormLayer>(layer)); }
+Sequential& Sequential::add(LRN layer) { return add(std::make_unique<LrnLayer>(layer)); }
+Sequential& Sequential::add(Inception layer) { return add(std::make_unique<InceptionLayer>(layer)); }
 Sequential& Sequential::add(Flatten) { return add(std::make_unique<FlattenLayer>()); }
 Sequential& Sequential::add(Dropout layer) {
   auto l = std::make_unique<DropoutLayer>(layer);

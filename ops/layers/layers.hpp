@@ -35,6 +35,8 @@ class BuildContext {
   // A new float32 variable named "<layer>/<name>", initialised by `init`. Non-trainable ones
   // (moving statistics) are left out of Optimizer::minimize's default variables.
   Output variable(const std::string& name, Shape shape, const ops::Initializer& init, bool trainable = true);
+  // A context for a part of the layer: its nodes and variables under "<layer>/<name>/".
+  BuildContext sub(const std::string& name) const { return BuildContext(model_, scope_.sub(name), mode_); }
 
  private:
   Sequential& model_;
@@ -57,12 +59,14 @@ struct Dense {
   ops::Initializer kernel_init = ops::Initializer::glorot_uniform();
   ops::Initializer bias_init = ops::Initializer::zeros();
 };
-// NCHW convolution: filters [filters, in_channels, kernel, kernel].
+// NCHW convolution: filters [filters, in_channels, kernel, kernel]. padding is "SAME", "VALID" or
+// "EXPLICIT" (then `pad` zeros on every side, as PyTorch's Conv2d(padding=pad)).
 struct Conv2D {
   int64_t filters = 0;
   int64_t kernel = 3;
   int64_t stride = 1;
   std::string padding = "SAME";
+  int64_t pad = 0;
   Activation activation = Activation::none;
   bool use_bias = true;
   ops::Initializer kernel_init = ops::Initializer::glorot_uniform();
@@ -86,6 +90,20 @@ struct BatchNorm {
   double momentum = 0.99;
   double epsilon = 1e-3;
 };
+// Local response normalisation across channels (ops::lrn; TensorFlow's alpha convention).
+struct LRN {
+  int64_t depth_radius = 2;
+  double bias = 1.0;
+  double alpha = 1e-4;
+  double beta = 0.75;
+};
+// GoogLeNet's inception block on NCHW: four branches joined along the channels,
+//   1x1 conv | 1x1 conv (b3_reduce) -> 3x3 conv | 1x1 conv (b5_reduce) -> 5x5 conv |
+//   3x3 max pool, stride 1 -> 1x1 conv (pool_proj),
+// every convolution with bias and ReLU, spatial size kept (SAME).
+struct Inception {
+  int64_t b1 = 0, b3_reduce = 0, b3 = 0, b5_reduce = 0, b5 = 0, pool_proj = 0;
+};
 struct Flatten {};  // [N, ...] -> [N, product of the rest]
 struct Dropout {
   double rate = 0.5;  // active in Mode::training only
@@ -105,6 +123,8 @@ class Sequential {
   Sequential& add(MaxPool2D layer);
   Sequential& add(AvgPool2D layer);
   Sequential& add(BatchNorm layer);
+  Sequential& add(LRN layer);
+  Sequential& add(Inception layer);
   Sequential& add(Flatten layer);
   Sequential& add(Dropout layer);
   Sequential& add(Act layer);

@@ -59,6 +59,12 @@ const dnnl::primitive_attr& attrs() {
   return *a;
 }
 
+dnnl::memory::desc blocked_nchw_desc(const Shape& nchw) {
+  static const bool wide = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core;
+  return dnnl::memory::desc(dims(nchw), dnnl::memory::data_type::f32,
+                            wide ? dnnl::memory::format_tag::nChw16c : dnnl::memory::format_tag::nChw8c);
+}
+
 dnnl::memory scratchpad(const dnnl::memory::desc& desc) {
   thread_local std::unique_ptr<void, decltype(&std::free)> buffer{nullptr, &std::free};
   thread_local std::size_t capacity = 0;

@@ -54,11 +54,14 @@ void pool_shape(InferenceContext& c) {
   c.set_output(0, DType::float32, PartialShape::from_dims(out));
 }
 
+// Pooling runs on the channel-blocked layout (blocked_nchw_desc), where oneDNN has JIT
+// kernels; the plain tensors are bridged to it with Layout.
 template <bool kMax>
 struct PoolPlan {
   dnnl::pooling_forward::primitive_desc fwd;
   Shape out;
-  memory::desc src, dst;
+  memory::desc src, dst;              // plain nchw: the tensors
+  memory::desc src_blocked, dst_blocked;  // what the primitives run on
 
   PoolPlan(const PoolAttrs& a, const Shape& in) {
     a.check();
@@ -69,7 +72,9 @@ struct PoolPlan {
     out = Shape{in[0], in[1], win[0].out, win[1].out};
     src = memory::desc(dnnl_cpu::dims(in), memory::data_type::f32, memory::format_tag::nchw);
     dst = memory::desc(dnnl_cpu::dims(out), memory::data_type::f32, memory::format_tag::nchw);
-    dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_training, algorithm(), src, dst,
+    src_blocked = dnnl_cpu::blocked_nchw_desc(in);
+    dst_blocked = dnnl_cpu::blocked_nchw_desc(out);
+    dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_training, algorithm(), src_blocked, dst_blocked,
                                      {a.strides[0], a.strides[1]}, {a.ksize[0], a.ksize[1]},
                                      {win[0].pad_before, win[1].pad_before}, {win[0].pad_after, win[1].pad_after});
     fwd = dnnl::pooling_forward::primitive_desc(desc, dnnl_cpu::attrs(), dnnl_cpu::engine());
@@ -97,14 +102,17 @@ class PoolKernel final : public OpKernel {
     if (!key_.matches({&in})) {
       plan_.emplace(attrs_, in.shape());
       prim_ = dnnl::pooling_forward(plan_->fwd);
+      src_ = dnnl_cpu::Layout(plan_->src, plan_->src_blocked);
+      dst_ = dnnl_cpu::Layout(plan_->dst, plan_->dst_blocked);
       key_.set({&in});
     }
     Tensor& out = ctx.allocate_output(0, DType::float32, plan_->out);
-    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, dnnl_cpu::wrap(in, plan_->src)},
-                                         {DNNL_ARG_DST, dnnl_cpu::wrap(out, plan_->dst)},
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_.in(in)},
+                                         {DNNL_ARG_DST, dst_.out(out)},
                                          {DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(plan_->fwd.scratchpad_desc())}};
     if (kMax) args.emplace(DNNL_ARG_WORKSPACE, plan_->workspace);
     prim_.execute(dnnl_cpu::stream(), args);
+    dst_.finish(out);
     dnnl_cpu::stream().wait();
   }
 
@@ -113,6 +121,7 @@ class PoolKernel final : public OpKernel {
   dnnl_cpu::ShapeKey key_;
   std::optional<PoolPlan<kMax>> plan_;
   dnnl::pooling_forward prim_;
+  dnnl_cpu::Layout src_, dst_;
 };
 
 // PoolGrad(input, grad): d loss / d input. Max pooling's backward needs the forward's
@@ -131,27 +140,32 @@ class PoolGradKernel final : public OpKernel {
       if (g.shape() != plan_->out)
         fail(ErrorCode::invalid_argument, "gradient {} does not match the pooling's output {}", g.describe(),
              plan_->out.to_string());
-      dnnl::pooling_backward::desc desc(PoolPlan<kMax>::algorithm(), plan_->src, plan_->dst, plan_->strides,
-                                        plan_->kernel, plan_->pad_l, plan_->pad_r);
+      dnnl::pooling_backward::desc desc(PoolPlan<kMax>::algorithm(), plan_->src_blocked, plan_->dst_blocked,
+                                        plan_->strides, plan_->kernel, plan_->pad_l, plan_->pad_r);
       bwd_pd_ = dnnl::pooling_backward::primitive_desc(desc, dnnl_cpu::attrs(), dnnl_cpu::engine(), plan_->fwd);
       fwd_ = dnnl::pooling_forward(plan_->fwd);
       bwd_ = dnnl::pooling_backward(bwd_pd_);
+      diff_dst_ = dnnl_cpu::Layout(plan_->dst, plan_->dst_blocked);
+      diff_src_ = dnnl_cpu::Layout(plan_->src, plan_->src_blocked);
+      if (kMax) {
+        src_ = dnnl_cpu::Layout(plan_->src, plan_->src_blocked);
+        forward_dst_ = memory(plan_->dst_blocked, dnnl_cpu::engine());
+      }
       key_.set({&in, &g});
     }
     Tensor& dx = ctx.allocate_output(0, DType::float32, in.shape());
-    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, dnnl_cpu::wrap(g, plan_->dst)},
-                                         {DNNL_ARG_DIFF_SRC, dnnl_cpu::wrap(dx, plan_->src)}};
     if (kMax) {
-      Tensor scratch(DType::float32, plan_->out);
-      fwd_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, dnnl_cpu::wrap(in, plan_->src)},
-                                        {DNNL_ARG_DST, dnnl_cpu::wrap(scratch, plan_->dst)},
+      fwd_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, src_.in(in)},
+                                        {DNNL_ARG_DST, forward_dst_},
                                         {DNNL_ARG_WORKSPACE, plan_->workspace},
                                         {DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(plan_->fwd.scratchpad_desc())}});
-      args.emplace(DNNL_ARG_WORKSPACE, plan_->workspace);
     }
+    std::unordered_map<int, memory> args{{DNNL_ARG_DIFF_DST, diff_dst_.in(g)}, {DNNL_ARG_DIFF_SRC, diff_src_.out(dx)}};
+    if (kMax) args.emplace(DNNL_ARG_WORKSPACE, plan_->workspace);
     // After the forward: the scratchpad buffer is this thread's and may have been regrown.
     args.emplace(DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(bwd_pd_.scratchpad_desc()));
     bwd_.execute(dnnl_cpu::stream(), args);
+    diff_src_.finish(dx);
     dnnl_cpu::stream().wait();
   }
 
@@ -162,6 +176,8 @@ class PoolGradKernel final : public OpKernel {
   dnnl::pooling_backward::primitive_desc bwd_pd_;
   dnnl::pooling_forward fwd_;
   dnnl::pooling_backward bwd_;
+  dnnl_cpu::Layout src_, diff_dst_, diff_src_;
+  memory forward_dst_;  // the recomputed forward's output, unused but written
 };
 
 TROUPE_REGISTER_OP(OpDef{.name = "MaxPool", .num_inputs = 1, .shape_fn = pool_shape});

@@ -1,5 +1,7 @@
 #include "ops/state/optimizer.hpp"
 
+#include "graph/prune.hpp"
+
 #include <cmath>
 
 #include "graph/gradients.hpp"
@@ -288,13 +290,36 @@ Node* Optimizer::apply_gradients(const Scope& scope, const std::vector<Output>& 
                    grads.size(), variables.size());
   Scope s = scope.sub(spec_.name());
   Output lr = schedule_ ? schedule_ : ops::constant(s.with_op_name("learning_rate"), float(learning_rate_));
+  // Each update waits for the nodes of the gradient computation that read its variable (the
+  // backward op that multiplies by the weights runs beside the one that yields their
+  // gradient): the shard then updates the weights in place instead of copying them because a
+  // reader of this step still holds the old value. TensorFlow's gate_gradients=GATE_OP.
+  const Graph& graph = scope.graph();
+  std::vector<bool> in_backward(std::size_t(graph.size()), false);  // the gradients' ancestors
+  std::vector<int> todo;
+  for (auto& g : grads)
+    if (g) todo.push_back(g.node()->id);
+  while (!todo.empty()) {
+    int id = todo.back();
+    todo.pop_back();
+    if (in_backward[id]) continue;
+    in_backward[id] = true;
+    const Node& n = graph.node(id);
+    for (const Endpoint& e : n.inputs) todo.push_back(e.node);
+    for (int c : n.control_inputs) todo.push_back(c);
+  }
+  const Graph::Edges edges = graph.out_edges();
   std::vector<Node*> updates;
   for (std::size_t i = 0; i < variables.size(); ++i) {
     if (!grads[i]) continue;  // the loss does not depend on this variable
     Node* v = variables[i].node();
     TROUPE_CHECK_ARG(v->op == "VariableV2", "apply_gradients: {} is not a variable", v->describe());
     Output rate = lr.dtype() == v->output_types[0] ? lr : ops::cast(s, lr, v->output_types[0]);
-    updates.push_back(&s.add("ApplyGradient", {grads[i], rate},
+    std::vector<Output> readers;
+    for (const Consumer& c : edges.data[v->id][0])
+      if (in_backward[c.node]) readers.push_back(Output(&scope.graph().node(c.node)));
+    const Scope gated = readers.empty() ? s : s.with_control_dependencies(readers);
+    updates.push_back(&gated.add("ApplyGradient", {grads[i], rate},
                              {{"shared_name", variable_name(*v)},
                               {"dtype", v->attrs.at("dtype")},
                               {"shape", v->attrs.at("shape")},

@@ -1,0 +1,175 @@
+// Training step time of the four convnets of the TensorFlow paper's Table 1 (AlexNet, Overfeat,
+// VGG-A, GoogLeNet) on synthetic data: each step runs the forward pass, the backward pass and
+// an SGD update of every variable. The images and labels are variables on the device,
+// initialised once, so a step reads no input from the host.
+//
+// FLOP rule: 2 x multiply-adds of every Conv2D, Conv2DBackpropInput, Conv2DBackpropFilter and
+// MatMul node the training step runs (its pruned graph), shapes from shape inference; other
+// ops (bias, ReLU, pooling, concat, softmax, the update) are not counted. The first
+// convolution has no input gradient, so a step counts about 3x the forward FLOPs less that.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "actors/device_actor.hpp"
+#include "actors/session.hpp"
+#include "devices/device.hpp"
+#include "graph/prune.hpp"
+#include "ops/all.hpp"
+#include "ops/layers/convnets.hpp"
+
+namespace troupe::bench {
+namespace {
+
+struct Args {
+  std::string model = "alexnet";
+  int batch = 16;
+  std::string device = "cpu";
+  int steps = 10;
+  int warmup = 2;
+  int threads = 0;
+  bool json = false;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) fail(ErrorCode::invalid_argument, "{} needs a value", k);
+      return argv[++i];
+    };
+    if (k == "--model") a.model = value();
+    else if (k == "--batch") a.batch = std::stoi(value());
+    else if (k == "--device") a.device = value();
+    else if (k == "--steps") a.steps = std::stoi(value());
+    else if (k == "--warmup") a.warmup = std::stoi(value());
+    else if (k == "--threads") a.threads = std::stoi(value());
+    else if (k == "--json") a.json = true;
+    else fail(ErrorCode::invalid_argument, "unknown option '{}'", k);
+  }
+  layers::convnet_info(a.model);  // names the known models when it is not one
+  if (a.device != "cpu" && a.device != "gpu")
+    fail(ErrorCode::invalid_argument, "--device must be cpu or gpu, not '{}'", a.device);
+  if (a.batch < 1 || a.steps < 1 || a.warmup < 0)
+    fail(ErrorCode::invalid_argument, "--batch and --steps must be positive, --warmup not negative");
+  return a;
+}
+
+// 2 x multiply-adds of the convolutions and matrix products among `needed` nodes.
+double step_flops(const Graph& g, const std::vector<bool>& needed) {
+  double flops = 0;
+  for (int id = 0; id < g.size(); ++id) {
+    if (!needed[id]) continue;
+    const Node& n = g.node(id);
+    auto input_shape = [&](int i) -> const PartialShape& {
+      return g.node(n.inputs[i].node).output_shapes[n.inputs[i].port];
+    };
+    if (n.op == "Conv2D" || n.op == "Conv2DBackpropInput" || n.op == "Conv2DBackpropFilter") {
+      // The forward convolution's output (Conv2D's output, the backprops' incoming gradient)
+      // times the filter's C x KH x KW.
+      const PartialShape& out = n.op == "Conv2D" ? n.output_shapes[0] : input_shape(2);
+      const PartialShape& f = input_shape(1);
+      flops += 2.0 * double(out.num_elements()) * double(f.dim(1) * f.dim(2) * f.dim(3));
+    } else if (n.op == "MatMul") {
+      bool ta = get_attr_or<bool>(n.attrs, "transpose_a", false);
+      const PartialShape& a = input_shape(0);
+      flops += 2.0 * double(n.output_shapes[0].num_elements()) * double(a.dim(ta ? 0 : 1));
+    }
+  }
+  return flops;
+}
+
+double max_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) * 1024.0;
+}
+
+}  // namespace
+
+int convnet_main(int argc, char** argv) {
+  Args a = parse(argc, argv);
+  const auto& info = layers::convnet_info(a.model);
+  const auto& registry = DeviceRegistry::instance();
+  const Device* device = &registry.cpu();
+  if (a.device == "gpu") {
+    if (registry.gpu_count() == 0) fail(ErrorCode::unavailable, "--device gpu: {}", registry.gpu_status());
+    device = registry.matching(DeviceSpec::parse("/device:GPU:0")).front();
+  }
+
+  auto root = Scope::root().with_device(device->name());
+  const Shape image_shape{a.batch, 3, info.image_size, info.image_size};
+  auto images = ops::variable(root.with_op_name("images"), image_shape, DType::float32, {.trainable = false});
+  auto labels = ops::variable(root.with_op_name("labels"), Shape{a.batch}, DType::int32, {.trainable = false});
+  auto init_data = ops::group(
+      root.with_op_name("init_data"),
+      {ops::assign(root, images, ops::random_uniform(root, image_shape, DType::float32, 0.0, 1.0, {.seed = 1})),
+       ops::assign(root, labels,
+                   ops::cast(root,
+                             ops::random_uniform(root, Shape{a.batch}, DType::float32, 0.0,
+                                                 double(info.classes) - 0.5, {.seed = 2}),
+                             DType::int32))});
+  layers::Sequential model(root, /*seed=*/1);
+  layers::add_convnet(model, a.model);
+  auto logits = model(images, layers::Mode::training);
+  auto loss = model.loss(logits, labels);
+  Node* train = Optimizer::sgd(0.01).minimize(root, loss);
+
+  const Graph& g = root.graph();
+  const double flops = step_flops(g, needed_nodes(g, {}, {Endpoint{loss.node()->id, loss.port()}}, {train->id}));
+
+  SessionOptions options;
+  options.threads = a.threads;
+  Session session(root, options);
+  session.run({}, {}, {model.initializer(), init_data});
+  session.prepare({}, {loss}, {train});
+  device->allocator().reset_peak();
+
+  for (int i = 0; i < a.warmup; ++i) session.run({}, {loss}, {train});
+  std::vector<double> ms;
+  float last_loss = 0;
+  for (int i = 0; i < a.steps; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    last_loss = session.run({}, {loss}, {train})[0].scalar_value<float>();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  if (!std::isfinite(last_loss)) fail(ErrorCode::aborted, "the loss is {} after {} steps", last_loss, a.steps);
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                          : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+  const double min = sorted.front();
+  const double images_per_s = a.batch / (median / 1000.0);
+  const double gflops = flops / (median / 1000.0) / 1e9;
+  const double peak_mib = double(device->allocator().peak_bytes()) / (1 << 20);
+  const double rss_mib = max_rss_bytes() / (1 << 20);
+  const int threads = a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency());
+  if (a.json) {
+    std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"batch\":%d,\"device\":\"%s\",\"device_name\":\"%s\","
+                "\"threads\":%d,\"parameters\":%lld,\"steps\":%d,\"median_ms\":%.2f,\"min_ms\":%.2f,"
+                "\"images_per_s\":%.1f,\"step_gflop\":%.2f,\"gflops\":%.1f,\"peak_device_mib\":%.0f,"
+                "\"max_rss_mib\":%.0f,\"loss\":%.4f}\n",
+                a.model.c_str(), a.batch, a.device.c_str(), device->description().c_str(), threads,
+                (long long)model.num_parameters(), a.steps, median, min, images_per_s, flops / 1e9, gflops,
+                peak_mib, rss_mib, double(last_loss));
+  } else {
+    std::printf("%s, batch %d, on %s (%s), %d threads\n", info.description.c_str(), a.batch, device->name().c_str(),
+                device->description().c_str(), threads);
+    std::printf("  parameters        %lld\n", (long long)model.num_parameters());
+    std::printf("  step (%d timed)   median %.1f ms, min %.1f ms\n", a.steps, median, min);
+    std::printf("  throughput        %.1f images/s\n", images_per_s);
+    std::printf("  compute           %.1f GFLOP per step, %.1f GFLOP/s (conv and matmul, forward and backward)\n",
+                flops / 1e9, gflops);
+    std::printf("  memory            peak %.0f MiB on the device, max RSS %.0f MiB\n", peak_mib, rss_mib);
+    std::printf("  loss              %.4f\n", double(last_loss));
+  }
+  return 0;
+}
+
+}  // namespace troupe::bench
