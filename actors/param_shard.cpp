@@ -6,6 +6,9 @@
 #include "ops/state/variable.hpp"
 
 namespace troupe {
+namespace {
+constexpr std::size_t kTeamUpdateBytes = std::size_t(8) << 20;
+}  // namespace
 
 caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
   return {
@@ -68,9 +71,15 @@ caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
           if (s.shape() != value.shape())  // the variable was re-assigned with another shape
             s = Tensor::zeros(value.dtype(), value.shape());
         try {
-          // An update is single-threaded work on the CPU's cores like any kernel's.
-          auto lease = lease_one_core_for(grad.byte_size());
-          apply_optimizer(spec, value, slots.tensors, grad, learning_rate, ++slots.step);
+          // An update is work on the CPU's cores like any kernel's: a large one (a dense
+          // layer's weights) runs as a team, in parallel over slices of the variable.
+          const int64_t step = ++slots.step;
+          if (grad.byte_size() >= kTeamUpdateBytes) {
+            run_as_team([&] { apply_optimizer_in_parallel(spec, value, slots.tensors, grad, learning_rate, step); });
+          } else {
+            auto lease = lease_one_core_for(grad.byte_size());
+            apply_optimizer(spec, value, slots.tensors, grad, learning_rate, step);
+          }
         } catch (const Error& e) {
           return {{}, e.code(), "variable '" + name + "': " + e.what()};
         }

@@ -70,6 +70,87 @@ void HostAllocator::release_cached() {
   cached_ = 0;
 }
 
+CachingAllocator::CachingAllocator(std::string device_name, bool host_accessible, Backend backend)
+    : device_name_(std::move(device_name)), host_accessible_(host_accessible), backend_(std::move(backend)) {}
+
+CachingAllocator::~CachingAllocator() { release_cached(); }
+
+std::size_t CachingAllocator::size_class(std::size_t bytes) {
+  constexpr std::size_t kSmall = std::size_t(1) << 20;
+  if (bytes < kSmall) return bytes ? (bytes + 511) & ~std::size_t(511) : 512;
+  std::size_t power = kSmall;
+  while (power * 2 <= bytes) power *= 2;
+  for (std::size_t quarter = 0; quarter <= 4; ++quarter) {
+    std::size_t size = power + quarter * (power / 4);
+    if (size >= bytes) return size;
+  }
+  return power * 2;  // not reached: power + 4 quarters = 2 power > bytes
+}
+
+void* CachingAllocator::allocate(std::size_t bytes) {
+  const std::size_t size = size_class(bytes);
+  void* p = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = free_.find(size);
+    if (it != free_.end() && !it->second.empty()) {
+      p = it->second.back();
+      it->second.pop_back();
+      cached_ -= size;
+    }
+  }
+  if (!p) {
+    p = backend_.allocate(size);
+    if (!p) {  // out of memory: give the cache back and try once more
+      release_cached();
+      p = backend_.allocate(size);
+    }
+    if (!p)
+      fail(ErrorCode::resource_exhausted, "out of memory on {}: cannot allocate {} bytes ({} in use)", device_name_,
+           bytes, bytes_in_use());
+    std::lock_guard lock(mutex_);
+    reserved_ += size;
+    ++raw_allocations_;
+  }
+  count_allocation(bytes);
+  return p;
+}
+
+void CachingAllocator::deallocate(void* ptr, std::size_t bytes) {
+  count_deallocation(bytes);
+  const std::size_t size = size_class(bytes);
+  std::lock_guard lock(mutex_);
+  free_[size].push_back(ptr);
+  cached_ += size;
+}
+
+std::size_t CachingAllocator::bytes_cached() const {
+  std::lock_guard lock(mutex_);
+  return cached_;
+}
+
+std::size_t CachingAllocator::bytes_reserved() const {
+  std::lock_guard lock(mutex_);
+  return reserved_;
+}
+
+int64_t CachingAllocator::raw_allocations() const {
+  std::lock_guard lock(mutex_);
+  return raw_allocations_;
+}
+
+void CachingAllocator::release_cached() {
+  std::map<std::size_t, std::vector<void*>> blocks;
+  {
+    std::lock_guard lock(mutex_);
+    blocks.swap(free_);
+    reserved_ -= cached_;
+    cached_ = 0;
+  }
+  for (auto& [size, ptrs] : blocks)
+    for (void* p : ptrs) backend_.free(p);
+}
+
 Allocator& host_allocator() {
   static HostAllocator* allocator = new HostAllocator("/job:localhost/task:0/device:CPU:0");
   return *allocator;

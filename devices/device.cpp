@@ -10,31 +10,17 @@
 namespace troupe {
 namespace {
 
-// Device memory through the CUDA module. Not host-accessible.
-class CudaAllocator final : public Allocator {
- public:
-  CudaAllocator(const cuda::ModuleApi& api, int device, std::string name)
-      : api_(api), device_(device), name_(std::move(name)) {}
-  void* allocate(std::size_t bytes) override {
-    char error[256] = {0};
-    void* p = api_.malloc(device_, bytes, error, sizeof error);
-    if (!p)
-      fail(ErrorCode::resource_exhausted, "cannot allocate {} bytes on {}: {}", bytes, name_, error);
-    count_allocation(bytes);
-    return p;
-  }
-  void deallocate(void* ptr, std::size_t bytes) override {
-    api_.free(device_, ptr);
-    count_deallocation(bytes);
-  }
-  const std::string& device_name() const override { return name_; }
-  bool host_accessible() const override { return false; }
-
- private:
-  const cuda::ModuleApi& api_;
-  int device_;
-  std::string name_;
-};
+// Device memory through the CUDA module, behind a size-class cache: cudaMalloc and cudaFree
+// synchronise the device, so a step must not call them once the first step has run.
+CachingAllocator* cuda_allocator(const cuda::ModuleApi& api, int device, const std::string& name) {
+  CachingAllocator::Backend backend{
+      [&api, device](std::size_t bytes) -> void* {
+        char error[256] = {0};
+        return api.malloc(device, bytes, error, sizeof error);  // nullptr when out of memory
+      },
+      [&api, device](void* ptr) { api.free(device, ptr); }};
+  return new CachingAllocator(name, /*host_accessible=*/false, std::move(backend));
+}
 
 }  // namespace
 
@@ -61,7 +47,7 @@ DeviceRegistry::DeviceRegistry() {
     api->device_info(i, name, sizeof name, &memory, &major, &minor);
     auto full = full_device_name("localhost", 0, "GPU", i);
     // Allocators live as long as the process: tensors may outlive any registry user.
-    auto* alloc = new CudaAllocator(*api, i, full);
+    auto* alloc = cuda_allocator(*api, i, full);
     devices_.push_back(std::make_unique<Device>(
         full, DeviceType::gpu, i, *alloc,
         fmt::format("{}, compute capability {}.{}, {} MiB", name, major, minor, memory >> 20)));

@@ -159,6 +159,7 @@ class Conv2DKernel final : public ConvKernelBase {
       key_.set({&in, &f});
     }
     Tensor& out = ctx.allocate_output(0, DType::float32, out_shape_);
+    dnnl_cpu::Borrowed borrowed{&src_, &weights_, &dst_};
     auto src = src_.in(in);
     auto weights = weights_.in(f);
     prim_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, src},
@@ -211,6 +212,7 @@ class ConvBackpropKernel final : public ConvKernelBase {
       key_.set({&in, &f, &g});
     }
     Tensor& out = ctx.allocate_output(0, DType::float32, (kInput ? in : f).shape());
+    dnnl_cpu::Borrowed borrowed{&operand_, &result_, &diff_dst_};
     auto operand = operand_.in(kInput ? f : in);
     auto diff_dst = diff_dst_.in(g);
     prim_.execute(dnnl_cpu::stream(), {{kInput ? DNNL_ARG_WEIGHTS : DNNL_ARG_SRC, operand},

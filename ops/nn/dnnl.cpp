@@ -1,10 +1,12 @@
 #include "ops/nn/dnnl.hpp"
 
+#include "core/allocator.hpp"
 #include "core/error.hpp"
 #include "devices/cpu_threads.hpp"
 
 #include <cstdlib>
 #include <memory>
+#include <utility>
 
 namespace troupe::dnnl_cpu {
 
@@ -80,9 +82,37 @@ dnnl::memory scratchpad(const dnnl::memory::desc& desc) {
 Layout::Layout(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen)
     : plain_(plain), chosen_(chosen), same_(plain == chosen) {
   if (same_) return;
-  buffer_ = dnnl::memory(chosen, engine());
   to_chosen_ = Reorder(plain, chosen);
   to_plain_ = Reorder(chosen, plain);
+}
+
+Layout::Layout(Layout&& other) noexcept { *this = std::move(other); }
+
+Layout& Layout::operator=(Layout&& other) noexcept {
+  if (this == &other) return *this;
+  release();
+  plain_ = other.plain_;
+  chosen_ = other.chosen_;
+  same_ = other.same_;
+  to_chosen_ = std::move(other.to_chosen_);
+  to_plain_ = std::move(other.to_plain_);
+  block_ = std::exchange(other.block_, nullptr);
+  block_bytes_ = std::exchange(other.block_bytes_, 0);
+  return *this;
+}
+
+dnnl::memory Layout::buffer() {
+  if (!block_) {
+    block_bytes_ = chosen_.get_size();
+    block_ = host_allocator().allocate(block_bytes_);
+  }
+  return dnnl::memory(chosen_, engine(), block_);
+}
+
+void Layout::release() {
+  if (!block_) return;
+  host_allocator().deallocate(block_, block_bytes_);
+  block_ = nullptr;
 }
 
 Layout::Reorder::Reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
@@ -97,14 +127,15 @@ void Layout::Reorder::run(const dnnl::memory& from, const dnnl::memory& to) {
 
 dnnl::memory Layout::in(const Tensor& tensor) {
   if (same_) return wrap(tensor, chosen_);
-  to_chosen_.run(wrap(tensor, plain_), buffer_);
-  return buffer_;
+  dnnl::memory b = buffer();
+  to_chosen_.run(wrap(tensor, plain_), b);
+  return b;
 }
 
-dnnl::memory Layout::out(Tensor& tensor) { return same_ ? wrap(tensor, chosen_) : buffer_; }
+dnnl::memory Layout::out(Tensor& tensor) { return same_ ? wrap(tensor, chosen_) : buffer(); }
 
 void Layout::finish(Tensor& tensor) {
-  if (!same_) to_plain_.run(buffer_, wrap(tensor, plain_));
+  if (!same_) to_plain_.run(buffer(), wrap(tensor, plain_));
 }
 
 bool ShapeKey::matches(std::initializer_list<const Tensor*> inputs) const {

@@ -38,21 +38,31 @@ dnnl::memory scratchpad(const dnnl::memory::desc& desc);
 // A tensor's plain layout bridged to the layout a primitive chose (format_tag::any lets
 // oneDNN pick its blocked layouts, nChw16c and the like, where its fastest kernels run). When
 // the two agree the tensor's bytes are used directly; otherwise a reorder goes through a
-// buffer that the bridge owns and keeps for later steps.
+// buffer borrowed from the host allocator (its cache makes that cheap) for one kernel call and
+// given back by release(), so buffers count in the device's memory and exist only while used.
+// Kernels hold a Borrowed guard over their layouts.
 class Layout {
  public:
   Layout() = default;
   Layout(const dnnl::memory::desc& plain, const dnnl::memory::desc& chosen);
+  Layout(const Layout&) = delete;
+  Layout& operator=(const Layout&) = delete;
+  Layout(Layout&& other) noexcept;
+  Layout& operator=(Layout&& other) noexcept;
+  ~Layout() { release(); }
   // An input: the tensor's bytes in the chosen layout (reordered into the buffer if needed).
   dnnl::memory in(const Tensor& tensor);
   // An output: where the primitive writes; call finish() afterwards to fill the tensor.
   dnnl::memory out(Tensor& tensor);
   void finish(Tensor& tensor);
+  void release();  // gives the buffer back
 
  private:
+  dnnl::memory buffer();
   dnnl::memory::desc plain_, chosen_;
   bool same_ = true;
-  dnnl::memory buffer_;
+  void* block_ = nullptr;
+  std::size_t block_bytes_ = 0;
   struct Reorder {
     Reorder() = default;
     Reorder(const dnnl::memory::desc& from, const dnnl::memory::desc& to);
@@ -61,6 +71,20 @@ class Layout {
     dnnl::memory::desc pad;
   };
   Reorder to_chosen_, to_plain_;
+};
+
+// Releases the layouts' buffers when the kernel call ends, however it ends.
+class Borrowed {
+ public:
+  Borrowed(std::initializer_list<Layout*> layouts) : layouts_(layouts) {}
+  ~Borrowed() {
+    for (Layout* l : layouts_) l->release();
+  }
+  Borrowed(const Borrowed&) = delete;
+  Borrowed& operator=(const Borrowed&) = delete;
+
+ private:
+  std::vector<Layout*> layouts_;
 };
 
 // The input shapes a primitive was made for; kernels rebuild when this changes.

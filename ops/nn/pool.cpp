@@ -107,6 +107,7 @@ class PoolKernel final : public OpKernel {
       key_.set({&in});
     }
     Tensor& out = ctx.allocate_output(0, DType::float32, plan_->out);
+    dnnl_cpu::Borrowed borrowed{&src_, &dst_};
     std::unordered_map<int, memory> args{{DNNL_ARG_SRC, src_.in(in)},
                                          {DNNL_ARG_DST, dst_.out(out)},
                                          {DNNL_ARG_SCRATCHPAD, dnnl_cpu::scratchpad(plan_->fwd.scratchpad_desc())}};
@@ -154,6 +155,7 @@ class PoolGradKernel final : public OpKernel {
       key_.set({&in, &g});
     }
     Tensor& dx = ctx.allocate_output(0, DType::float32, in.shape());
+    dnnl_cpu::Borrowed borrowed{&src_, &diff_dst_, &diff_src_};
     if (kMax) {
       fwd_.execute(dnnl_cpu::stream(), {{DNNL_ARG_SRC, src_.in(in)},
                                         {DNNL_ARG_DST, forward_dst_},

@@ -1,7 +1,8 @@
 #include "ops/state/optimizer.hpp"
 
-#include "graph/prune.hpp"
+#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "graph/gradients.hpp"
@@ -147,29 +148,55 @@ int OptimizerSpec::num_slots() const {
 
 const char* OptimizerSpec::name() const { return kind_names[int(kind)]; }
 
-void apply_optimizer(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>& slots,
-                     const Tensor& grad, double learning_rate, int64_t step) {
+namespace {
+
+template <class T>
+void update_slice(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>& slots, const Tensor& grad,
+                  double learning_rate, int64_t step, int64_t begin, int64_t end) {
+  std::vector<T*> s;
+  for (auto& t : slots) s.push_back(t.data<T>() + begin);
+  update(spec, var.data<T>() + begin, s, grad.data<T>() + begin, end - begin, learning_rate, step);
+}
+
+void check_update(const OptimizerSpec& spec, const Tensor& var, const std::vector<Tensor>& slots,
+                  const Tensor& grad) {
   if (grad.dtype() != var.dtype() || grad.shape() != var.shape())
     fail(ErrorCode::invalid_argument, "gradient {} does not match the variable's value {}",
          grad.describe(), var.describe());
   if (int(slots.size()) != spec.num_slots())
     fail(ErrorCode::internal, "{} needs {} slots, got {}", spec.name(), spec.num_slots(), slots.size());
+  if (var.dtype() != DType::float32 && var.dtype() != DType::float64)
+    fail(ErrorCode::invalid_argument, "{} updates float32 or float64 variables, not {}", spec.name(),
+         var.describe());
+}
+
+}  // namespace
+
+void apply_optimizer_in_parallel(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>& slots,
+                                 const Tensor& grad, double learning_rate, int64_t step) {
+  check_update(spec, var, slots, grad);
+  // Every optimizer updates element by element: slices of whole cache lines go to the
+  // threads of the calling team.
   const int64_t n = var.num_elements();
-  switch (var.dtype()) {
-    case DType::float32: {
-      std::vector<float*> s;
-      for (auto& t : slots) s.push_back(t.data<float>());
-      return update(spec, var.data<float>(), s, grad.data<float>(), n, learning_rate, step);
+  const bool f32 = var.dtype() == DType::float32;
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), me = omp_get_thread_num();
+    const int64_t per = ((n + threads - 1) / threads + 15) / 16 * 16;
+    const int64_t begin = std::min(n, me * per), end = std::min(n, begin + per);
+    if (begin < end) {
+      if (f32) update_slice<float>(spec, var, slots, grad, learning_rate, step, begin, end);
+      else update_slice<double>(spec, var, slots, grad, learning_rate, step, begin, end);
     }
-    case DType::float64: {
-      std::vector<double*> s;
-      for (auto& t : slots) s.push_back(t.data<double>());
-      return update(spec, var.data<double>(), s, grad.data<double>(), n, learning_rate, step);
-    }
-    default:
-      fail(ErrorCode::invalid_argument, "{} updates float32 or float64 variables, not {}", spec.name(),
-           var.describe());
   }
+}
+
+void apply_optimizer(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>& slots,
+                     const Tensor& grad, double learning_rate, int64_t step) {
+  check_update(spec, var, slots, grad);
+  const int64_t n = var.num_elements();
+  if (var.dtype() == DType::float32) update_slice<float>(spec, var, slots, grad, learning_rate, step, 0, n);
+  else update_slice<double>(spec, var, slots, grad, learning_rate, step, 0, n);
 }
 
 OptimizerSpec optimizer_spec_of(const Node& node) {

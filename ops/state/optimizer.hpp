@@ -32,6 +32,9 @@ struct OptimizerSpec {
 // from 1 (Adam's bias correction). Throws on a dtype or shape mismatch.
 void apply_optimizer(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>& slots,
                      const Tensor& grad, double learning_rate, int64_t step);
+// The same update on the calling OpenMP team (run_as_team), each thread a slice.
+void apply_optimizer_in_parallel(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>& slots,
+                                 const Tensor& grad, double learning_rate, int64_t step);
 // The spec an ApplyGradient node carries in its attributes.
 OptimizerSpec optimizer_spec_of(const Node& node);
 

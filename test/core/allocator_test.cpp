@@ -2,8 +2,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <string>
+#include <vector>
 
 #include "core/allocator.hpp"
+#include "core/error.hpp"
 
 using namespace troupe;
 
@@ -37,4 +42,80 @@ BOOST_AUTO_TEST_CASE(small_blocks_are_not_cached_and_the_cache_stays_under_its_l
   BOOST_TEST(a.bytes_cached() == 2 * HostAllocator::kLargeBlock);
   a.release_cached();
   BOOST_TEST(a.bytes_cached() == 0u);
+}
+
+namespace {
+
+// Host memory with a budget: the backend a GPU's allocator has, with its limit made small.
+struct BudgetBackend {
+  std::size_t budget;
+  std::size_t used = 0;
+  std::map<void*, std::size_t> blocks;
+  CachingAllocator::Backend backend() {
+    return {[this](std::size_t bytes) -> void* {
+              if (used + bytes > budget) return nullptr;
+              void* p = std::aligned_alloc(256, bytes);
+              used += bytes;
+              blocks[p] = bytes;
+              return p;
+            },
+            [this](void* p) {
+              used -= blocks.at(p);
+              blocks.erase(p);
+              std::free(p);
+            }};
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(size_classes_round_up_by_at_most_a_quarter) {
+  BOOST_TEST(CachingAllocator::size_class(0) == 512u);
+  BOOST_TEST(CachingAllocator::size_class(513) == 1024u);
+  BOOST_TEST(CachingAllocator::size_class(std::size_t(1) << 20) == std::size_t(1) << 20);
+  BOOST_TEST(CachingAllocator::size_class((std::size_t(1) << 20) + 1) == std::size_t(1280) << 10);
+  for (std::size_t bytes : {std::size_t(3) << 20, std::size_t(77) << 20, (std::size_t(5) << 30) + 7}) {
+    std::size_t c = CachingAllocator::size_class(bytes);
+    BOOST_TEST(c >= bytes);
+    BOOST_TEST(c - bytes <= bytes / 4);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_repeated_step_makes_no_raw_allocation_after_the_first) {
+  std::size_t budget = std::size_t(64) << 20;
+  BudgetBackend raw{budget};
+  CachingAllocator a("/job:localhost/task:0/device:GPU:0", false, raw.backend());
+  const std::vector<std::size_t> step = {100, 4096, std::size_t(3) << 20, 100, std::size_t(5) << 20};
+  auto run_step = [&] {
+    std::vector<void*> blocks;
+    for (std::size_t b : step) blocks.push_back(a.allocate(b));
+    for (std::size_t i = 0; i < step.size(); ++i) a.deallocate(blocks[i], step[i]);
+  };
+  run_step();
+  const int64_t after_first = a.raw_allocations();
+  BOOST_TEST(after_first == int64_t(step.size()));
+  for (int i = 0; i < 5; ++i) run_step();
+  BOOST_TEST(a.raw_allocations() == after_first);
+  BOOST_TEST(a.bytes_in_use() == 0u);
+  BOOST_TEST(a.peak_bytes() == 100u + 4096u + (std::size_t(3) << 20) + 100u + (std::size_t(5) << 20));
+  BOOST_TEST(a.bytes_cached() == a.bytes_reserved());
+}
+
+BOOST_AUTO_TEST_CASE(out_of_memory_releases_the_cache_and_retries_then_names_the_device) {
+  BudgetBackend raw{std::size_t(4) << 20};
+  CachingAllocator a("/job:localhost/task:0/device:GPU:0", false, raw.backend());
+  void* p = a.allocate(std::size_t(3) << 20);
+  a.deallocate(p, std::size_t(3) << 20);  // cached: the budget is spent
+  // Another size class does not fit beside the cached block; the cache is released for it.
+  void* q = a.allocate(std::size_t(2) << 20);
+  BOOST_TEST(a.bytes_cached() == 0u);
+  BOOST_TEST(a.bytes_reserved() == std::size_t(2) << 20);
+  try {
+    a.allocate(std::size_t(3) << 20);
+    BOOST_FAIL("an allocation past the budget succeeded");
+  } catch (const Error& e) {
+    BOOST_TEST(e.code() == ErrorCode::resource_exhausted);
+    BOOST_TEST(std::string(e.what()).find("device:GPU:0") != std::string::npos);
+  }
+  a.deallocate(q, std::size_t(2) << 20);
 }
