@@ -18,6 +18,7 @@
 
 #include "actors/device_actor.hpp"
 #include "actors/session.hpp"
+#include "bench/flags.hpp"
 #include "devices/device.hpp"
 #include "graph/prune.hpp"
 #include "ops/all.hpp"
@@ -26,33 +27,21 @@
 namespace troupe::bench {
 namespace {
 
-struct Args {
+struct Args : CommonFlags {
   std::string model = "alexnet";
   int batch = 16;
   std::string device = "cpu";
-  int steps = 10;
-  int warmup = 2;
-  int threads = 0;
-  bool json = false;
 };
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) fail(ErrorCode::invalid_argument, "{} needs a value", k);
-      return argv[++i];
-    };
+  parse_flags(argc, argv, a, [&](const std::string& k, const std::function<std::string()>& value) {
     if (k == "--model") a.model = value();
     else if (k == "--batch") a.batch = std::stoi(value());
     else if (k == "--device") a.device = value();
-    else if (k == "--steps") a.steps = std::stoi(value());
-    else if (k == "--warmup") a.warmup = std::stoi(value());
-    else if (k == "--threads") a.threads = std::stoi(value());
-    else if (k == "--json") a.json = true;
-    else fail(ErrorCode::invalid_argument, "unknown option '{}'", k);
-  }
+    else return false;
+    return true;
+  });
   layers::convnet_info(a.model);  // names the known models when it is not one
   if (a.device != "cpu" && a.device != "gpu")
     fail(ErrorCode::invalid_argument, "--device must be cpu or gpu, not '{}'", a.device);

@@ -15,36 +15,26 @@
 #include <vector>
 
 #include "actors/session.hpp"
+#include "bench/flags.hpp"
 #include "ops/all.hpp"
 
 namespace troupe::bench {
 namespace {
 
-struct Args {
+struct Args : CommonFlags {
   std::string shape = "chain";
   int nodes = 10000;
-  int steps = 20;
-  int warmup = 3;
-  int threads = 0;
-  bool json = false;
+  Args() : CommonFlags{.steps = 20, .warmup = 3} {}
 };
 
 Args parse(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) fail(ErrorCode::invalid_argument, "{} needs a value", k);
-      return argv[++i];
-    };
+  parse_flags(argc, argv, a, [&](const std::string& k, const std::function<std::string()>& value) {
     if (k == "--shape") a.shape = value();
     else if (k == "--nodes") a.nodes = std::stoi(value());
-    else if (k == "--steps") a.steps = std::stoi(value());
-    else if (k == "--warmup") a.warmup = std::stoi(value());
-    else if (k == "--threads") a.threads = std::stoi(value());
-    else if (k == "--json") a.json = true;
-    else fail(ErrorCode::invalid_argument, "unknown option '{}'", k);
-  }
+    else return false;
+    return true;
+  });
   if (a.shape != "chain" && a.shape != "fanout" && a.shape != "random")
     fail(ErrorCode::invalid_argument, "--shape must be chain, fanout or random, not '{}'", a.shape);
   if (a.nodes < 1 || a.steps < 1) fail(ErrorCode::invalid_argument, "--nodes and --steps must be positive");

@@ -18,15 +18,7 @@ if ((${#runs[@]} == 0)); then
   else runs=(alexnet:16 alexnet:128 overfeat:16 vgg:16 googlenet:16); fi
 fi
 bash bench/peers/setup_torch.sh >/dev/null
-out=$(mktemp)
-run() {
-  local label=$1
-  shift
-  "$@" | while IFS= read -r line; do
-    echo "$line"
-    [[ $line == "{"* ]] && echo "${line%\}}, \"config\": \"$label\"}" >>"$out"
-  done
-}
+source bench/peers/tagged_runs.sh
 for r in "${runs[@]}"; do
   model=${r%%:*} batch=${r##*:}
   common=(--model "$model" --batch "$batch" --device "$device" --steps "$steps" --warmup "$warmup" --json)

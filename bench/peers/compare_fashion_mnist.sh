@@ -9,16 +9,7 @@ cd "$(dirname "$0")/../.."
 model=${1:-cnn}
 epochs=${2:-3}
 bash bench/peers/setup_torch.sh >/dev/null
-out=$(mktemp)
-# run LABEL COMMAND...: runs it, shows its JSON lines and keeps them tagged with LABEL.
-run() {
-  local label=$1
-  shift
-  "$@" | while IFS= read -r line; do
-    echo "$line"
-    [[ $line == "{"* ]] && echo "${line%\}}, \"config\": \"$label\"}" >>"$out"
-  done
-}
+source bench/peers/tagged_runs.sh
 run "troupe, default threads" build/apps/troupe-fashion-mnist --model "$model" --epochs "$epochs" --json
 run "torch, 1 thread" /usr/bin/python3 bench/peers/fashion_mnist_torch.py --model "$model" --epochs "$epochs" --threads 1 --json
 run "torch, 2 threads, passive" env OMP_WAIT_POLICY=PASSIVE /usr/bin/python3 bench/peers/fashion_mnist_torch.py \
