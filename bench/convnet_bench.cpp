@@ -16,7 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include "actors/device_actor.hpp"
 #include "actors/session.hpp"
 #include "bench/flags.hpp"
 #include "devices/device.hpp"

@@ -100,14 +100,15 @@ void* CachingAllocator::allocate(std::size_t bytes) {
     }
   }
   if (!p) {
-    p = backend_.allocate(size);
+    std::string why;
+    p = backend_.allocate(size, &why);
     if (!p) {  // out of memory: give the cache back and try once more
       release_cached();
-      p = backend_.allocate(size);
+      p = backend_.allocate(size, &why);
     }
     if (!p)
-      fail(ErrorCode::resource_exhausted, "out of memory on {}: cannot allocate {} bytes ({} in use)", device_name_,
-           bytes, bytes_in_use());
+      fail(ErrorCode::resource_exhausted, "out of memory on {}: cannot allocate {} bytes ({} in use): {}",
+           device_name_, bytes, bytes_in_use(), why);
     std::lock_guard lock(mutex_);
     reserved_ += size;
     ++raw_allocations_;

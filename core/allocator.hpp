@@ -78,12 +78,14 @@ class HostAllocator final : public Allocator {
 class CachingAllocator final : public Allocator {
  public:
   struct Backend {
-    std::function<void*(std::size_t bytes)> allocate;  // nullptr when out of memory
+    // nullptr when the memory cannot be had, with the reason (e.g. CUDA's error) in *why.
+    std::function<void*(std::size_t bytes, std::string* why)> allocate;
     std::function<void(void* ptr)> free;
   };
   CachingAllocator(std::string device_name, bool host_accessible, Backend backend);
   ~CachingAllocator() override;
-  void* allocate(std::size_t bytes) override;  // throws resource_exhausted naming the device
+  // Throws resource_exhausted naming the device and the backend's reason.
+  void* allocate(std::size_t bytes) override;
   void deallocate(void* ptr, std::size_t bytes) override;
   const std::string& device_name() const override { return device_name_; }
   bool host_accessible() const override { return host_accessible_; }

@@ -14,9 +14,11 @@ namespace {
 // synchronise the device, so a step must not call them once the first step has run.
 CachingAllocator* cuda_allocator(const cuda::ModuleApi& api, int device, const std::string& name) {
   CachingAllocator::Backend backend{
-      [&api, device](std::size_t bytes) -> void* {
+      [&api, device](std::size_t bytes, std::string* why) -> void* {
         char error[256] = {0};
-        return api.malloc(device, bytes, error, sizeof error);  // nullptr when out of memory
+        void* p = api.malloc(device, bytes, error, sizeof error);
+        if (!p) *why = error;
+        return p;
       },
       [&api, device](void* ptr) { api.free(device, ptr); }};
   return new CachingAllocator(name, /*host_accessible=*/false, std::move(backend));

@@ -1,7 +1,5 @@
 #include "ops/layers/convnets.hpp"
 
-#include <fmt/format.h>
-
 #include "core/error.hpp"
 
 namespace troupe::layers {
@@ -64,26 +62,23 @@ void googlenet(Sequential& m) {
 
 const std::vector<ConvnetInfo>& convnets() {
   static const std::vector<ConvnetInfo> all{
-      {"alexnet", "AlexNet (one weird trick)", 224},
-      {"overfeat", "Overfeat (fast)", 231},
-      {"vgg", "OxfordNet VGG-A (VGG-11)", 224},
-      {"googlenet", "GoogLeNet v1", 224},
+      {"alexnet", "AlexNet (one weird trick)", 224, 1000, alexnet},
+      {"overfeat", "Overfeat (fast)", 231, 1000, overfeat},
+      {"vgg", "OxfordNet VGG-A (VGG-11)", 224, 1000, vgg_a},
+      {"googlenet", "GoogLeNet v1", 224, 1000, googlenet},
   };
   return all;
 }
 
 const ConvnetInfo& convnet_info(const std::string& name) {
-  for (auto& c : convnets())
+  std::string known;
+  for (auto& c : convnets()) {
     if (c.name == name) return c;
-  fail(ErrorCode::invalid_argument, "unknown convnet '{}' (alexnet, overfeat, vgg or googlenet)", name);
+    known += (known.empty() ? "" : ", ") + c.name;
+  }
+  fail(ErrorCode::invalid_argument, "unknown convnet '{}' (known: {})", name, known);
 }
 
-void add_convnet(Sequential& model, const std::string& name) {
-  const std::string& known = convnet_info(name).name;
-  if (known == "alexnet") alexnet(model);
-  else if (known == "overfeat") overfeat(model);
-  else if (known == "vgg") vgg_a(model);
-  else googlenet(model);
-}
+void add_convnet(Sequential& model, const std::string& name) { convnet_info(name).add_layers(model); }
 
 }  // namespace troupe::layers

@@ -19,6 +19,7 @@ struct ConvnetInfo {
   std::string description;
   int64_t image_size = 0;  // images are [N, 3, image_size, image_size]
   int64_t classes = 1000;
+  void (*add_layers)(Sequential& model) = nullptr;  // what add_convnet calls
 };
 
 const std::vector<ConvnetInfo>& convnets();

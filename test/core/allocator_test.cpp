@@ -52,8 +52,11 @@ struct BudgetBackend {
   std::size_t used = 0;
   std::map<void*, std::size_t> blocks;
   CachingAllocator::Backend backend() {
-    return {[this](std::size_t bytes) -> void* {
-              if (used + bytes > budget) return nullptr;
+    return {[this](std::size_t bytes, std::string* why) -> void* {
+              if (used + bytes > budget) {
+                *why = "over the budget of " + std::to_string(budget) + " bytes";
+                return nullptr;
+              }
               void* p = std::aligned_alloc(256, bytes);
               used += bytes;
               blocks[p] = bytes;
@@ -116,6 +119,7 @@ BOOST_AUTO_TEST_CASE(out_of_memory_releases_the_cache_and_retries_then_names_the
   } catch (const Error& e) {
     BOOST_TEST(e.code() == ErrorCode::resource_exhausted);
     BOOST_TEST(std::string(e.what()).find("device:GPU:0") != std::string::npos);
+    BOOST_TEST(std::string(e.what()).find("over the budget") != std::string::npos);
   }
   a.deallocate(q, std::size_t(2) << 20);
 }

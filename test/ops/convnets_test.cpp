@@ -75,6 +75,24 @@ BOOST_AUTO_TEST_CASE(an_inception_block_with_a_missing_branch_is_refused) {
   BOOST_TEST(contains(e, "every branch"));
 }
 
+BOOST_AUTO_TEST_CASE(a_conv_pad_without_explicit_padding_is_refused) {
+  auto root = Scope::root();
+  layers::Sequential model(root, 1);
+  model.add(layers::Conv2D{.filters = 4, .kernel = 3, .padding = "SAME", .pad = 1});
+  auto x = ops::placeholder(root, DType::float32, {2, 3, 8, 8});
+  auto e = error_of([&] { model(x, layers::Mode::training); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(e, "layer 0 (conv2d)"));
+  BOOST_TEST(contains(e, "EXPLICIT"));
+}
+
+BOOST_AUTO_TEST_CASE(explicit_conv_padding_pads_every_side) {
+  auto root = Scope::root();
+  layers::Sequential model(root, 1);
+  model.add(layers::Conv2D{.filters = 4, .kernel = 11, .stride = 4, .padding = "EXPLICIT", .pad = 2});
+  auto x = ops::placeholder(root, DType::float32, {2, 3, 224, 224});
+  BOOST_TEST(model(x, layers::Mode::training).shape().to_string() == "[2,4,55,55]");  // AlexNet's conv1
+}
+
 BOOST_AUTO_TEST_CASE(an_unknown_convnet_is_refused_naming_the_known_ones) {
   auto e = error_of([] { layers::convnet_info("resnet"); }, ErrorCode::invalid_argument);
   BOOST_TEST(contains(e, "resnet"));
