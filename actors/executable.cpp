@@ -26,6 +26,18 @@ const Device& place(const Node& node, const ExecutableOptions& options) {
        node.describe(), node.requested_device);
 }
 
+NodeRole role_of(const Graph& g, const Node& n) {
+  if (n.op_def->fires_on_first_live_input) {
+    for (int i = 0; i < int(n.inputs.size()); ++i)
+      if (is_back_edge(g, n, i)) return NodeRole::loop_merge;
+    return NodeRole::merge;
+  }
+  if (n.op == "Enter") return get_attr_or<bool>(n.attrs, "is_constant", false) ? NodeRole::enter_constant : NodeRole::enter;
+  if (n.op == "Exit") return NodeRole::exit;
+  if (n.op == "NextIteration") return NodeRole::next_iteration;
+  return NodeRole::kernel;
+}
+
 }  // namespace
 
 Executable::Executable(caf::actor_system& system, const Graph& graph,
@@ -43,6 +55,16 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
   p.num_targets = int(sub.targets.size());
   const Graph& g = *p.graph;
   p.nodes.resize(std::size_t(g.size()));
+  auto frame_of = [&](int id) { return get_attr_or<std::string>(g.node(id).attrs, "_frame", ""); };
+  for (auto& f : sub.fetches)
+    if (!frame_of(f.node).empty())
+      fail(ErrorCode::invalid_argument,
+           "fetch '{}' is inside while loop '{}', where it has one value per iteration: fetch the loop's results",
+           tensor_name(g.node(f.node), f.port), frame_of(f.node));
+  for (int t : sub.targets)
+    if (!frame_of(t).empty())
+      fail(ErrorCode::invalid_argument, "target '{}' is inside while loop '{}': run the loop's results instead",
+           g.node(t).name, frame_of(t));
 
   // Constant inputs are handed to their consumers once, here, instead of travelling as a
   // message every step: a Const without control inputs has the same value in every step and
@@ -56,7 +78,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     std::vector<bool> still_needed(std::size_t(g.size()), false);
     for (int id = 0; id < g.size(); ++id) {
       for (int c : g.node(id).control_inputs) still_needed[c] = true;
-      if (g.node(id).op_def->fires_on_first_live_input)  // a Merge sees its constants as messages
+      if (g.node(id).op_def->fires_on_first_live_input || g.node(id).op_def->frame_op)  // they see constants as messages
         for (auto& in : g.node(id).inputs) still_needed[in.node] = true;
     }
     for (auto& f : sub.fetches) still_needed[f.node] = true;
@@ -83,7 +105,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
       for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
         auto in = n.inputs[slot];
         np.input_names.push_back(tensor_name(g.node(in.node), in.port));
-        if (hoistable(in.node) && !n.op_def->fires_on_first_live_input) {
+        if (hoistable(in.node) && !n.op_def->fires_on_first_live_input && !n.op_def->frame_op) {
           np.fixed_inputs[slot] = get_attr<Tensor>(g.node(in.node).attrs, "value", g.node(in.node).name);
           ++np.num_fixed;
         }
@@ -94,7 +116,11 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
       }
     }
     np.outputs.resize(std::size_t(n.num_outputs()));
-    if (np.active && !n.op_def->variable_op && !n.op_def->fires_on_first_live_input) {
+    np.role = role_of(g, n);
+    if (np.role == NodeRole::enter || np.role == NodeRole::enter_constant)
+      np.frame_hash = std::hash<std::string>{}(get_attr<std::string>(n.attrs, "frame_name", n.name));
+    np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
+    if (np.active && !n.op_def->variable_op && !n.op_def->fires_on_first_live_input && !n.op_def->frame_op) {
       try {
         kernels[id] = KernelRegistry::global().create(n, np.device->type());
       } catch (const Error& e) {

@@ -23,8 +23,22 @@ struct Target {
   uint32_t slot;
 };
 
+// How the node actor treats a node's messages (ARCHITECTURE.md, "The message that flows").
+enum class NodeRole {
+  kernel,          // waits for every input of a tag, runs the kernel (or asks the shard)
+  merge,           // a cond's Merge: the first live input of a tag
+  loop_merge,      // a loop's Merge: one input per tag (Enter at iteration 0, then NextIteration)
+  enter,           // into iteration 0 of the child frame
+  enter_constant,  // a loop invariant: into every iteration of the child frame
+  exit,            // back to the parent frame when the loop ends
+  next_iteration,  // on to the next iteration, at most parallel_iterations ahead
+};
+
 struct NodePlan {
   const Node* node = nullptr;
+  NodeRole role = NodeRole::kernel;
+  uint64_t frame_hash = 0;       // enter roles: hash of the frame name
+  int parallel_iterations = 1;   // next_iteration
   const Device* device = nullptr;
   bool active = true;    // false: a hoisted Const that needs no actor
   int num_inputs = 0;    // data slots (an _Arg has one: the feed)

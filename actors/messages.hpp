@@ -4,6 +4,7 @@
 #include <caf/all.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,21 +14,38 @@
 
 namespace troupe {
 
+struct Frame;
+
 // Which step, which loop frame, which iteration a value belongs to. Frame 0 is the step's
-// root frame; control flow (a later layer) derives child frames from the parent tag.
+// root frame. Enter derives a child frame's tag from its parent's (child_tag), Exit returns
+// to the parent (parent_tag), NextIteration counts the iteration up. Tags compare by step,
+// frame id and iteration; `info` carries the frame's name and parent tag (null in the root
+// frame), shared by reference, so a tag stays three words and a pointer.
 struct Tag {
   uint64_t step = 0;
   uint64_t frame = 0;
   int64_t iteration = 0;
+  std::shared_ptr<const Frame> info;
   friend bool operator==(const Tag& a, const Tag& b) {
     return a.step == b.step && a.frame == b.frame && a.iteration == b.iteration;
   }
 };
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, Tag& x) {
-  return f(caf::meta::type_name("troupe.Tag"), x.step, x.frame, x.iteration);
-}
+// One invocation of a loop: its frame name and the tag of the parent it was entered from.
+struct Frame {
+  std::string name;
+  Tag parent;
+};
+
+// The frame id of loop `name_hash` entered from `parent`: a pure function, so every Enter of
+// one loop invocation derives the same id independently.
+uint64_t child_frame_id(const Tag& parent, uint64_t name_hash);
+// Iteration 0 of the frame `name` entered from `parent`.
+Tag child_tag(const Tag& parent, const std::string& name, uint64_t name_hash);
+// The tag Exit returns to. Throws internal for a root-frame tag.
+const Tag& parent_tag(const Tag& tag);
+// "" in the root frame; else "in frame 'f' iteration k (in frame 'g' iteration j)".
+std::string describe_frame(const Tag& tag);
 
 // A tensor, or the mark that it was not computed (the untaken branch of a Switch).
 struct Value {
@@ -81,6 +99,7 @@ inline void send_input(caf::execution_unit* context, const caf::actor& to, const
 
 }  // namespace troupe
 
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Tag)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Value)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::OptimizerSpec)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::StepResult)

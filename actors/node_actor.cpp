@@ -17,7 +17,6 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
       me_(&plan_->nodes[index]),
       kernel_(std::move(kernel)),
       expected_(me_->num_inputs - me_->num_fixed + me_->num_controls),
-      merge_(me_->node->op_def->fires_on_first_live_input),
       scratch_(me_->fixed_inputs),
       outputs_(me_->outputs.size()) {
   for (int s = 0; s < me_->num_inputs; ++s) {
@@ -78,9 +77,12 @@ void NodeActor::release(Pending& p) {
 
 void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
   if (!aborted_.empty() && aborted_.count(tag.step)) return;
-  if (merge_) {
-    on_merge_input(tag, slot, value);
-    return;
+  switch (me_->role) {
+    case NodeRole::merge: on_merge_input(tag, slot, value); return;
+    case NodeRole::loop_merge: on_loop_merge_input(tag, slot, value); return;
+    case NodeRole::next_iteration: on_next_iteration_input(tag, slot, value); return;
+    case NodeRole::enter_constant: on_invariant_input(tag, slot, value); return;
+    default: break;
   }
   if (expected_ == 1) {  // one input or one start signal: fire at once, keep nothing
     if (slot == kControlSlot) {
@@ -128,7 +130,117 @@ std::size_t NodeActor::input_bytes(const Tensor* inputs) const {
   return bytes;
 }
 
+void NodeActor::on_loop_merge_input(const Tag& tag, uint32_t slot, Value& value) {
+  // Each tag of a loop's Merge has one input: the Enter's at iteration 0, the NextIteration's
+  // after that. A dead one (a loop that is not run at all) passes on dead.
+  if (slot == kControlSlot) return;
+  if (value.dead) {
+    emit(tag, nullptr, true);
+    return;
+  }
+  outputs_[0] = std::move(value.tensor);
+  outputs_[1] = Tensor::scalar<int32_t>(int32_t(slot));
+  emit(tag, outputs_.data(), false);
+  for (auto& t : outputs_) t = Tensor();
+}
+
+void NodeActor::on_next_iteration_input(const Tag& tag, uint32_t slot, Value& value) {
+  // Data: the value for the next iteration. Control: the frame's gate says iteration
+  // tag.iteration has finished. Iteration k may start once every iteration up to
+  // k - parallel_iterations has finished.
+  auto key = FrameKey{tag.step, tag.frame};
+  IterationGate& g = gates_[key];
+  const int64_t window = me_->parallel_iterations;
+  if (slot == kControlSlot) {
+    if (tag.iteration == g.done_below) {
+      ++g.done_below;
+      std::sort(g.done_above.begin(), g.done_above.end());
+      std::size_t used = 0;
+      while (used < g.done_above.size() && g.done_above[used] == g.done_below) ++g.done_below, ++used;
+      g.done_above.erase(g.done_above.begin(), g.done_above.begin() + std::ptrdiff_t(used));
+    } else {
+      g.done_above.push_back(tag.iteration);
+    }
+    for (std::size_t i = 0; i < g.held.size();) {
+      if (g.held[i].first.iteration < g.done_below + window) {
+        auto [next, tensor] = std::move(g.held[i]);
+        g.held.erase(g.held.begin() + std::ptrdiff_t(i));
+        emit(next, &tensor, false);
+      } else {
+        ++i;
+      }
+    }
+  } else if (value.dead) {
+    g.last = tag.iteration;  // the loop is over: nothing goes on to a next iteration
+  } else {
+    Tag next = tag;
+    ++next.iteration;
+    if (next.iteration < g.done_below + window) emit(next, &value.tensor, false);
+    else g.held.emplace_back(std::move(next), std::move(value.tensor));
+  }
+  if (g.last >= 0 && g.done_below > g.last) gates_.erase(key);
+}
+
+void NodeActor::serve(Invariant& inv, const Tag& tag) {
+  emit(tag, &inv.value, inv.dead);
+  ++inv.served;
+}
+
+void NodeActor::forget_if_over(std::map<FrameKey, Invariant>::iterator it) {
+  const Invariant& inv = it->second;
+  if (inv.arrived && inv.end >= 0 && inv.served > inv.end) invariants_.erase(it);
+}
+
+void NodeActor::on_invariant_input(const Tag& tag, uint32_t slot, Value& value) {
+  // Slot 0: the value, in the parent frame. Control: iteration tag.iteration of the frame has
+  // started (from the loop's first Merge). Slot 1: the loop's LoopCond; false or dead marks
+  // the frame's last iteration. The value is kept until every iteration has had it.
+  if (slot == 0) {
+    auto it = invariants_.try_emplace({tag.step, child_frame_id(tag, me_->frame_hash)}).first;
+    Invariant& inv = it->second;
+    inv.arrived = true;
+    inv.dead = value.dead;
+    inv.value = std::move(value.tensor);
+    for (auto& t : inv.waiting) serve(inv, t);
+    inv.waiting.clear();
+    forget_if_over(it);
+    return;
+  }
+  auto it = invariants_.try_emplace({tag.step, tag.frame}).first;
+  Invariant& inv = it->second;
+  if (slot == kControlSlot) {
+    if (inv.arrived) serve(inv, tag);
+    else inv.waiting.push_back(tag);
+  } else if (value.dead || !value.tensor.scalar_value<bool>()) {
+    inv.end = tag.iteration;
+  }
+  forget_if_over(it);
+}
+
+bool NodeActor::fire_frame_op(const Tag& tag, Tensor* inputs, bool dead) {
+  switch (me_->role) {
+    case NodeRole::enter: {
+      emit(child_tag(tag, get_attr<std::string>(me_->node->attrs, "frame_name", me_->node->name), me_->frame_hash),
+           inputs, dead);
+      return true;
+    }
+    case NodeRole::exit: {
+      // (data, pred) of one iteration: data is live only in the last iteration, pred is live
+      // in every iteration of a loop that runs; both dead: the whole loop is dead.
+      try {
+        if (inputs[0].is_initialized()) emit(parent_tag(tag), inputs, false);
+        else if (!inputs[1].is_initialized()) emit(parent_tag(tag), nullptr, true);
+      } catch (const Error& e) {
+        report_error(tag, e.code(), e.what());
+      }
+      return true;
+    }
+    default: return false;
+  }
+}
+
 void NodeActor::fire(const Tag& tag, Tensor* inputs, bool dead) {
+  if (me_->role != NodeRole::kernel && fire_frame_op(tag, inputs, dead)) return;
   if (dead) {
     emit(tag, nullptr, true);
     return;
@@ -224,7 +336,9 @@ void NodeActor::report_error(const Tag& tag, ErrorCode code, const std::string& 
   // Only remember the abort here: the caller may be firing from a pending entry. The step
   // actor's abort broadcast, which reaches this actor too, clears the entries.
   remember_abort(tag.step);
-  caf::anon_send(plan_->step_actor, abort_atom::value, tag, int32_t(code), me_->where + ": " + cause);
+  std::string frame = describe_frame(tag);
+  caf::anon_send(plan_->step_actor, abort_atom::value, tag, int32_t(code),
+                 me_->where + (frame.empty() ? "" : " " + frame) + ": " + cause);
 }
 
 void NodeActor::remember_abort(uint64_t step) {
@@ -242,6 +356,8 @@ void NodeActor::on_abort(uint64_t step) {
   if (first_.used && first_.tag.step == step) release(first_);
   for (auto& p : more_)
     if (p->used && p->tag.step == step) release(*p);
+  gates_.erase(gates_.lower_bound({step, 0}), gates_.upper_bound({step, UINT64_MAX}));
+  invariants_.erase(invariants_.lower_bound({step, 0}), invariants_.upper_bound({step, UINT64_MAX}));
 }
 
 std::vector<WaitReport> NodeActor::on_waits() const {
@@ -259,6 +375,19 @@ std::vector<WaitReport> NodeActor::on_waits() const {
   };
   report(first_);
   for (auto& p : more_) report(*p);
+  // Loop state still held: what a NextIteration or a loop invariant waits for.
+  for (auto& [key, g] : gates_) {
+    WaitReport r{me_->node->name, Tag{key.first, key.second, g.done_below, nullptr}, 0, 1, {}};
+    r.missing.push_back(fmt::format("iteration {} of its frame to finish ({} value(s) held back, parallel_iterations {})",
+                                    g.done_below, g.held.size(), me_->parallel_iterations));
+    out.push_back(std::move(r));
+  }
+  for (auto& [key, inv] : invariants_) {
+    WaitReport r{me_->node->name, Tag{key.first, key.second, inv.served, nullptr}, 0, 1, {}};
+    r.missing.push_back(inv.arrived ? fmt::format("the loop's last iteration ({} served so far)", inv.served)
+                                    : "the loop invariant " + me_->input_names[0]);
+    out.push_back(std::move(r));
+  }
   return out;
 }
 

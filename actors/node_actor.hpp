@@ -8,6 +8,7 @@
 // each output to each consumer with the same tag, then forgets the tag. If any input is dead
 // it sends dead outputs without running. A kernel error goes to the step actor, which aborts
 // the step everywhere. Inputs of an aborted step that arrive late are dropped.
+#include <map>
 #include <memory>
 #include <unordered_set>
 #include <array>
@@ -54,6 +55,11 @@ class NodeActor : public caf::event_based_actor {
   void fire_variable_op(const Tag& tag, Tensor* inputs);
   void emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs = 0);
   void on_merge_input(const Tag& tag, uint32_t slot, Value& value);
+  // Frames (ARCHITECTURE.md): the loop roles of NodePlan::role.
+  void on_loop_merge_input(const Tag& tag, uint32_t slot, Value& value);
+  void on_next_iteration_input(const Tag& tag, uint32_t slot, Value& value);
+  void on_invariant_input(const Tag& tag, uint32_t slot, Value& value);
+  bool fire_frame_op(const Tag& tag, Tensor* inputs, bool dead);
   void report_error(const Tag& tag, ErrorCode code, const std::string& cause);
   Pending& pending_for(const Tag& tag);
   void start(Pending& p, const Tag& tag);
@@ -63,7 +69,6 @@ class NodeActor : public caf::event_based_actor {
   const NodePlan* me_;
   std::unique_ptr<OpKernel> kernel_;
   int expected_;
-  bool merge_;
   // One slot per tag in progress; a slot is reused once its tag has fired, so the steady
   // state allocates nothing per tag. Slots are few (steps in flight x live iterations).
   Pending first_;
@@ -72,6 +77,26 @@ class NodeActor : public caf::event_based_actor {
   std::vector<int> message_slots_;  // the data slots filled by messages
   std::vector<Tensor> scratch_;  // the inputs of a one-message firing; hoisted constants preset
   std::vector<Tensor> outputs_;
+  // Per loop invocation (step, frame id), freed when the frame is over.
+  using FrameKey = std::pair<uint64_t, uint64_t>;
+  struct IterationGate {  // NextIteration: which iterations have finished, which wait to start
+    int64_t done_below = 0;         // iterations below this one have all finished
+    std::vector<int64_t> done_above;  // finished out of order
+    std::vector<std::pair<Tag, Tensor>> held;  // values for iterations not allowed to start yet
+    int64_t last = -1;              // the iteration that found the loop over
+  };
+  struct Invariant {  // constant Enter: the value, handed to each iteration as it starts
+    bool arrived = false;
+    bool dead = false;
+    Tensor value;
+    int64_t served = 0;       // iterations given the value so far
+    int64_t end = -1;         // the loop's last iteration, once known
+    std::vector<Tag> waiting;  // iterations that started before the value arrived
+  };
+  std::map<FrameKey, IterationGate> gates_;
+  std::map<FrameKey, Invariant> invariants_;
+  void serve(Invariant& inv, const Tag& tag);
+  void forget_if_over(std::map<FrameKey, Invariant>::iterator it);
   std::unordered_set<uint64_t> aborted_;
   std::deque<uint64_t> aborted_order_;
 };

@@ -3,7 +3,9 @@
 // actors. Each worker has a deque under its own mutex. A worker runs the actors it woke first
 // (LIFO, for locality: the consumer of a value runs where the value is hot in cache). An idle
 // worker steals the oldest job of another worker, with try_lock only, so a thief never makes
-// the owner wait, and only from a worker with more than one job queued. A worker that wakes a
+// the owner wait, and only from a worker with more than one job queued, or with one job that
+// has waited behind the owner's current job for kStaleJob (a long kernel would otherwise hold
+// up the next stage of a pipeline, such as the next iteration of a loop). A worker that wakes a
 // job while others sleep wakes one of them. Idle workers spin briefly, then sleep.
 //
 // Installed as the actor system's scheduler module by Runtime (CAF uses a scheduler module
@@ -14,6 +16,8 @@
 #include <caf/scheduler/worker.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <vector>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
@@ -36,6 +40,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     std::atomic<std::size_t> size{0};
     std::condition_variable wake;
     bool asleep = false;
+    std::atomic<uint64_t> started{0};  // jobs this worker has begun; written by it alone
   };
 
   template <class Coordinator>
@@ -69,8 +74,13 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   caf::resumable* dequeue(Worker* self) {
     for (;;) {
       for (int round = 0; round < kSpinRounds; ++round) {
-        if (auto* job = pop_own(self)) return job;
-        if (auto* job = steal(self)) return job;
+        caf::resumable* job = pop_own(self);
+        if (!job) job = steal(self);
+        if (job) {
+          auto& started = d(self).started;
+          started.store(started.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+          return job;
+        }
         if (round > kSpinRounds / 2) std::this_thread::yield();
       }
       auto& me = d(self);
@@ -147,15 +157,37 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     return job;
   }
 
+  static constexpr std::chrono::microseconds kStaleJob{200};
+
   template <class Worker>
   static caf::resumable* steal(Worker* self) {
     auto* parent = self->parent();
     auto n = parent->num_workers();
+    // Per victim: its job count when this thief first saw it holding one queued job, and when.
+    struct Seen {
+      uint64_t started = ~uint64_t(0);
+      std::chrono::steady_clock::time_point since;
+    };
+    thread_local std::vector<Seen> seen;
+    if (seen.size() < n) seen.resize(n);
     for (std::size_t i = 1; i < n; ++i) {
-      auto& victim = d(parent->worker_by_id((self->id() + i) % n));
-      if (victim.size.load(std::memory_order_relaxed) < 2) continue;
+      std::size_t v = (self->id() + i) % n;
+      auto& victim = d(parent->worker_by_id(v));
+      std::size_t queued = victim.size.load(std::memory_order_relaxed);
+      if (queued == 0) continue;
+      std::size_t least = 2;
+      if (queued == 1) {
+        uint64_t started = victim.started.load(std::memory_order_relaxed);
+        auto now = std::chrono::steady_clock::now();
+        if (seen[v].started != started) {
+          seen[v] = {started, now};
+          continue;
+        }
+        if (now - seen[v].since < kStaleJob) continue;
+        least = 1;  // the owner has been busy with one job all this time
+      }
       std::unique_lock<std::mutex> lock(victim.mutex, std::try_to_lock);
-      if (!lock.owns_lock() || victim.queue.size() < 2) continue;
+      if (!lock.owns_lock() || victim.queue.size() < least) continue;
       auto* job = victim.queue.back();
       victim.queue.pop_back();
       victim.size.store(victim.queue.size(), std::memory_order_relaxed);

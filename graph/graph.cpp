@@ -87,16 +87,30 @@ Graph::Edges Graph::out_edges() const {
   return e;
 }
 
+bool is_back_edge(const Graph& graph, const Node& consumer, int slot) {
+  if (graph.node(consumer.inputs[slot].node).op == "NextIteration") return true;
+  // A loop invariant learns from its loop's LoopCond when the frame ends, and the condition
+  // may itself read the invariant.
+  if (consumer.op == "Enter" && slot == 1) {
+    auto it = consumer.attrs.find("is_constant");
+    return it != consumer.attrs.end() && std::get<bool>(it->second);
+  }
+  return false;
+}
+
 std::vector<int> Graph::topological_order() const {
   // Nodes are appended after their inputs, so id order is topological unless GraphDef import
-  // built them otherwise; compute it properly all the same.
+  // built them otherwise or a loop was closed; compute it properly all the same. Loops' back
+  // edges (is_back_edge) are left out, as TensorFlow does.
   std::vector<int> pending(nodes_.size());
-  auto edges = out_edges();
   std::vector<int> order, ready;
   for (auto& n : nodes_) {
-    pending[n->id] = int(n->inputs.size() + n->control_inputs.size());
-    if (pending[n->id] == 0) ready.push_back(n->id);
+    int count = int(n->control_inputs.size());
+    for (int i = 0; i < int(n->inputs.size()); ++i) count += is_back_edge(*this, *n, i) ? 0 : 1;
+    pending[n->id] = count;
+    if (count == 0) ready.push_back(n->id);
   }
+  auto edges = out_edges();
   while (!ready.empty()) {
     int id = ready.back();
     ready.pop_back();
@@ -105,13 +119,32 @@ std::vector<int> Graph::topological_order() const {
       if (--pending[consumer] == 0) ready.push_back(consumer);
     };
     for (auto& port : edges.data[id])
-      for (auto& c : port) release(c.node);
+      for (auto& c : port)
+        if (!is_back_edge(*this, *nodes_[c.node], c.slot)) release(c.node);
     for (int c : edges.control[id]) release(c);
   }
   if (order.size() != nodes_.size())
     fail(ErrorCode::invalid_argument, "graph has a cycle ({} of {} nodes ordered)", order.size(),
          nodes_.size());
   return order;
+}
+
+void Graph::update_input(int node, int slot, Endpoint from) {
+  TROUPE_CHECK_ARG(node >= 0 && node < size() && from.node >= 0 && from.node < size(),
+                   "update_input: no such node");
+  Node& n = *nodes_[node];
+  TROUPE_CHECK_ARG(slot >= 0 && slot < int(n.inputs.size()), "update_input: {} has no input {}", n.describe(), slot);
+  TROUPE_CHECK_ARG(from.port >= 0 && from.port < nodes_[from.node]->num_outputs(), "update_input: {} has no output {}",
+                   nodes_[from.node]->describe(), from.port);
+  Endpoint before = n.inputs[slot];
+  n.inputs[slot] = from;
+  try {
+    infer_shapes(*this, n);  // the op's checks, on the new input
+  } catch (...) {
+    n.inputs[slot] = before;
+    infer_shapes(*this, n);
+    throw;
+  }
 }
 
 ParsedName parse_tensor_name(const std::string& name) {

@@ -77,8 +77,13 @@ class Graph {
     std::vector<std::vector<int>> control;                 // [node]
   };
   Edges out_edges() const;
-  // Node ids, producers before consumers. Throws if the graph has a cycle.
+  // Node ids, producers before consumers, leaving out loops' back edges (a NextIteration's
+  // output into its Merge). Throws if the graph has any other cycle.
   std::vector<int> topological_order() const;
+  // Points data input `slot` of `node` at `from` and runs the op's shape function again (the
+  // change is undone if it fails): how a while loop's Merge gets its NextIteration input,
+  // which exists only after the loop body is built. Consumers keep the shapes inferred so far.
+  void update_input(int node, int slot, Endpoint from);
 
  private:
   std::vector<std::unique_ptr<Node>> nodes_;
@@ -93,6 +98,9 @@ struct ParsedName {
 };
 ParsedName parse_tensor_name(const std::string& name);
 std::string tensor_name(const Node& node, int port);
+// Whether data input `slot` of `consumer` is a loop's back edge: an output of a NextIteration
+// (into its Merge), or the LoopCond a loop invariant's constant Enter takes as input 1.
+bool is_back_edge(const Graph& graph, const Node& consumer, int slot);
 
 // Runs the op's shape function for `node` against the current graph (used by add_node and by
 // GraphDef import).

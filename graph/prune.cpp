@@ -18,6 +18,37 @@ TROUPE_REGISTER_OP(OpDef{
     },
     .required_attrs = {"dtype", "shape", "index"}});
 
+// Rebuilding a graph in topological order meets a loop's Merge before the NextIteration that
+// feeds it. Such an input is pointed at the Merge's first input for the moment and closed by
+// close() once every node exists.
+class BackEdges {
+ public:
+  // The endpoint to build with for input `slot` of a node whose inputs map to `mapped`
+  // (node -1: not built yet).
+  Endpoint hold(std::vector<Endpoint>& mapped, int slot, Endpoint original) {
+    if (mapped[slot].node >= 0) return mapped[slot];
+    if (slot == 0 || mapped[0].node < 0)
+      fail(ErrorCode::internal, "rebuilding the graph met an input built after its consumer that is not a loop's back edge");
+    pending_.push_back({-1, slot, original});
+    return mapped[0];
+  }
+  void built(int new_node) {
+    for (auto it = pending_.rbegin(); it != pending_.rend() && it->node < 0; ++it) it->node = new_node;
+  }
+  template <class Map>
+  void close(Graph& g, Map&& map) {
+    for (auto& f : pending_) g.update_input(f.node, f.slot, map(f.original));
+  }
+
+ private:
+  struct Fixup {
+    int node;
+    int slot;
+    Endpoint original;
+  };
+  std::vector<Fixup> pending_;
+};
+
 }  // namespace
 
 std::vector<bool> needed_nodes(const Graph& graph, const std::vector<Endpoint>& feeds,
@@ -77,18 +108,26 @@ Subgraph extract_subgraph(const Graph& graph, const std::vector<Endpoint>& feeds
     out.args.push_back(arg.id);
   }
   std::vector<int> new_id(graph.size(), -1);
+  BackEdges back_edges;
   for (int id : graph.topological_order()) {
     if (!needed[id]) continue;
     const Node& n = graph.node(id);
     NodeSpec spec{.name = n.name, .op = n.op, .attrs = n.attrs,
                   .requested_device = n.requested_device};
-    for (auto& in : n.inputs) {
+    auto map = [&](const Endpoint& in) {
       auto f = fed_to_arg.find(in);
-      spec.inputs.push_back(f != fed_to_arg.end() ? f->second : Endpoint{new_id[in.node], in.port});
-    }
+      return f != fed_to_arg.end() ? f->second : Endpoint{new_id[in.node], in.port};
+    };
+    for (auto& in : n.inputs) spec.inputs.push_back(map(in));
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) spec.inputs[i] = back_edges.hold(spec.inputs, int(i), n.inputs[i]);
     for (int c : n.control_inputs) spec.control_inputs.push_back(new_id[c]);
     new_id[id] = g.add_node(std::move(spec)).id;
+    back_edges.built(new_id[id]);
   }
+  back_edges.close(g, [&](const Endpoint& in) {
+    auto f = fed_to_arg.find(in);
+    return f != fed_to_arg.end() ? f->second : Endpoint{new_id[in.node], in.port};
+  });
   for (auto& f : fetches) {
     auto a = fed_to_arg.find(f);
     out.fetches.push_back(a != fed_to_arg.end() ? a->second : Endpoint{new_id[f.node], f.port});
@@ -149,15 +188,20 @@ Subgraph eliminate_common_subexpressions(const Subgraph& in) {
   Subgraph out;
   out.graph = std::make_shared<Graph>();
   std::vector<int> new_id(src.size(), -1);
+  BackEdges back_edges;
+  auto map = [&](const Endpoint& e) { return Endpoint{new_id[rep[e.node]], e.port}; };
   for (int id : order) {
     if (rep[id] != id) continue;
     const Node& n = src.node(id);
     NodeSpec spec{.name = n.name, .op = n.op, .attrs = n.attrs,
                   .requested_device = n.requested_device};
-    for (auto& e : n.inputs) spec.inputs.push_back({new_id[rep[e.node]], e.port});
+    for (auto& e : n.inputs) spec.inputs.push_back(map(e));
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) spec.inputs[i] = back_edges.hold(spec.inputs, int(i), n.inputs[i]);
     for (int c : n.control_inputs) spec.control_inputs.push_back(new_id[rep[c]]);
     new_id[id] = out.graph->add_node(std::move(spec)).id;
+    back_edges.built(new_id[id]);
   }
+  back_edges.close(*out.graph, map);
   for (auto& f : in.fetches) out.fetches.push_back({new_id[rep[f.node]], f.port});
   for (int t : in.targets) out.targets.push_back(new_id[rep[t]]);
   for (int a : in.args) out.args.push_back(new_id[a]);

@@ -24,4 +24,38 @@ using Branch = std::function<std::vector<Output>(const Scope& scope, const std::
 std::vector<Output> cond(const Scope& scope, Output pred, const std::vector<Output>& inputs,
                          const Branch& then_fn, const Branch& else_fn);
 
+// The loop primitives (whitepaper §4.4, OSDI'16 §3.4); while_loop() builds loops from them.
+// Enter moves `data` into iteration 0 of the child frame `frame_name` (one frame per
+// invocation of the loop). A constant Enter (a loop invariant) hands its value to every
+// iteration: it takes the loop's LoopCond as a second input, which tells it when the frame
+// ends, and a control input from the loop's first Merge, which starts each iteration.
+Output enter(const Scope& scope, Output data, const std::string& frame_name, int parallel_iterations);
+// Exit(data, pred) returns `data` to the parent frame when the loop ends: its value at the
+// iteration whose `pred` (the LoopCond) is false; a dead loop exits dead.
+Output exit(const Scope& scope, Output data, Output pred);
+// NextIteration moves `data` to the next iteration of its frame, at most
+// `parallel_iterations` ahead of the oldest unfinished one.
+Output next_iteration(const Scope& scope, Output data, int parallel_iterations);
+// LoopCond: the loop's predicate (a bool scalar), passed through.
+Output loop_cond(const Scope& scope, Output pred);
+
+using LoopCondition = std::function<Output(const Scope& scope, const std::vector<Output>& vars)>;
+
+struct WhileOptions {
+  // Iterations that may run at once: iteration k starts only when iterations up to
+  // k - parallel_iterations have finished.
+  int parallel_iterations = 10;
+  std::string name = "while";
+};
+
+// while (cond(vars)) vars = body(vars); returns the final vars. cond returns a bool scalar;
+// body returns one Output per loop variable with the same dtype and a compatible shape. The
+// functions may use any tensor of the graph: values from outside the loop reach every
+// iteration as loop invariants, and loops and conds may nest to any depth. Every node cond
+// and body build runs once per iteration (each is given a control input from the iteration's
+// pivot where it has no other input inside the loop). Control dependencies of `scope`, and
+// any on nodes outside the loop, hold back the loop's start instead.
+std::vector<Output> while_loop(const Scope& scope, const LoopCondition& cond, const Branch& body,
+                               const std::vector<Output>& loop_vars, WhileOptions options = {});
+
 }  // namespace troupe::ops

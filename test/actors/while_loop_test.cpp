@@ -1,0 +1,245 @@
+// while_loop: frames and iterations as tags, loop invariants, nested loops, conds inside
+// loops, dead loops, parallel iterations, bounded state, and errors that name the iteration.
+#include <boost/test/unit_test.hpp>
+
+#include <sys/resource.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "actors/session.hpp"
+#include "ops/all.hpp"
+#include "ops/kernel.hpp"
+#include "test/support/expect_error.hpp"
+#include "test/support/settles.hpp"
+
+using namespace troupe;
+using troupe::testing::contains;
+using troupe::testing::error_of;
+using troupe::testing::settles;
+
+namespace {
+
+using Vars = std::vector<Output>;
+
+Output i32(const Scope& s, int32_t v) { return ops::constant(s, v); }
+
+// n! for a fed n: vars (i, acc), while i <= n: (i + 1, acc * i). n is a loop invariant.
+struct Factorial {
+  Scope root = Scope::root();
+  Output n = ops::placeholder(root.with_op_name("n"), DType::int32, Shape{});
+  std::vector<Output> out = ops::while_loop(
+      root, [&](const Scope& s, const Vars& v) { return ops::less_equal(s, v[0], n); },
+      [](const Scope& s, const Vars& v) { return Vars{ops::add(s, v[0], i32(s, 1)), ops::mul(s, v[1], v[0])}; },
+      {i32(root, 1), i32(root, 1)});
+};
+
+// A test op that counts how many of its kind run at once; its kernel sleeps so that runs
+// that can overlap do.
+std::atomic<int> probes_running{0};
+std::atomic<int> probes_most{0};
+
+class ProbeKernel final : public OpKernel {
+ public:
+  explicit ProbeKernel(const Node&) {}
+  void compute(KernelContext& ctx) override {
+    int now = ++probes_running;
+    int seen = probes_most.load();
+    while (now > seen && !probes_most.compare_exchange_weak(seen, now)) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    --probes_running;
+    ctx.set_output(0, ctx.input(0));
+  }
+};
+TROUPE_REGISTER_OP(OpDef{.name = "TestProbe", .num_inputs = 1, .stateful = true,
+                         .shape_fn = [](InferenceContext& c) { c.set_output(0, c.input_type(0), c.input_shape(0)); }});
+TROUPE_REGISTER_KERNEL("TestProbe", DeviceType::cpu, ProbeKernel);
+
+// The most probes seen running at once in a loop of 6 iterations whose body is a chain of
+// three probes beside the counter: iterations can overlap only by pipelining along the chain.
+int most_probes_at_once(int parallel_iterations) {
+  auto root = Scope::root();
+  auto out = ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 6)); },
+      [](const Scope& s, const Vars& v) {
+        Output x = v[0];
+        for (int i = 0; i < 3; ++i) x = Output(&s.add("TestProbe", {x}));
+        return Vars{ops::add(s, v[0], i32(s, 1))};
+      },
+      {i32(root, 0)}, {.parallel_iterations = parallel_iterations});
+  Session s(root, SessionOptions{.threads = 4});
+  probes_most = 0;
+  BOOST_TEST(s.run({out[0]})[0].scalar_value<int32_t>() == 6);
+  BOOST_TEST(settles(s));
+  return probes_most.load();
+}
+
+long max_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(factorial_by_while_loop) {
+  Factorial f;
+  Session s(f.root);
+  auto run = [&](int32_t n) { return s.run({{f.n, Tensor::scalar<int32_t>(n)}}, {f.out[1]})[0].scalar_value<int32_t>(); };
+  BOOST_TEST(run(5) == 120);
+  BOOST_TEST(run(10) == 3628800);
+  BOOST_TEST(run(0) == 1, "a loop whose condition fails at once returns its initial values");
+  BOOST_TEST(run(1) == 1);
+  BOOST_TEST(s.num_executables() == 1);
+  BOOST_TEST(settles(s), "no node keeps a frame once the loop is over:\n" << s.describe_waiting());
+}
+
+BOOST_AUTO_TEST_CASE(fibonacci_by_while_loop) {
+  auto root = Scope::root();
+  auto n = ops::placeholder(root, DType::int32, Shape{});
+  auto out = ops::while_loop(
+      root, [&](const Scope& s, const Vars& v) { return ops::less(s, v[0], n); },
+      [](const Scope& s, const Vars& v) { return Vars{ops::add(s, v[0], i32(s, 1)), v[2], ops::add(s, v[1], v[2])}; },
+      {i32(root, 0), i32(root, 0), i32(root, 1)}, {.name = "fib"});
+  Session s(root);
+  auto fib = [&](int32_t k) { return s.run({{n, Tensor::scalar<int32_t>(k)}}, {out[1]})[0].scalar_value<int32_t>(); };
+  BOOST_TEST(fib(10) == 55);
+  BOOST_TEST(fib(30) == 832040);
+  BOOST_TEST(fib(1) == 1);
+  BOOST_TEST(settles(s));
+}
+
+BOOST_AUTO_TEST_CASE(nested_loops_see_the_outer_iteration_and_outer_invariants) {
+  // for i in [0, 4): for j in [0, i): total += m   =>  total = m * (0 + 1 + 2 + 3)
+  auto root = Scope::root();
+  auto m = ops::placeholder(root.with_op_name("m"), DType::int32, Shape{});
+  auto out = ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 4)); },
+      [&](const Scope& s, const Vars& outer) {
+        Output i = outer[0];
+        auto inner = ops::while_loop(
+            s, [&](const Scope& t, const Vars& v) { return ops::less(t, v[0], i); },
+            [&](const Scope& t, const Vars& v) { return Vars{ops::add(t, v[0], i32(t, 1)), ops::add(t, v[1], m)}; },
+            {i32(s, 0), outer[1]}, {.name = "inner"});
+        return Vars{ops::add(s, i, i32(s, 1)), inner[1]};
+      },
+      {i32(root, 0), i32(root, 0)}, {.name = "outer"});
+  Session s(root);
+  BOOST_TEST(s.run({{m, Tensor::scalar<int32_t>(5)}}, {out[1]})[0].scalar_value<int32_t>() == 30);
+  BOOST_TEST(s.run({{m, Tensor::scalar<int32_t>(-2)}}, {out[1]})[0].scalar_value<int32_t>() == -12);
+  BOOST_TEST(settles(s), s.describe_waiting());
+}
+
+BOOST_AUTO_TEST_CASE(a_cond_inside_a_loop_takes_its_branch_per_iteration) {
+  // sum over i in [0, 10) of (i < 5 ? 2 i : i) = 2 (0+1+2+3+4) + (5+6+7+8+9) = 55
+  auto root = Scope::root();
+  auto out = ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 10)); },
+      [](const Scope& s, const Vars& v) {
+        auto term = ops::cond(
+            s, ops::less(s, v[0], i32(s, 5)), {v[0]},
+            [](const Scope& b, const Vars& in) { return Vars{ops::mul(b, in[0], i32(b, 2))}; },
+            [](const Scope& b, const Vars& in) { return Vars{ops::identity(b, in[0])}; })[0];
+        return Vars{ops::add(s, v[0], i32(s, 1)), ops::add(s, v[1], term)};
+      },
+      {i32(root, 0), i32(root, 0)});
+  Session s(root);
+  BOOST_TEST(s.run({out[1]})[0].scalar_value<int32_t>() == 55);
+  BOOST_TEST(settles(s), s.describe_waiting());
+}
+
+BOOST_AUTO_TEST_CASE(a_loop_in_an_untaken_branch_is_dead_and_does_not_run) {
+  // The loop would divide by zero in its first iteration if it ran.
+  auto root = Scope::root();
+  auto p = ops::placeholder(root, DType::boolean, Shape{});
+  auto out = ops::cond(
+      root, p, {i32(root, 0)},
+      [](const Scope& s, const Vars& in) {
+        return Vars{ops::while_loop(
+            s, [](const Scope& t, const Vars& v) { return ops::less(t, v[0], i32(t, 3)); },
+            [](const Scope& t, const Vars& v) { return Vars{ops::add(t, v[0], ops::div(t, i32(t, 1), v[0]))}; },
+            {in[0]})[0]};
+      },
+      [](const Scope& s, const Vars& in) { return Vars{ops::add(s, in[0], i32(s, 7))}; })[0];
+  Session s(root);
+  BOOST_TEST(s.run({{p, Tensor::scalar(false)}}, {out})[0].scalar_value<int32_t>() == 7);
+  BOOST_TEST(settles(s), "a dead loop leaves no frame behind:\n" << s.describe_waiting());
+  auto m = error_of([&] { s.run({{p, Tensor::scalar(true)}}, {out}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "division by zero"), m);
+}
+
+BOOST_AUTO_TEST_CASE(parallel_iterations_bounds_how_many_iterations_overlap) {
+  BOOST_TEST(most_probes_at_once(1) == 1, "with parallel_iterations 1 an iteration waits for the one before");
+  BOOST_TEST(most_probes_at_once(4) >= 2, "with parallel_iterations 4 later iterations start while earlier run");
+}
+
+BOOST_AUTO_TEST_CASE(a_loop_of_a_million_iterations_runs_in_bounded_memory) {
+  auto root = Scope::root();
+  auto n = ops::placeholder(root, DType::int32, Shape{});
+  auto out = ops::while_loop(
+      root, [&](const Scope& s, const Vars& v) { return ops::less(s, v[0], n); },
+      [](const Scope& s, const Vars& v) {
+        return Vars{ops::add(s, v[0], i32(s, 1)), ops::add(s, v[1], ops::constant(s, Tensor::from_vector<float>(std::vector<float>(256, 1.0f))))};
+      },
+      {i32(root, 0), ops::constant(root, Tensor::zeros(DType::float32, Shape{256}))});
+  Session s(root);
+  auto run = [&](int32_t k) { return s.run({{n, Tensor::scalar<int32_t>(k)}}, std::vector<TensorName>{out[0], out[1]}); };
+  run(1000);  // warm: actors, kernels, allocator caches
+  long before = max_rss_kib();
+  auto r = run(1000000);
+  long grown_mib = (max_rss_kib() - before) / 1024;
+  BOOST_TEST(r[0].scalar_value<int32_t>() == 1000000);
+  BOOST_TEST(r[1].data<float>()[255] == 1000000.0f);
+  BOOST_TEST(grown_mib < 32, "a finished iteration's state is freed; the peak grew by " << grown_mib << " MiB");
+  BOOST_TEST(settles(s), s.describe_waiting());
+}
+
+BOOST_AUTO_TEST_CASE(an_error_in_an_iteration_names_the_frame_and_the_iteration) {
+  // x / (3 - i) fails at i = 3.
+  auto root = Scope::root();
+  auto out = ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 10)); },
+      [](const Scope& s, const Vars& v) {
+        auto q = ops::div(s.with_op_name("quotient"), i32(s, 6), ops::sub(s, i32(s, 3), v[0]));
+        return Vars{ops::add(s, v[0], i32(s, 1)), ops::add(s, v[1], q)};
+      },
+      {i32(root, 0), i32(root, 0)}, {.name = "divide"});
+  Session s(root);
+  auto m = error_of([&] { s.run({out[1]}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "divide/body/quotient"), m);
+  BOOST_TEST(contains(m, "in frame 'divide' iteration 3"), m);
+  BOOST_TEST(contains(m, "division by zero"), m);
+  BOOST_TEST(settles(s), "the failed step's frames are dropped:\n" << s.describe_waiting());
+  // The session still runs other steps.
+  auto ok = ops::add(root, i32(root, 1), i32(root, 2));
+  BOOST_TEST(s.run({ok})[0].scalar_value<int32_t>() == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_body_that_changes_a_loop_variables_dtype_is_refused) {
+  auto root = Scope::root();
+  auto m = error_of(
+      [&] {
+        ops::while_loop(
+            root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 3)); },
+            [](const Scope& s, const Vars& v) { return Vars{ops::cast(s, v[0], DType::float32)}; }, {i32(root, 0)});
+      },
+      ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "loop variable 0 is int32 before the loop but the body returns float32"), m);
+}
+
+BOOST_AUTO_TEST_CASE(fetching_a_value_inside_a_loop_is_refused) {
+  auto root = Scope::root();
+  Output inside;
+  ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 3)); },
+      [&](const Scope& s, const Vars& v) {
+        inside = ops::add(s.with_op_name("step"), v[0], i32(s, 1));
+        return Vars{inside};
+      },
+      {i32(root, 0)});
+  Session s(root);
+  auto m = error_of([&] { s.run({inside}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "is inside while loop 'while'"), m);
+}
