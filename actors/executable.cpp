@@ -129,6 +129,32 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     }
   }
 
+  // Pass-through nodes (Identity, LoopCond) that take one value by message and have no control
+  // edges and no fetch cost a hop and a firing per value and change nothing: their consumers
+  // are wired to the producer instead, and they get no actor. (A loop's iteration has two.)
+  std::vector<bool> forwards(std::size_t(g.size()), false);
+  {
+    auto edges = g.out_edges();
+    std::vector<bool> reported(std::size_t(g.size()), false);
+    for (auto& f : sub.fetches) reported[f.node] = true;
+    for (int t : sub.targets) reported[t] = true;
+    for (int id = 0; id < g.size(); ++id) {
+      const Node& n = g.node(id);
+      if (active[id] && (n.op == "Identity" || n.op == "LoopCond") && n.inputs.size() == 1 &&
+          !p.nodes[id].fixed_inputs[0].is_initialized() && n.control_inputs.empty() && edges.control[id].empty() &&
+          !reported[id]) {
+        forwards[id] = true;
+        active[id] = false;
+        p.nodes[id].active = false;
+        kernels[id].reset();
+      }
+    }
+  }
+  auto producer_of = [&](Endpoint e) {
+    while (forwards[e.node]) e = g.node(e.node).inputs[0];
+    return e;
+  };
+
   // Actors first, then the wiring that names them; nothing runs before the first step.
   p.step_actor = system.spawn(troupe::step_actor, std::shared_ptr<const ExecPlan>(plan_));
   p.actors.resize(std::size_t(g.size()));
@@ -140,9 +166,11 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     const Node& n = g.node(id);
     if (!active[id]) continue;
     for (int slot = 0; slot < int(n.inputs.size()); ++slot)
-      if (!p.nodes[id].fixed_inputs[slot].is_initialized())
-        p.nodes[n.inputs[slot].node].outputs[n.inputs[slot].port].push_back(
-            {p.actors[id], uint32_t(slot)});
+      if (!p.nodes[id].fixed_inputs[slot].is_initialized()) {
+        Endpoint from = producer_of(n.inputs[slot]);
+        p.nodes[from.node].outputs[from.port].push_back(
+            {p.actors[id], uint32_t(slot), p.nodes[id].role == NodeRole::exit && slot == 0});
+      }
     for (int c : n.control_inputs) p.nodes[c].control_outputs.push_back({p.actors[id], kControlSlot});
   }
   for (int i = 0; i < p.num_fetches; ++i) {

@@ -21,6 +21,7 @@ namespace troupe {
 struct Target {
   caf::actor actor;
   uint32_t slot;
+  bool drop_dead = false;  // an Exit's data input: only the last iteration's live value matters
 };
 
 // How the node actor treats a node's messages (ARCHITECTURE.md, "The message that flows").

@@ -82,6 +82,7 @@ void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
     case NodeRole::loop_merge: on_loop_merge_input(tag, slot, value); return;
     case NodeRole::next_iteration: on_next_iteration_input(tag, slot, value); return;
     case NodeRole::enter_constant: on_invariant_input(tag, slot, value); return;
+    case NodeRole::exit: on_exit_input(tag, slot, value); return;
     default: break;
   }
   if (expected_ == 1) {  // one input or one start signal: fire at once, keep nothing
@@ -148,6 +149,16 @@ void NodeActor::on_next_iteration_input(const Tag& tag, uint32_t slot, Value& va
   // Data: the value for the next iteration. Control: the frame's gate says iteration
   // tag.iteration has finished. Iteration k may start once every iteration up to
   // k - parallel_iterations has finished.
+  if (me_->num_controls == 0) {
+    // No gate: the value's arrival is the iteration's end (while_loop leaves the gate out
+    // when the producer of this value is the body's only sink), so the next one may start.
+    if (!value.dead) {
+      Tag next = tag;
+      ++next.iteration;
+      emit(next, &value.tensor, false);
+    }
+    return;
+  }
   auto key = FrameKey{tag.step, tag.frame};
   IterationGate& g = gates_[key];
   const int64_t window = me_->parallel_iterations;
@@ -179,6 +190,27 @@ void NodeActor::on_next_iteration_input(const Tag& tag, uint32_t slot, Value& va
     else g.held.emplace_back(std::move(next), std::move(value.tensor));
   }
   if (g.last >= 0 && g.done_below > g.last) gates_.erase(key);
+}
+
+void NodeActor::on_exit_input(const Tag& tag, uint32_t slot, Value& value) {
+  // Slot 1, the LoopCond, arrives every iteration: true, the loop goes on; dead, the whole loop
+  // is dead and exits dead; false, this is the last iteration, whose value (slot 0, sent only
+  // when live) leaves the frame. The two of the last iteration may come in either order.
+  if (slot == kControlSlot) return;
+  if (slot == 1 && !value.dead && value.tensor.scalar_value<bool>()) return;
+  auto key = FrameKey{tag.step, tag.frame};
+  if (slot == 1 && value.dead) {
+    exits_.erase(key);
+    emit(parent_tag(tag), nullptr, true);
+    return;
+  }
+  auto [it, fresh] = exits_.try_emplace(key);
+  if (slot == 0) it->second.value = std::move(value.tensor);
+  else it->second.last = true;
+  if (!it->second.last || !it->second.value.is_initialized()) return;
+  Tensor out = std::move(it->second.value);
+  exits_.erase(it);
+  emit(parent_tag(tag), &out, false);
 }
 
 void NodeActor::serve(Invariant& inv, const Tag& tag) {
@@ -222,17 +254,6 @@ bool NodeActor::fire_frame_op(const Tag& tag, Tensor* inputs, bool dead) {
     case NodeRole::enter: {
       emit(child_tag(tag, get_attr<std::string>(me_->node->attrs, "frame_name", me_->node->name), me_->frame_hash),
            inputs, dead);
-      return true;
-    }
-    case NodeRole::exit: {
-      // (data, pred) of one iteration: data is live only in the last iteration, pred is live
-      // in every iteration of a loop that runs; both dead: the whole loop is dead.
-      try {
-        if (inputs[0].is_initialized()) emit(parent_tag(tag), inputs, false);
-        else if (!inputs[1].is_initialized()) emit(parent_tag(tag), nullptr, true);
-      } catch (const Error& e) {
-        report_error(tag, e.code(), e.what());
-      }
       return true;
     }
     default: return false;
@@ -325,6 +346,7 @@ void NodeActor::emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_o
   for (std::size_t port = 0; port < me_->outputs.size(); ++port) {
     bool port_dead = dead || (port < 64 && (dead_outputs >> port) & 1);
     for (const Target& t : me_->outputs[port]) {
+      if (port_dead && t.drop_dead) continue;
       send_input(context(), t.actor, tag, t.slot, Value{port_dead ? Tensor() : outputs[port], port_dead});
     }
   }
@@ -358,6 +380,7 @@ void NodeActor::on_abort(uint64_t step) {
     if (p->used && p->tag.step == step) release(*p);
   gates_.erase(gates_.lower_bound({step, 0}), gates_.upper_bound({step, UINT64_MAX}));
   invariants_.erase(invariants_.lower_bound({step, 0}), invariants_.upper_bound({step, UINT64_MAX}));
+  exits_.erase(exits_.lower_bound({step, 0}), exits_.upper_bound({step, UINT64_MAX}));
 }
 
 std::vector<WaitReport> NodeActor::on_waits() const {
@@ -380,6 +403,11 @@ std::vector<WaitReport> NodeActor::on_waits() const {
     WaitReport r{me_->node->name, Tag{key.first, key.second, g.done_below, nullptr}, 0, 1, {}};
     r.missing.push_back(fmt::format("iteration {} of its frame to finish ({} value(s) held back, parallel_iterations {})",
                                     g.done_below, g.held.size(), me_->parallel_iterations));
+    out.push_back(std::move(r));
+  }
+  for (auto& [key, e] : exits_) {
+    WaitReport r{me_->node->name, Tag{key.first, key.second, 0, nullptr}, 1, 2, {}};
+    r.missing.push_back(e.last ? "the last iteration's value" : "the loop's last LoopCond");
     out.push_back(std::move(r));
   }
   for (auto& [key, inv] : invariants_) {

@@ -59,6 +59,7 @@ class NodeActor : public caf::event_based_actor {
   void on_loop_merge_input(const Tag& tag, uint32_t slot, Value& value);
   void on_next_iteration_input(const Tag& tag, uint32_t slot, Value& value);
   void on_invariant_input(const Tag& tag, uint32_t slot, Value& value);
+  void on_exit_input(const Tag& tag, uint32_t slot, Value& value);
   bool fire_frame_op(const Tag& tag, Tensor* inputs, bool dead);
   void report_error(const Tag& tag, ErrorCode code, const std::string& cause);
   Pending& pending_for(const Tag& tag);
@@ -95,6 +96,11 @@ class NodeActor : public caf::event_based_actor {
   };
   std::map<FrameKey, IterationGate> gates_;
   std::map<FrameKey, Invariant> invariants_;
+  struct ExitState {  // Exit: the last iteration's value and pred, whichever came first
+    Tensor value;
+    bool last = false;
+  };
+  std::map<FrameKey, ExitState> exits_;
   void serve(Invariant& inv, const Tag& tag);
   void forget_if_over(std::map<FrameKey, Invariant>::iterator it);
   std::unordered_set<uint64_t> aborted_;

@@ -4,7 +4,7 @@
 // (LIFO, for locality: the consumer of a value runs where the value is hot in cache). An idle
 // worker steals the oldest job of another worker, with try_lock only, so a thief never makes
 // the owner wait, and only from a worker with more than one job queued, or with one job that
-// has waited behind the owner's current job for kStaleJob (a long kernel would otherwise hold
+// has waited behind the owner's current job for kStaleRounds of the thief's spin (a long kernel would otherwise hold
 // up the next stage of a pipeline, such as the next iteration of a loop). A worker that wakes a
 // job while others sleep wakes one of them. Idle workers spin briefly, then sleep.
 //
@@ -157,16 +157,19 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     return job;
   }
 
-  static constexpr std::chrono::microseconds kStaleJob{200};
+  // Rounds of a thief's spin (each a look at every queue, the later ones after a yield) that a
+  // victim's lone job may wait behind the same running job before the thief takes it.
+  static constexpr int kStaleRounds = 64;
 
   template <class Worker>
   static caf::resumable* steal(Worker* self) {
     auto* parent = self->parent();
     auto n = parent->num_workers();
-    // Per victim: its job count when this thief first saw it holding one queued job, and when.
+    // Per victim: its job count when this thief first saw it holding one queued job, and how
+    // many times it has seen the same since.
     struct Seen {
       uint64_t started = ~uint64_t(0);
-      std::chrono::steady_clock::time_point since;
+      int rounds = 0;
     };
     thread_local std::vector<Seen> seen;
     if (seen.size() < n) seen.resize(n);
@@ -178,12 +181,11 @@ class SchedulingPolicy : public caf::policy::unprofiled {
       std::size_t least = 2;
       if (queued == 1) {
         uint64_t started = victim.started.load(std::memory_order_relaxed);
-        auto now = std::chrono::steady_clock::now();
         if (seen[v].started != started) {
-          seen[v] = {started, now};
+          seen[v] = {started, 0};
           continue;
         }
-        if (now - seen[v].since < kStaleJob) continue;
+        if (++seen[v].rounds < kStaleRounds) continue;
         least = 1;  // the owner has been busy with one job all this time
       }
       std::unique_lock<std::mutex> lock(victim.mutex, std::try_to_lock);

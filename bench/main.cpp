@@ -2,6 +2,7 @@
 //   troupe-bench executor --shape chain|fanout|random --nodes N --steps S [--json]
 //   troupe-bench convnet --model alexnet|overfeat|vgg|googlenet --batch N --device cpu|gpu
 //                        --steps S --warmup W [--json]
+//   troupe-bench loop --iterations N [--parallel 1,10] [--body trivial,independent] [--json]
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -12,6 +13,7 @@
 namespace troupe::bench {
 int executor_main(int argc, char** argv);
 int convnet_main(int argc, char** argv);
+int loop_main(int argc, char** argv);
 }
 
 int main(int argc, char** argv) {
@@ -20,13 +22,16 @@ int main(int argc, char** argv) {
                  "usage: troupe-bench executor --shape chain|fanout|random --nodes N --steps S "
                  "[--warmup W] [--threads T] [--json]\n"
                  "       troupe-bench convnet --model alexnet|overfeat|vgg|googlenet [--batch N] "
-                 "[--device cpu|gpu] [--steps S] [--warmup W] [--threads T] [--json]\n");
+                 "[--device cpu|gpu] [--steps S] [--warmup W] [--threads T] [--json]\n"
+                 "       troupe-bench loop --iterations N [--parallel 1,10] [--body trivial,independent] "
+                 "[--steps S] [--warmup W] [--threads T] [--json]\n");
     return 2;
   };
   if (argc < 2) return usage();
   try {
     if (std::strcmp(argv[1], "executor") == 0) return troupe::bench::executor_main(argc - 1, argv + 1);
     if (std::strcmp(argv[1], "convnet") == 0) return troupe::bench::convnet_main(argc - 1, argv + 1);
+    if (std::strcmp(argv[1], "loop") == 0) return troupe::bench::loop_main(argc - 1, argv + 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe-bench: %s\n", e.what());
     return 1;

@@ -192,6 +192,11 @@ void gate_iterations(const Scope& s, const LoopNodes& l) {
     for (int c : edges.control[id]) sink = sink && !stays(c);
     if (sink) sinks.push_back(id);
   }
+  if (sinks.empty()) sinks.push_back(l.pivot);
+  // One loop variable whose new value is the body's only sink: that value's arrival at the
+  // NextIteration already says the iteration has finished, and the gate is left out.
+  if (l.next_iterations.size() == 1 && sinks.size() == 1 && g.node(l.next_iterations[0]).inputs[0].node == sinks[0])
+    return;
   int gate = g.add_node(NodeSpec{.name = s.unique_name("iteration_done"),
                                  .op = "NoOp",
                                  .control_inputs = sinks,
