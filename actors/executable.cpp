@@ -35,10 +35,39 @@ NodeRole role_of(const Graph& g, const Node& n) {
   if (n.op == "Enter") return get_attr_or<bool>(n.attrs, "is_constant", false) ? NodeRole::enter_constant : NodeRole::enter;
   if (n.op == "Exit") return NodeRole::exit;
   if (n.op == "NextIteration") return NodeRole::next_iteration;
+  if (n.op == "StackPush") return NodeRole::stack_push;
+  if (n.op == "StackPop") return NodeRole::stack_pop;
   return NodeRole::kernel;
 }
 
 }  // namespace
+
+void StackStore::push(uint64_t step, uint64_t frame, uint64_t stack, int64_t iteration, Value value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto& values = stacks_[{step, frame, stack}];
+  if (int64_t(values.size()) <= iteration) values.resize(std::size_t(iteration) + 1);
+  values[std::size_t(iteration)] = std::move(value);
+}
+
+Value StackStore::pop(uint64_t step, uint64_t frame, uint64_t stack, int64_t iteration) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = stacks_.find({step, frame, stack});
+  if (it == stacks_.end() || iteration < 0 || int64_t(it->second.size()) <= iteration)
+    fail(ErrorCode::internal, "the forward loop saved no value for its iteration {}", iteration);
+  Value v = std::move(it->second[std::size_t(iteration)]);
+  if (iteration == 0) stacks_.erase(it);
+  return v;
+}
+
+void StackStore::drop_step(uint64_t step) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stacks_.erase(stacks_.lower_bound({step, 0, 0}), stacks_.upper_bound({step, UINT64_MAX, UINT64_MAX}));
+}
+
+std::size_t StackStore::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stacks_.size();
+}
 
 Executable::Executable(caf::actor_system& system, const Graph& graph,
                        const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
@@ -65,6 +94,29 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     if (!frame_of(t).empty())
       fail(ErrorCode::invalid_argument, "target '{}' is inside while loop '{}': run the loop's results instead",
            g.node(t).name, frame_of(t));
+
+  // Values cross a loop's boundary only through Enter (in) and Exit (out): any other edge
+  // between frames would deliver its messages under the wrong tags and hang the step.
+  auto where = [&](const std::string& f) { return f.empty() ? std::string("outside any loop") : "in while loop '" + f + "'"; };
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == "Exit") continue;
+    const std::string frame = frame_of(id);
+    const bool enter = n.op == "Enter";
+    for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
+      const Node& p = g.node(n.inputs[slot].node);
+      if ((enter && slot == 0) || (p.op == "Const" && p.control_inputs.empty())) continue;
+      if (frame_of(p.id) != frame)
+        fail(ErrorCode::invalid_argument,
+             "{} {} reads {} {}: values cross a loop's boundary only through Enter and Exit (build loops with while_loop)",
+             n.describe(), where(frame), tensor_name(p, n.inputs[slot].port), where(frame_of(p.id)));
+    }
+    for (int c : n.control_inputs)
+      if (!(enter && !get_attr_or<bool>(n.attrs, "is_constant", false)) && frame_of(c) != frame)
+        fail(ErrorCode::invalid_argument,
+             "{} {} has a control input from {} {}: control edges do not cross a loop's boundary",
+             n.describe(), where(frame), g.node(c).describe(), where(frame_of(c)));
+  }
 
   // Constant inputs are handed to their consumers once, here, instead of travelling as a
   // message every step: a Const without control inputs has the same value in every step and
@@ -119,6 +171,10 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     np.role = role_of(g, n);
     if (np.role == NodeRole::enter || np.role == NodeRole::enter_constant)
       np.frame_hash = std::hash<std::string>{}(get_attr<std::string>(n.attrs, "frame_name", n.name));
+    if (np.role == NodeRole::stack_pop)
+      np.frame_hash = std::hash<std::string>{}(get_attr<std::string>(n.attrs, "forward_frame", n.name));
+    if (np.role == NodeRole::stack_push || np.role == NodeRole::stack_pop)
+      np.stack_hash = std::hash<std::string>{}(get_attr<std::string>(n.attrs, "stack_name", n.name));
     np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
     if (np.active && !n.op_def->variable_op && !n.op_def->fires_on_first_live_input && !n.op_def->frame_op) {
       try {

@@ -8,8 +8,11 @@
 // The ExecPlan below is written while the Executable is being built and is read-only from the
 // moment the first message is sent; node actors read it without locks. Destroying the
 // Executable stops all its actors; it must not happen while a step is in flight.
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "actors/messages.hpp"
@@ -33,12 +36,32 @@ enum class NodeRole {
   enter_constant,  // a loop invariant: into every iteration of the child frame
   exit,            // back to the parent frame when the loop ends
   next_iteration,  // on to the next iteration, at most parallel_iterations ahead
+  stack_push,      // saves a forward loop's value of each iteration
+  stack_pop,       // hands them to the gradient loop, last first
+};
+
+// The values StackPush nodes save for a loop's gradient, per step, forward frame and stack;
+// shared by the node actors of one executable (under a mutex), cleared when a step ends.
+class StackStore {
+ public:
+  void push(uint64_t step, uint64_t frame, uint64_t stack, int64_t iteration, Value value);
+  // The value saved at `iteration`; the stack is forgotten once its iteration 0 is taken.
+  // Throws internal when there is none.
+  Value pop(uint64_t step, uint64_t frame, uint64_t stack, int64_t iteration);
+  void drop_step(uint64_t step);
+  std::size_t size() const;  // stacks held
+
+ private:
+  using Key = std::tuple<uint64_t, uint64_t, uint64_t>;
+  mutable std::mutex mutex_;
+  std::map<Key, std::vector<Value>> stacks_;
 };
 
 struct NodePlan {
   const Node* node = nullptr;
   NodeRole role = NodeRole::kernel;
-  uint64_t frame_hash = 0;       // enter roles: hash of the frame name
+  uint64_t frame_hash = 0;       // enter roles: hash of the frame name; stack_pop: the forward frame's
+  uint64_t stack_hash = 0;       // stack roles: hash of the stack name
   int parallel_iterations = 1;   // next_iteration
   const Device* device = nullptr;
   bool active = true;    // false: a hoisted Const that needs no actor
@@ -63,6 +86,7 @@ struct ExecPlan {
   int num_fetches = 0;
   int num_targets = 0;
   std::vector<std::string> fetch_names;
+  mutable StackStore stacks;
 };
 
 struct ExecutableOptions {

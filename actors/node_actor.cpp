@@ -83,6 +83,9 @@ void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
     case NodeRole::next_iteration: on_next_iteration_input(tag, slot, value); return;
     case NodeRole::enter_constant: on_invariant_input(tag, slot, value); return;
     case NodeRole::exit: on_exit_input(tag, slot, value); return;
+    case NodeRole::stack_push:
+      if (slot != kControlSlot) on_stack_push(tag, value);
+      return;
     default: break;
   }
   if (expected_ == 1) {  // one input or one start signal: fire at once, keep nothing
@@ -195,22 +198,49 @@ void NodeActor::on_next_iteration_input(const Tag& tag, uint32_t slot, Value& va
 void NodeActor::on_exit_input(const Tag& tag, uint32_t slot, Value& value) {
   // Slot 1, the LoopCond, arrives every iteration: true, the loop goes on; dead, the whole loop
   // is dead and exits dead; false, this is the last iteration, whose value (slot 0, sent only
-  // when live) leaves the frame. The two of the last iteration may come in either order.
-  if (slot == kControlSlot) return;
+  // when live) leaves the frame, with the number of iterations that ran. Those of the last
+  // iteration may come in either order. With a control input (the loop's iteration gate, where
+  // a gradient saves values of each iteration) the Exit also waits until every iteration has
+  // finished.
   if (slot == 1 && !value.dead && value.tensor.scalar_value<bool>()) return;
+  const bool gated = me_->num_controls > 0;
+  if (slot == kControlSlot && !gated) return;
   auto key = FrameKey{tag.step, tag.frame};
-  if (slot == 1 && value.dead) {
-    exits_.erase(key);
+  if (slot == 1 && value.dead && !gated) {
     emit(parent_tag(tag), nullptr, true);
     return;
   }
   auto [it, fresh] = exits_.try_emplace(key);
-  if (slot == 0) it->second.value = std::move(value.tensor);
-  else it->second.last = true;
-  if (!it->second.last || !it->second.value.is_initialized()) return;
-  Tensor out = std::move(it->second.value);
+  ExitState& e = it->second;
+  if (slot == 0) {
+    e.value = std::move(value.tensor);
+  } else if (slot == 1) {
+    e.last = tag.iteration;
+    e.dead = value.dead;
+  } else if (tag.iteration == e.done_below) {
+    ++e.done_below;
+    std::sort(e.done_above.begin(), e.done_above.end());
+    std::size_t used = 0;
+    while (used < e.done_above.size() && e.done_above[used] == e.done_below) ++e.done_below, ++used;
+    e.done_above.erase(e.done_above.begin(), e.done_above.begin() + std::ptrdiff_t(used));
+  } else {
+    e.done_above.push_back(tag.iteration);
+  }
+  if (e.last < 0 || (!e.dead && !e.value.is_initialized()) || (gated && e.done_below <= e.last)) return;
+  Tag parent = parent_tag(tag);
+  if (e.dead) {
+    exits_.erase(it);
+    emit(parent, nullptr, true);
+    return;
+  }
+  std::array<Tensor, 2> out{std::move(e.value), Tensor::scalar<int32_t>(int32_t(e.last))};
   exits_.erase(it);
-  emit(parent_tag(tag), &out, false);
+  emit(parent, out.data(), false);
+}
+
+void NodeActor::on_stack_push(const Tag& tag, Value& value) {
+  plan_->stacks.push(tag.step, tag.frame, me_->stack_hash, tag.iteration, std::move(value));
+  emit(tag, nullptr, false);  // control outputs: the iteration gate
 }
 
 void NodeActor::serve(Invariant& inv, const Tag& tag) {
@@ -254,6 +284,28 @@ bool NodeActor::fire_frame_op(const Tag& tag, Tensor* inputs, bool dead) {
     case NodeRole::enter: {
       emit(child_tag(tag, get_attr<std::string>(me_->node->attrs, "frame_name", me_->node->name), me_->frame_hash),
            inputs, dead);
+      return true;
+    }
+    case NodeRole::stack_pop: {
+      // Iteration j of the gradient loop takes iteration n - 1 - j of the forward loop, entered
+      // from the same parent as this loop. The last, dead, iteration (j = n) takes nothing.
+      if (dead) {
+        emit(tag, nullptr, true);
+        return true;
+      }
+      try {
+        const int64_t n = inputs[0].scalar_value<int32_t>();
+        const int64_t k = n - 1 - tag.iteration;
+        if (k < 0) {
+          emit(tag, nullptr, true);
+          return true;
+        }
+        uint64_t forward = child_frame_id(parent_tag(tag), me_->frame_hash);
+        Value v = plan_->stacks.pop(tag.step, forward, me_->stack_hash, k);
+        emit(tag, &v.tensor, v.dead);
+      } catch (const Error& e) {
+        report_error(tag, e.code(), e.what());
+      }
       return true;
     }
     default: return false;
@@ -407,7 +459,7 @@ std::vector<WaitReport> NodeActor::on_waits() const {
   }
   for (auto& [key, e] : exits_) {
     WaitReport r{me_->node->name, Tag{key.first, key.second, 0, nullptr}, 1, 2, {}};
-    r.missing.push_back(e.last ? "the last iteration's value" : "the loop's last LoopCond");
+    r.missing.push_back(e.last >= 0 ? "the last iteration's value" : "the loop's last LoopCond");
     out.push_back(std::move(r));
   }
   for (auto& [key, inv] : invariants_) {

@@ -60,6 +60,7 @@ class NodeActor : public caf::event_based_actor {
   void on_next_iteration_input(const Tag& tag, uint32_t slot, Value& value);
   void on_invariant_input(const Tag& tag, uint32_t slot, Value& value);
   void on_exit_input(const Tag& tag, uint32_t slot, Value& value);
+  void on_stack_push(const Tag& tag, Value& value);
   bool fire_frame_op(const Tag& tag, Tensor* inputs, bool dead);
   void report_error(const Tag& tag, ErrorCode code, const std::string& cause);
   Pending& pending_for(const Tag& tag);
@@ -98,7 +99,10 @@ class NodeActor : public caf::event_based_actor {
   std::map<FrameKey, Invariant> invariants_;
   struct ExitState {  // Exit: the last iteration's value and pred, whichever came first
     Tensor value;
-    bool last = false;
+    int64_t last = -1;  // the iteration whose pred was false or dead
+    bool dead = false;
+    int64_t done_below = 0;  // gated: iterations below this one have all finished
+    std::vector<int64_t> done_above;
   };
   std::map<FrameKey, ExitState> exits_;
   void serve(Invariant& inv, const Tag& tag);

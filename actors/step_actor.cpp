@@ -10,6 +10,7 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
     if (it == self->state.steps.end()) return;
     it->second.promise.deliver(std::move(result));
     self->state.steps.erase(it);
+    self->state.plan->stacks.drop_step(step);  // what a loop saved for a gradient the step did not run
   };
   return {
       [self](run_atom, uint64_t step, std::vector<Tensor>& feeds) -> caf::result<StepResult> {

@@ -1,5 +1,7 @@
 #include "graph/gradients.hpp"
 
+#include <set>
+
 #include <algorithm>
 #include <map>
 
@@ -53,7 +55,8 @@ Output sum_of(const Scope& scope, const std::vector<Output>& parts) {
 }  // namespace
 
 std::vector<Output> gradients(const Scope& outer, const std::vector<Output>& ys,
-                              const std::vector<Output>& xs, const std::vector<Output>& grad_ys) {
+                              const std::vector<Output>& xs, const std::vector<Output>& grad_ys,
+                              GradientOptions options) {
   TROUPE_CHECK_ARG(!ys.empty(), "gradients needs at least one y");
   TROUPE_CHECK_ARG(grad_ys.empty() || grad_ys.size() == ys.size(),
                    "gradients: {} grad_ys for {} ys", grad_ys.size(), ys.size());
@@ -73,11 +76,14 @@ std::vector<Output> gradients(const Scope& outer, const std::vector<Output>& ys,
       for (auto& c : port)
         if (!from_x[c.node]) from_x[c.node] = 1, stack.push_back(c.node);
   }
+  std::vector<char> is_x(n, 0);
+  for (auto& x : xs) is_x[x.node()->id] = 1;
   for (auto& y : ys)
     if (!to_y[y.node()->id]) to_y[y.node()->id] = 1, stack.push_back(y.node()->id);
   while (!stack.empty()) {
     int id = stack.back();
     stack.pop_back();
+    if (options.stop_at_xs && is_x[id]) continue;
     for (auto& in : g.node(id).inputs)
       if (!to_y[in.node]) to_y[in.node] = 1, stack.push_back(in.node);
   }
@@ -91,11 +97,42 @@ std::vector<Output> gradients(const Scope& outer, const std::vector<Output>& ys,
     partials[ys[i].endpoint()].push_back(seed);
   }
 
-  // Builder-made and imported graphs add a node after its inputs, so descending ids are a
-  // reverse topological order.
-  for (int id = n - 1; id >= 0; --id) {
-    if (!from_x[id] || !to_y[id]) continue;
+  // In reverse topological order (a node's id is not enough: loops and conds add the Enter or
+  // Switch that brings an outside value in after the nodes that read it).
+  const std::vector<int> order = g.topological_order();
+  // A while loop's Exits, loops whose gradient is built (once, at the first Exit met).
+  auto loop_of = [&](const Node& node) -> std::string {
+    auto frame = [](const Node& m) { return get_attr_or<std::string>(m.attrs, "_frame", ""); };
+    return node.op == "Exit" ? frame(g.node(node.inputs[0].node)) : frame(node);
+  };
+  std::set<std::string> loops_done;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    const int id = *it;
+    if (id >= n || !from_x[id] || !to_y[id]) continue;
+    if (options.stop_at_xs && is_x[id]) continue;
     Node& node = g.node(id);
+    if (!loops_done.empty() && loops_done.count(loop_of(node))) continue;
+    if (node.op == "Exit") {
+      bool any = false;
+      for (auto& [e, parts] : partials) any = any || (g.node(e.node).op == "Exit" && loop_of(g.node(e.node)) == loop_of(node));
+      if (!any) continue;
+      const LoopGradientFunction* fn = GradientRegistry::global().loop_gradient();
+      if (!fn) fail(ErrorCode::unimplemented, "gradients: no gradient for while loops is registered ({})", node.describe());
+      loops_done.insert(loop_of(node));
+      auto grad_of = [&](const Node& exit) -> Output {
+        auto it = partials.find({exit.id, 0});
+        return it == partials.end() ? Output() : sum_of(scope, it->second);
+      };
+      std::vector<std::pair<Endpoint, Output>> grads;
+      try {
+        grads = (*fn)(scope, node, grad_of);
+      } catch (const Error& e) {
+        throw Error(e.code(), fmt::format("gradient of while loop '{}': {}", loop_of(node), e.what()));
+      }
+      for (auto& [in, grad] : grads)
+        if (grad && from_x[in.node] && is_floating(g.node(in.node).output_types[in.port])) partials[in].push_back(grad);
+      continue;
+    }
     std::vector<Output> grad_outputs(std::size_t(node.num_outputs()));
     bool any = false;
     for (int p = 0; p < node.num_outputs(); ++p) {

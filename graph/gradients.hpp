@@ -17,8 +17,17 @@ namespace troupe {
 using GradientFunction = std::function<std::vector<Output>(
     const Scope& scope, const Node& node, const std::vector<Output>& grad_outputs)>;
 
+// The gradient of a whole while loop (ops/control/while_loop.cpp registers it; graph/ knows no
+// loops). Called once per loop, with one of its Exit nodes and the gradient reaching each
+// Exit's value (empty where none does); returns gradients for endpoints outside the loop
+// (the loop variables' initial values, the values used inside it).
+using LoopGradientFunction = std::function<std::vector<std::pair<Endpoint, Output>>(
+    const Scope& scope, const Node& exit, const std::function<Output(const Node& exit)>& grad_of_exit)>;
+
 class GradientRegistry {
  public:
+  void set_loop_gradient(LoopGradientFunction fn) { loop_gradient_ = std::move(fn); }
+  const LoopGradientFunction* loop_gradient() const { return loop_gradient_ ? &loop_gradient_ : nullptr; }
   static GradientRegistry& global();
   void add(const std::string& op, GradientFunction fn);
   const GradientFunction* find(const std::string& op) const;
@@ -29,6 +38,7 @@ class GradientRegistry {
  private:
   std::vector<std::pair<std::string, GradientFunction>> functions_;
   std::vector<std::string> none_;
+  LoopGradientFunction loop_gradient_;
 };
 
 namespace detail {
@@ -51,8 +61,13 @@ Output output_of(const Scope& scope, const Node& node, int p = 0);
 // one tensor per y to start from (default: ones shaped like y). An x that no y depends on gets
 // an empty Output. Throws when a path from an x to a y goes through an op with no registered
 // gradient, naming that node.
+// stop_at_xs: paths end at the xs (what lies before them is not walked), as a loop body's
+// gradient needs: its xs are the iteration's inputs.
+struct GradientOptions {
+  bool stop_at_xs = false;
+};
 std::vector<Output> gradients(const Scope& scope, const std::vector<Output>& ys,
                               const std::vector<Output>& xs,
-                              const std::vector<Output>& grad_ys = {});
+                              const std::vector<Output>& grad_ys = {}, GradientOptions options = {});
 
 }  // namespace troupe

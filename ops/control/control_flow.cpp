@@ -1,6 +1,8 @@
 #include "ops/control/control_flow.hpp"
 
 #include "graph/gradients.hpp"
+
+#include <map>
 #include "ops/basic.hpp"
 #include "ops/kernel.hpp"
 #include "ops/math/elementwise.hpp"
@@ -92,8 +94,26 @@ std::vector<Output> cond(const Scope& scope, Output pred, const std::vector<Outp
     else_in.push_back(sw[0]);
     then_in.push_back(sw[1]);
   }
+  Graph& g = s.graph();
+  const int branches_start = g.size();
   auto then_out = then_fn(s.sub("then").with_control_dependencies(std::vector<Output>{then_pivot}), then_in);
+  const int else_start = g.size();
   auto else_out = else_fn(s.sub("else").with_control_dependencies(std::vector<Output>{else_pivot}), else_in);
+  const int branches_end = g.size();
+  // Values from outside the cond that a branch uses enter it through a Switch as well, so the
+  // untaken branch sees them dead, and their gradients come back through the Switch's Merge
+  // (one live partial per run) rather than as a sum with a dead term.
+  std::map<Endpoint, int> switched;
+  for (int id = branches_start; id < branches_end; ++id) {
+    Node& n = g.node(id);
+    for (auto& in : n.inputs) {
+      const Node& p = g.node(in.node);
+      if (in.node >= pivots[0].node()->id || (p.op == "Const" && p.control_inputs.empty())) continue;
+      auto [it, fresh] = switched.try_emplace(in, -1);
+      if (fresh) it->second = switch_(s.sub("capture"), Output(&g.node(in.node), in.port), pred)[0].node()->id;
+      in = Endpoint{it->second, id < else_start ? 1 : 0};
+    }
+  }
   TROUPE_CHECK_ARG(then_out.size() == else_out.size(), "cond: the branches return {} and {} outputs",
                    then_out.size(), else_out.size());
   std::vector<Output> out;

@@ -31,7 +31,8 @@ std::vector<Output> cond(const Scope& scope, Output pred, const std::vector<Outp
 // ends, and a control input from the loop's first Merge, which starts each iteration.
 Output enter(const Scope& scope, Output data, const std::string& frame_name, int parallel_iterations);
 // Exit(data, pred) returns `data` to the parent frame when the loop ends: its value at the
-// iteration whose `pred` (the LoopCond) is false; a dead loop exits dead.
+// iteration whose `pred` (the LoopCond) is false; a dead loop exits dead. The node's output 1
+// is the number of iterations that ran (int32).
 Output exit(const Scope& scope, Output data, Output pred);
 // NextIteration moves `data` to the next iteration of its frame, at most
 // `parallel_iterations` ahead of the oldest unfinished one.

@@ -4,9 +4,12 @@
 #include <algorithm>
 #include <map>
 
+#include "graph/gradients.hpp"
+#include "ops/array/array.hpp"
 #include "ops/basic.hpp"
 #include "ops/control/control_flow.hpp"
 #include "ops/kernel.hpp"
+#include "ops/math/elementwise.hpp"
 
 namespace troupe {
 namespace {
@@ -32,11 +35,36 @@ TROUPE_REGISTER_OP(OpDef{
 TROUPE_REGISTER_OP(OpDef{
     .name = "Exit",
     .num_inputs = 2,
+    .num_outputs = 2,
     .frame_op = true,
     .shape_fn = [](InferenceContext& c) {
       if (c.input_type(1) != DType::boolean) c.error("pred must be bool, got {}", name_of(c.input_type(1)));
       like_input_0(c);
+      c.set_output(1, DType::int32, Shape{});  // how many iterations ran
     }});
+
+// The forward values a loop's gradient needs, saved per iteration: StackPush(value) in the
+// forward loop stores the value of each iteration (dead ones too); StackPop(n) in the
+// gradient loop, at its iteration j, takes the forward loop's iteration n - 1 - j. Both are
+// run by the node actor on a store the executable keeps per step.
+TROUPE_REGISTER_OP(OpDef{
+    .name = "StackPush",
+    .num_inputs = 1,
+    .num_outputs = 0,
+    .stateful = true,
+    .frame_op = true,
+    .shape_fn = [](InferenceContext&) {},
+    .required_attrs = {"stack_name"}});
+TROUPE_REGISTER_OP(OpDef{
+    .name = "StackPop",
+    .num_inputs = 1,
+    .stateful = true,
+    .frame_op = true,
+    .shape_fn = [](InferenceContext& c) {
+      if (c.input_type(0) != DType::int32) c.error("takes the forward loop's iteration count (int32)");
+      c.set_output(0, c.attr<DType>("dtype"), c.attr<PartialShape>("shape"));
+    },
+    .required_attrs = {"stack_name", "forward_frame", "dtype", "shape"}});
 
 TROUPE_REGISTER_OP(OpDef{
     .name = "NextIteration",
@@ -176,7 +204,7 @@ void trigger_each_iteration(Graph& g, const LoopNodes& l) {
 // it, that is when the body's sinks (nodes whose results stay in the frame's iteration) have.
 // A NoOp waits for them and tells the NextIterations, which hold an iteration back until
 // the one parallel_iterations before it has finished.
-void gate_iterations(const Scope& s, const LoopNodes& l) {
+int gate_iterations(const Scope& s, const LoopNodes& l) {
   Graph& g = s.graph();
   auto edges = g.out_edges();
   std::vector<int> sinks;
@@ -196,7 +224,7 @@ void gate_iterations(const Scope& s, const LoopNodes& l) {
   // One loop variable whose new value is the body's only sink: that value's arrival at the
   // NextIteration already says the iteration has finished, and the gate is left out.
   if (l.next_iterations.size() == 1 && sinks.size() == 1 && g.node(l.next_iterations[0]).inputs[0].node == sinks[0])
-    return;
+    return -1;
   int gate = g.add_node(NodeSpec{.name = s.unique_name("iteration_done"),
                                  .op = "NoOp",
                                  .control_inputs = sinks,
@@ -204,7 +232,164 @@ void gate_iterations(const Scope& s, const LoopNodes& l) {
                                  .requested_device = g.node(l.pivot).requested_device})
                  .id;
   for (int n : l.next_iterations) add_control(g.node(n), gate);
+  return gate;
 }
+
+std::vector<int64_t> ids(const std::vector<int>& v) { return std::vector<int64_t>(v.begin(), v.end()); }
+std::vector<int> ints(const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
+
+// The loop's structure, kept on its LoopCond node for the loop's gradient.
+void remember(Graph& g, const LoopNodes& l, const std::vector<int>& body_inputs, int gate) {
+  AttrMap& a = g.node(l.loop_cond).attrs;
+  a["_loop_enters"] = ids(l.enters);
+  a["_loop_merges"] = ids(l.merges);
+  a["_loop_exits"] = ids(l.exits);
+  a["_loop_next"] = ids(l.next_iterations);
+  a["_loop_body_inputs"] = ids(body_inputs);
+  a["_loop_meta"] = std::vector<int64_t>{l.start, l.body_start, l.pivot, gate, l.parallel_iterations};
+}
+
+bool is_invariant(const Node& n) { return n.op == "Enter" && get_attr_or<bool>(n.attrs, "is_constant", false); }
+
+// The gradient of a while loop (TensorFlow's, OSDI'16 §4.3): a loop that runs the forward
+// loop's iterations backwards. Its iteration j computes the gradient of the forward body of
+// iteration n - 1 - j with the forward values that body used, which the forward loop saved on
+// stacks (StackPush) and the gradient loop takes back (StackPop); the gradients of the loop
+// invariants are summed over the iterations.
+std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const Node& some_exit,
+                                                       const std::function<Output(const Node&)>& grad_of_exit) {
+  using ops::add, ops::constant, ops::less, ops::while_loop, ops::zeros_like;
+  Graph& g = scope.graph();
+  const int lc_id = some_exit.inputs[1].node;
+  const AttrMap& a = g.node(lc_id).attrs;
+  LoopNodes l;
+  l.frame = frame_of(g.node(lc_id));
+  l.loop_cond = lc_id;
+  l.enters = ints(get_attr<std::vector<int64_t>>(a, "_loop_enters", l.frame));
+  l.merges = ints(get_attr<std::vector<int64_t>>(a, "_loop_merges", l.frame));
+  l.exits = ints(get_attr<std::vector<int64_t>>(a, "_loop_exits", l.frame));
+  l.next_iterations = ints(get_attr<std::vector<int64_t>>(a, "_loop_next", l.frame));
+  auto body_inputs = ints(get_attr<std::vector<int64_t>>(a, "_loop_body_inputs", l.frame));
+  auto meta = get_attr<std::vector<int64_t>>(a, "_loop_meta", l.frame);
+  l.start = int(meta[0]);
+  l.body_start = int(meta[1]);
+  l.pivot = int(meta[2]);
+  int gate = int(meta[3]);
+  l.parallel_iterations = int(meta[4]);
+  for (int e : l.enters)
+    if (!frame_of(g.node(g.node(e).inputs[0].node)).empty())
+      fail(ErrorCode::unimplemented, "the gradient of a while loop inside another while loop is not built yet");
+  for (int id = l.start; id < g.size(); ++id)
+    if (g.node(id).op == "Exit" && frame_of(g.node(id)) == l.frame)
+      fail(ErrorCode::unimplemented, "the gradient of a while loop with a while loop inside is not built yet");
+
+  std::vector<int> vars;  // the floating loop variables (others carry no gradient)
+  for (int i = 0; i < int(l.exits.size()); ++i)
+    if (is_floating(g.node(l.exits[i]).output_types[0])) vars.push_back(i);
+  std::vector<int> invariants;
+  for (int id = l.start; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (is_invariant(n) && frame_of(n) == l.frame && is_floating(n.output_types[0])) invariants.push_back(id);
+  }
+  Output count(&g.node(l.exits[0]), 1);
+
+  std::vector<Output> init = {constant(scope, int32_t(0))};
+  for (int i : vars) {
+    Output seed = grad_of_exit(g.node(l.exits[i]));
+    init.push_back(seed ? seed : zeros_like(scope, Output(&g.node(l.exits[i]), 0)));
+  }
+  for (int c : invariants) init.push_back(zeros_like(scope, Output(&g.node(g.node(c).inputs[0].node), g.node(c).inputs[0].port)));
+
+  std::map<Endpoint, Output> popped;
+  std::vector<std::pair<Endpoint, std::string>> saved;
+  auto body = [&](const Scope& s, const std::vector<Output>& v) {
+    std::vector<Output> xs, ys, seeds;
+    for (std::size_t k = 0; k < vars.size(); ++k) {
+      xs.push_back(Output(&g.node(body_inputs[vars[k]]), 0));
+      const Endpoint o = g.node(l.next_iterations[vars[k]]).inputs[0];
+      ys.push_back(Output(&g.node(o.node), o.port));
+      seeds.push_back(v[1 + k]);
+    }
+    for (int c : invariants) xs.push_back(Output(&g.node(c), 0));
+    const int from = g.size();
+    auto grads = gradients(s, ys, xs, seeds, {.stop_at_xs = true});
+    const int to = g.size();
+    // The forward values the gradient reads come from the stacks (an invariant's from outside).
+    for (int id = from; id < to; ++id) {
+      Node& m = g.node(id);
+      for (auto& in : m.inputs) {
+        const Node& p = g.node(in.node);
+        if (frame_of(p) != l.frame || (p.op == "Const" && p.control_inputs.empty())) continue;
+        if (is_invariant(p)) {
+          in = p.inputs[0];
+          continue;
+        }
+        auto [it, fresh] = popped.try_emplace(in);
+        if (fresh) {
+          const std::string stack = s.unique_name("stack/" + p.name + "_" + std::to_string(in.port));
+          saved.push_back({in, stack});  // its StackPush joins the forward loop once this loop is built
+          it->second = Output(&s.add("StackPop", {count},
+                                     {{"stack_name", stack},
+                                      {"forward_frame", l.frame},
+                                      {"dtype", p.output_types[in.port]},
+                                      {"shape", p.output_shapes[in.port]}},
+                                     "stack_pop"));
+        }
+        in = it->second.endpoint();
+      }
+      std::erase_if(m.control_inputs, [&](int c) { return frame_of(g.node(c)) == l.frame; });
+    }
+    std::vector<Output> next = {add(s, v[0], constant(s, int32_t(1)))};
+    for (std::size_t k = 0; k < vars.size(); ++k) next.push_back(grads[k] ? grads[k] : zeros_like(s, v[1 + k]));
+    for (std::size_t c = 0; c < invariants.size(); ++c) {
+      Output d = grads[vars.size() + c];
+      next.push_back(d ? add(s, v[1 + vars.size() + c], d) : v[1 + vars.size() + c]);
+    }
+    return next;
+  };
+  auto back = while_loop(
+      scope, [&](const Scope& s, const std::vector<Output>& v) { return less(s, v[0], count); }, body, init,
+      {.parallel_iterations = l.parallel_iterations, .name = "while_grad"});
+
+  // The forward loop now saves those values, and waits for it: each push is a sink of the
+  // iteration gate, and the Exits wait for every iteration to finish, so the gradient loop
+  // finds every value saved.
+  std::vector<int> pushes;
+  for (auto& [value, stack] : saved)
+    pushes.push_back(g.add_node(NodeSpec{.name = stack + "/push",
+                                         .op = "StackPush",
+                                         .inputs = {value},
+                                         .attrs = {{"stack_name", stack}, {kFrameAttr, l.frame}},
+                                         .requested_device = g.node(value.node).requested_device})
+                         .id);
+  if (!pushes.empty()) {
+    if (gate < 0) {
+      gate = g.add_node(NodeSpec{.name = scope.unique_name(l.frame + "/iteration_done"),
+                                 .op = "NoOp",
+                                 .control_inputs = {g.node(l.next_iterations[0]).inputs[0].node},
+                                 .attrs = {{kFrameAttr, l.frame}},
+                                 .requested_device = g.node(l.pivot).requested_device})
+                 .id;
+      for (int n : l.next_iterations) add_control(g.node(n), gate);
+      auto m = get_attr<std::vector<int64_t>>(a, "_loop_meta", l.frame);
+      m[3] = gate;
+      g.node(lc_id).attrs["_loop_meta"] = m;
+    }
+    for (int p : pushes) add_control(g.node(gate), p);
+    for (int e : l.exits) add_control(g.node(e), gate);
+  }
+
+  std::vector<std::pair<Endpoint, Output>> out;
+  for (std::size_t k = 0; k < vars.size(); ++k) out.push_back({g.node(l.enters[vars[k]]).inputs[0], back[1 + k]});
+  for (std::size_t c = 0; c < invariants.size(); ++c)
+    out.push_back({g.node(invariants[c]).inputs[0], back[1 + vars.size() + c]});
+  return out;
+}
+
+const bool loop_gradient_registered = [] {
+  GradientRegistry::global().set_loop_gradient(loop_gradient);
+  return true;
+}();
 
 }  // namespace
 
@@ -217,7 +402,7 @@ Output enter(const Scope& scope, Output data, const std::string& frame_name, int
                      {"parallel_iterations", int64_t(parallel_iterations)}});
 }
 
-Output exit(const Scope& scope, Output data, Output pred) { return &scope.add("Exit", {data, pred}); }
+Output exit(const Scope& scope, Output data, Output pred) { return Output(&scope.add("Exit", {data, pred}), 0); }
 
 Output next_iteration(const Scope& scope, Output data, int parallel_iterations) {
   return &scope.add("NextIteration", {data}, {{"parallel_iterations", int64_t(parallel_iterations)}});
@@ -286,7 +471,9 @@ std::vector<Output> while_loop(const Scope& scope, const LoopCondition& cond, co
   claim_frame(g, l, end);
   capture_outside_values(s, l, end);
   trigger_each_iteration(g, l);
-  gate_iterations(s, l);
+  std::vector<int> body_input_ids;
+  for (auto& b : body_in) body_input_ids.push_back(b.node()->id);
+  remember(g, l, body_input_ids, gate_iterations(s, l));
   return results;
 }
 

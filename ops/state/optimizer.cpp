@@ -343,8 +343,12 @@ Node* Optimizer::apply_gradients(const Scope& scope, const std::vector<Output>& 
     TROUPE_CHECK_ARG(v->op == "VariableV2", "apply_gradients: {} is not a variable", v->describe());
     Output rate = lr.dtype() == v->output_types[0] ? lr : ops::cast(s, lr, v->output_types[0]);
     std::vector<Output> readers;
+    // A reader inside a while loop (the Enter that brings the weights into it) sends a signal
+    // per iteration, in the loop's frame, so it cannot gate the update; the loop's gradient,
+    // which the update waits for, comes out of the loop after its reads anyway.
     for (const Consumer& c : edges.data[v->id][0])
-      if (in_backward[c.node]) readers.push_back(Output(&scope.graph().node(c.node)));
+      if (in_backward[c.node] && !graph.node(c.node).attrs.count("_frame"))
+        readers.push_back(Output(&scope.graph().node(c.node)));
     const Scope gated = readers.empty() ? s : s.with_control_dependencies(readers);
     updates.push_back(&gated.add("ApplyGradient", {grads[i], rate},
                              {{"shared_name", variable_name(*v)},

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "actors/session.hpp"
+#include "graph/gradients.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
 #include "test/support/settles.hpp"
@@ -131,4 +132,24 @@ BOOST_AUTO_TEST_CASE(the_gradient_flows_through_the_taken_branch_only) {
   BOOST_TEST(s.run({{x, Tensor::scalar(-2.0)}}, {g})[0].scalar_value<double>() == -3.0);
   BOOST_TEST(s.run({{x, Tensor::scalar(1.5)}}, {g})[0].scalar_value<double>() == 3.0);
   BOOST_TEST(settles(s));
+}
+
+BOOST_AUTO_TEST_CASE(the_gradient_of_a_value_both_branches_use_is_the_taken_branchs) {
+  // The branches use x directly (not through cond's inputs): cond switches it in all the same,
+  // so its gradient comes from the taken branch alone instead of a sum with a dead term.
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float32, Shape{});
+  auto p = ops::placeholder(root, DType::boolean, Shape{});
+  auto y = ops::cond(
+      root, p, {},
+      [&](const Scope& s, const std::vector<Output>&) { return std::vector<Output>{ops::mul(s, x, x)}; },
+      [&](const Scope& s, const std::vector<Output>&) { return std::vector<Output>{ops::add(s, x, ops::constant(s, 1.0f))}; })[0];
+  auto g = gradients(root, {y}, {x})[0];
+  Session s(root);
+  auto run = [&](bool pred) { return s.run({{x, Tensor::scalar(3.0f)}, {p, Tensor::scalar(pred)}}, {y, g}); };
+  auto t = run(true), f = run(false);
+  BOOST_TEST(t[0].scalar_value<float>() == 9.0f);
+  BOOST_TEST(t[1].scalar_value<float>() == 6.0f);
+  BOOST_TEST(f[0].scalar_value<float>() == 4.0f);
+  BOOST_TEST(f[1].scalar_value<float>() == 1.0f);
 }
