@@ -148,6 +148,18 @@ void NodeActor::on_loop_merge_input(const Tag& tag, uint32_t slot, Value& value)
   for (auto& t : outputs_) t = Tensor();
 }
 
+void NodeActor::FinishedIterations::finish(int64_t iteration) {
+  if (iteration != below) {
+    above.push_back(iteration);
+    return;
+  }
+  ++below;
+  std::sort(above.begin(), above.end());
+  std::size_t used = 0;
+  while (used < above.size() && above[used] == below) ++below, ++used;
+  above.erase(above.begin(), above.begin() + std::ptrdiff_t(used));
+}
+
 void NodeActor::on_next_iteration_input(const Tag& tag, uint32_t slot, Value& value) {
   // Data: the value for the next iteration. Control: the frame's gate says iteration
   // tag.iteration has finished. Iteration k may start once every iteration up to
@@ -166,17 +178,9 @@ void NodeActor::on_next_iteration_input(const Tag& tag, uint32_t slot, Value& va
   IterationGate& g = gates_[key];
   const int64_t window = me_->parallel_iterations;
   if (slot == kControlSlot) {
-    if (tag.iteration == g.done_below) {
-      ++g.done_below;
-      std::sort(g.done_above.begin(), g.done_above.end());
-      std::size_t used = 0;
-      while (used < g.done_above.size() && g.done_above[used] == g.done_below) ++g.done_below, ++used;
-      g.done_above.erase(g.done_above.begin(), g.done_above.begin() + std::ptrdiff_t(used));
-    } else {
-      g.done_above.push_back(tag.iteration);
-    }
+    g.done.finish(tag.iteration);
     for (std::size_t i = 0; i < g.held.size();) {
-      if (g.held[i].first.iteration < g.done_below + window) {
+      if (g.held[i].first.iteration < g.done.below + window) {
         auto [next, tensor] = std::move(g.held[i]);
         g.held.erase(g.held.begin() + std::ptrdiff_t(i));
         emit(next, &tensor, false);
@@ -189,10 +193,10 @@ void NodeActor::on_next_iteration_input(const Tag& tag, uint32_t slot, Value& va
   } else {
     Tag next = tag;
     ++next.iteration;
-    if (next.iteration < g.done_below + window) emit(next, &value.tensor, false);
+    if (next.iteration < g.done.below + window) emit(next, &value.tensor, false);
     else g.held.emplace_back(std::move(next), std::move(value.tensor));
   }
-  if (g.last >= 0 && g.done_below > g.last) gates_.erase(key);
+  if (g.last >= 0 && g.done.below > g.last) gates_.erase(key);
 }
 
 void NodeActor::on_exit_input(const Tag& tag, uint32_t slot, Value& value) {
@@ -217,16 +221,10 @@ void NodeActor::on_exit_input(const Tag& tag, uint32_t slot, Value& value) {
   } else if (slot == 1) {
     e.last = tag.iteration;
     e.dead = value.dead;
-  } else if (tag.iteration == e.done_below) {
-    ++e.done_below;
-    std::sort(e.done_above.begin(), e.done_above.end());
-    std::size_t used = 0;
-    while (used < e.done_above.size() && e.done_above[used] == e.done_below) ++e.done_below, ++used;
-    e.done_above.erase(e.done_above.begin(), e.done_above.begin() + std::ptrdiff_t(used));
   } else {
-    e.done_above.push_back(tag.iteration);
+    e.done.finish(tag.iteration);
   }
-  if (e.last < 0 || (!e.dead && !e.value.is_initialized()) || (gated && e.done_below <= e.last)) return;
+  if (e.last < 0 || (!e.dead && !e.value.is_initialized()) || (gated && e.done.below <= e.last)) return;
   Tag parent = parent_tag(tag);
   if (e.dead) {
     exits_.erase(it);
@@ -452,9 +450,9 @@ std::vector<WaitReport> NodeActor::on_waits() const {
   for (auto& p : more_) report(*p);
   // Loop state still held: what a NextIteration or a loop invariant waits for.
   for (auto& [key, g] : gates_) {
-    WaitReport r{me_->node->name, Tag{key.first, key.second, g.done_below, nullptr}, 0, 1, {}};
+    WaitReport r{me_->node->name, Tag{key.first, key.second, g.done.below, nullptr}, 0, 1, {}};
     r.missing.push_back(fmt::format("iteration {} of its frame to finish ({} value(s) held back, parallel_iterations {})",
-                                    g.done_below, g.held.size(), me_->parallel_iterations));
+                                    g.done.below, g.held.size(), me_->parallel_iterations));
     out.push_back(std::move(r));
   }
   for (auto& [key, e] : exits_) {

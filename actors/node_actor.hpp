@@ -81,9 +81,14 @@ class NodeActor : public caf::event_based_actor {
   std::vector<Tensor> outputs_;
   // Per loop invocation (step, frame id), freed when the frame is over.
   using FrameKey = std::pair<uint64_t, uint64_t>;
+  // Which iterations of a frame have finished (the iteration gate says so, in any order).
+  struct FinishedIterations {
+    int64_t below = 0;            // iterations below this one have all finished
+    std::vector<int64_t> above;   // finished out of order
+    void finish(int64_t iteration);
+  };
   struct IterationGate {  // NextIteration: which iterations have finished, which wait to start
-    int64_t done_below = 0;         // iterations below this one have all finished
-    std::vector<int64_t> done_above;  // finished out of order
+    FinishedIterations done;
     std::vector<std::pair<Tag, Tensor>> held;  // values for iterations not allowed to start yet
     int64_t last = -1;              // the iteration that found the loop over
   };
@@ -101,8 +106,7 @@ class NodeActor : public caf::event_based_actor {
     Tensor value;
     int64_t last = -1;  // the iteration whose pred was false or dead
     bool dead = false;
-    int64_t done_below = 0;  // gated: iterations below this one have all finished
-    std::vector<int64_t> done_above;
+    FinishedIterations done;  // gated
   };
   std::map<FrameKey, ExitState> exits_;
   void serve(Invariant& inv, const Tag& tag);
