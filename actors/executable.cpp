@@ -1,6 +1,7 @@
 #include "actors/executable.hpp"
 
 #include "actors/node_actor.hpp"
+#include "actors/runtime.hpp"
 #include "actors/step_actor.hpp"
 
 namespace troupe {
@@ -14,7 +15,7 @@ const Device& place(const Node& node, const ExecutableOptions& options) {
   if (spec.job && *spec.job != "localhost")
     fail(ErrorCode::invalid_argument, "{} requests device '{}': this process runs only job 'localhost'",
          node.describe(), node.requested_device);
-  if (node.op_def->variable_op || spec.empty()) return registry.cpu();
+  if (node.op_def->variable_op || node.op_def->queue_op || spec.empty()) return registry.cpu();
   for (const Device* d : registry.matching(spec))
     if (KernelRegistry::global().has(node.op, d->type())) return *d;
   if (options.allow_soft_placement) return registry.cpu();
@@ -37,6 +38,7 @@ NodeRole role_of(const Graph& g, const Node& n) {
   if (n.op == "NextIteration") return NodeRole::next_iteration;
   if (n.op == "StackPush") return NodeRole::stack_push;
   if (n.op == "StackPop") return NodeRole::stack_pop;
+  if (n.op_def->queue_op) return NodeRole::queue;
   return NodeRole::kernel;
 }
 
@@ -176,7 +178,12 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     if (np.role == NodeRole::stack_push || np.role == NodeRole::stack_pop)
       np.stack_hash = std::hash<std::string>{}(get_attr<std::string>(n.attrs, "stack_name", n.name));
     np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
-    if (np.active && !n.op_def->variable_op && !n.op_def->fires_on_first_live_input && !n.op_def->frame_op) {
+    if (np.role == NodeRole::queue && np.active) {
+      if (!options.runtime) fail(ErrorCode::internal, "{}: no runtime to find its queue in", np.where);
+      np.queue = options.runtime->queue(QueueSpec::from(n.attrs, n.name));
+    }
+    if (np.active && !n.op_def->variable_op && !n.op_def->queue_op && !n.op_def->fires_on_first_live_input &&
+        !n.op_def->frame_op) {
       try {
         kernels[id] = KernelRegistry::global().create(n, np.device->type());
       } catch (const Error& e) {
@@ -256,6 +263,7 @@ Executable::~Executable() {
   for (auto& node : plan_->nodes) {
     node.outputs.clear();
     node.control_outputs.clear();
+    node.queue = nullptr;
   }
   plan_->actors.clear();
   plan_->step_actor = nullptr;

@@ -38,6 +38,7 @@ enum class NodeRole {
   next_iteration,  // on to the next iteration, at most parallel_iterations ahead
   stack_push,      // saves a forward loop's value of each iteration
   stack_pop,       // hands them to the gradient loop, last first
+  queue,           // a request to a queue actor (ops/data/queue.hpp)
 };
 
 // The values StackPush nodes save for a loop's gradient, per step, forward frame and stack;
@@ -63,6 +64,7 @@ struct NodePlan {
   uint64_t frame_hash = 0;       // enter roles: hash of the frame name; stack_pop: the forward frame's
   uint64_t stack_hash = 0;       // stack roles: hash of the stack name
   int parallel_iterations = 1;   // next_iteration
+  caf::actor queue;              // queue: the queue actor
   const Device* device = nullptr;
   bool active = true;    // false: a hoisted Const that needs no actor
   int num_inputs = 0;    // data slots (an _Arg has one: the feed)
@@ -89,8 +91,11 @@ struct ExecPlan {
   mutable StackStore stacks;
 };
 
+class Runtime;
+
 struct ExecutableOptions {
   bool allow_soft_placement = true;
+  Runtime* runtime = nullptr;  // where queues live; needed by graphs with queue ops
 };
 
 class Executable {

@@ -1,5 +1,6 @@
 #include "actors/node_actor.hpp"
 
+#include "actors/queue_actor.hpp"
 #include "devices/cpu_threads.hpp"
 #include "ops/state/variable.hpp"
 
@@ -316,6 +317,10 @@ void NodeActor::fire(const Tag& tag, Tensor* inputs, bool dead) {
     emit(tag, nullptr, true);
     return;
   }
+  if (me_->role == NodeRole::queue) {
+    fire_queue_op(tag, inputs);
+    return;
+  }
   if (!kernel_) {
     try {
       fire_variable_op(tag, inputs);
@@ -392,6 +397,57 @@ void NodeActor::fire_variable_op(const Tag& tag, Tensor* inputs) {
   }
 }
 
+void NodeActor::fire_queue_op(const Tag& tag, Tensor* inputs) {
+  // The queue answers when it can (a dequeue waits there for elements); meanwhile this actor
+  // handles other tags. The reply of an aborted step is dropped.
+  auto on_reply = [this, tag](QueueReply& reply) {
+    if (!aborted_.empty() && aborted_.count(tag.step)) return;
+    if (reply.code != ErrorCode::ok) {
+      report_error(tag, reply.code, reply.message);
+      return;
+    }
+    if (reply.values.size() != outputs_.size()) {
+      report_error(tag, ErrorCode::internal,
+                   fmt::format("the queue answered {} value(s) for {} output(s)", reply.values.size(), outputs_.size()));
+      return;
+    }
+    emit(tag, reply.values.data(), false);
+  };
+  auto on_error = [this, tag](caf::error& e) {
+    report_error(tag, ErrorCode::unavailable, "queue actor failed: " + to_string(e));
+  };
+  const Node& node = *me_->node;
+  ++queue_requests_[tag.step];
+  auto done = [this, step = tag.step] {
+    auto it = queue_requests_.find(step);
+    if (it != queue_requests_.end() && --it->second == 0) queue_requests_.erase(it);
+  };
+  auto ask = [&](auto&&... message) {
+    request(me_->queue, caf::infinite, std::forward<decltype(message)>(message)...)
+        .then([on_reply, done](QueueReply& r) mutable { done(), on_reply(r); },
+              [on_error, done](caf::error& e) mutable { done(), on_error(e); });
+  };
+  if (node.op == "QueueEnqueue" || node.op == "QueueEnqueueMany") {
+    std::vector<Tensor> components(inputs, inputs + me_->num_inputs);
+    ask(enqueue_atom::value, tag.step, std::move(components), node.op == "QueueEnqueueMany");
+  } else if (node.op == "QueueDequeue") {
+    ask(dequeue_atom::value, tag.step, int64_t(-1), false);
+  } else if (node.op == "QueueDequeueMany") {
+    const Tensor& n = inputs[0];
+    if (n.num_elements() != 1 || n.dtype() != DType::int32 || n.scalar_value<int32_t>() < 0) {
+      done();
+      report_error(tag, ErrorCode::invalid_argument, "n must be a non-negative int32 scalar, got " + n.describe());
+      return;
+    }
+    ask(dequeue_atom::value, tag.step, int64_t(n.scalar_value<int32_t>()),
+        get_attr_or<bool>(node.attrs, "allow_smaller_final_batch", false));
+  } else if (node.op == "QueueClose") {
+    ask(close_atom::value, get_attr_or<bool>(node.attrs, "cancel_pending_enqueues", false));
+  } else {
+    ask(size_atom::value);
+  }
+}
+
 void NodeActor::emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs) {
   for (std::size_t port = 0; port < me_->outputs.size(); ++port) {
     bool port_dead = dead || (port < 64 && (dead_outputs >> port) & 1);
@@ -428,6 +484,10 @@ void NodeActor::on_abort(uint64_t step) {
   if (first_.used && first_.tag.step == step) release(first_);
   for (auto& p : more_)
     if (p->used && p->tag.step == step) release(*p);
+  if (queue_requests_.count(step)) {  // a queue still holds this step's request: withdraw it
+    queue_requests_.erase(step);
+    caf::anon_send(me_->queue, cancel_atom::value, step);
+  }
   gates_.erase(gates_.lower_bound({step, 0}), gates_.upper_bound({step, UINT64_MAX}));
   invariants_.erase(invariants_.lower_bound({step, 0}), invariants_.upper_bound({step, UINT64_MAX}));
   exits_.erase(exits_.lower_bound({step, 0}), exits_.upper_bound({step, UINT64_MAX}));

@@ -53,6 +53,7 @@ class NodeActor : public caf::event_based_actor {
   // The bytes of a firing's inputs, which decide whether it leases a core (devices/cpu_threads.hpp).
   std::size_t input_bytes(const Tensor* inputs) const;
   void fire_variable_op(const Tag& tag, Tensor* inputs);
+  void fire_queue_op(const Tag& tag, Tensor* inputs);
   void emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs = 0);
   void on_merge_input(const Tag& tag, uint32_t slot, Value& value);
   // Frames (ARCHITECTURE.md): the loop roles of NodePlan::role.
@@ -111,6 +112,7 @@ class NodeActor : public caf::event_based_actor {
   std::map<FrameKey, ExitState> exits_;
   void serve(Invariant& inv, const Tag& tag);
   void forget_if_over(std::map<FrameKey, Invariant>::iterator it);
+  std::map<uint64_t, int> queue_requests_;  // per step: requests a queue has not answered yet
   std::unordered_set<uint64_t> aborted_;
   std::deque<uint64_t> aborted_order_;
 };

@@ -1,6 +1,7 @@
 #include "actors/runtime.hpp"
 
 #include "actors/device_actor.hpp"
+#include "actors/queue_actor.hpp"
 #include "actors/scheduler.hpp"
 #include "devices/cpu_threads.hpp"
 
@@ -47,7 +48,23 @@ Runtime::Runtime(int cores, int inter_op, int intra_op) {
     device_actors_.push_back(system_->spawn(device_actor, device.get()));
 }
 
+caf::actor Runtime::queue(const QueueSpec& spec) {
+  std::lock_guard<std::mutex> lock(queues_mutex_);
+  auto it = queues_.find(spec.name);
+  if (it != queues_.end()) {
+    if (!(it->second.first == spec))
+      fail(ErrorCode::invalid_argument, "queue '{}' exists as {}; asked for as {}", spec.name,
+           it->second.first.describe(), spec.describe());
+    return it->second.second;
+  }
+  auto actor = spawn_queue(*system_, spec);
+  queues_.emplace(spec.name, std::make_pair(spec, actor));
+  return actor;
+}
+
 Runtime::~Runtime() {
+  for (auto& [name, q] : queues_) caf::anon_send_exit(q.second, caf::exit_reason::user_shutdown);
+  queues_.clear();
   for (auto& a : device_actors_) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
   device_actors_.clear();
   system_.reset();

@@ -1,10 +1,13 @@
 #pragma once
 // The process's actor system, shared by every Session alive in the process. Created by the
 // first Session with its thread option; destroyed when the last Session that holds it goes.
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "ops/data/queue.hpp"
 
 namespace troupe {
 
@@ -19,12 +22,17 @@ class Runtime {
   // The device actors of this process, in DeviceRegistry order (CPU:0 first).
   const std::vector<caf::actor>& device_actors() const { return device_actors_; }
   int threads() const { return threads_; }
+  // The queue actor of this name, spawned on first use; every step and Session of the process
+  // shares it. A second, different spec under the same name is refused.
+  caf::actor queue(const QueueSpec& spec);
 
  private:
   int threads_;
   std::unique_ptr<caf::actor_system_config> config_;
   std::unique_ptr<caf::actor_system> system_;
   std::vector<caf::actor> device_actors_;
+  std::mutex queues_mutex_;
+  std::map<std::string, std::pair<QueueSpec, caf::actor>> queues_;
 };
 
 }  // namespace troupe

@@ -68,7 +68,7 @@ std::shared_ptr<Executable> Session::Impl::executable_for(const std::vector<Endp
   }
   // Built outside the lock: another thread may build the same one; the first stored wins.
   auto exe = std::make_shared<Executable>(runtime->system(), *graph, feeds, fetches, targets, shard,
-                                          ExecutableOptions{options.allow_soft_placement});
+                                          ExecutableOptions{options.allow_soft_placement, runtime.get()});
   std::lock_guard<std::mutex> lock(mutex);
   return executables.emplace(key, std::move(exe)).first->second;
 }

@@ -69,6 +69,7 @@ struct OpDef {
   std::function<int(const AttrMap&)> num_outputs_fn;
   bool stateful = false;     // not merged by CSE; output may differ between runs
   bool variable_op = false;  // executed by messages to a parameter shard, not by a kernel
+  bool queue_op = false;     // executed by messages to a queue actor (ops/data/queue.hpp)
   // Merge: fires on the first live data input of a tag instead of waiting for all (the node
   // actor does this itself; there is no kernel).
   bool fires_on_first_live_input = false;
