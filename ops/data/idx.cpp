@@ -5,6 +5,7 @@
 #include <climits>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <system_error>
 #include <vector>
 
@@ -79,8 +80,8 @@ uint32_t big_endian(const unsigned char* p) {
   return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
 }
 
-Tensor read_idx(const IdxKind& kind, const std::string& path) {
-  GzReader in(kind, path);
+// Reads and checks the header; returns the shape it declares.
+Shape read_header(GzReader& in, const IdxKind& kind, const std::string& path) {
   const int rank = int(kind.magic & 0xff);
   const uint64_t header_bytes = 4 + 4 * uint64_t(rank);
 
@@ -112,6 +113,14 @@ Tensor read_idx(const IdxKind& kind, const std::string& path) {
   if (payload > kMaxPayloadBytes)
     fail(ErrorCode::data_loss, "{} file '{}' declares shape {}, over the {} GiB a file may hold",
          kind.what, path, shape.to_string(), kMaxPayloadBytes >> 30);
+  return shape;
+}
+
+Tensor read_idx(const IdxKind& kind, const std::string& path) {
+  GzReader in(kind, path);
+  Shape shape = read_header(in, kind, path);
+  const uint64_t header_bytes = 4 + 4 * uint64_t(shape.rank());
+  const uint64_t payload = uint64_t(shape.num_elements());
   const uint64_t total = header_bytes + payload;
 
   // A plain file's size is known: a short one is refused before allocating what it declares.
@@ -162,6 +171,45 @@ LabeledImages read_idx(const std::string& images_path, const std::string& labels
          "images file '{}' holds {} images but labels file '{}' holds {} labels", images_path,
          data.images.shape()[0], labels_path, data.labels.shape()[0]);
   return data;
+}
+
+struct IdxExamples::Files {
+  std::string images_path, labels_path;
+  std::unique_ptr<GzReader> images, labels;
+};
+
+IdxExamples::IdxExamples(const std::string& images_path, const std::string& labels_path)
+    : files_(std::make_unique<Files>()) {
+  files_->images_path = images_path;
+  files_->labels_path = labels_path;
+  files_->images = std::make_unique<GzReader>(kImages, files_->images_path);
+  files_->labels = std::make_unique<GzReader>(kLabels, files_->labels_path);
+  Shape images = read_header(*files_->images, kImages, files_->images_path);
+  Shape labels = read_header(*files_->labels, kLabels, files_->labels_path);
+  if (images[0] != labels[0])
+    fail(ErrorCode::data_loss, "images file '{}' holds {} images but labels file '{}' holds {} labels",
+         images_path, images[0], labels_path, labels[0]);
+  count_ = images[0];
+  rows_ = images[1];
+  cols_ = images[2];
+}
+
+IdxExamples::~IdxExamples() = default;
+
+bool IdxExamples::next(uint8_t* image, uint8_t* label) {
+  if (read_ == count_) return false;
+  const std::size_t bytes = std::size_t(rows_ * cols_);
+  if (files_->images->read(image, bytes) < bytes)
+    fail(ErrorCode::data_loss, "images file '{}' ends inside image {} of {}", files_->images_path, read_, count_);
+  if (files_->labels->read(label, 1) < 1)
+    fail(ErrorCode::data_loss, "labels file '{}' ends at label {} of {}", files_->labels_path, read_, count_);
+  ++read_;
+  return true;
+}
+
+std::pair<std::string, std::string> fashion_mnist_files(const std::string& dir, Split split) {
+  const std::string prefix = split == Split::train ? "train" : "t10k";
+  return {find_file(dir, prefix + "-images-idx3-ubyte"), find_file(dir, prefix + "-labels-idx1-ubyte")};
 }
 
 LabeledImages fashion_mnist(const std::string& dir, Split split) {

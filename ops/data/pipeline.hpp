@@ -1,0 +1,63 @@
+#pragma once
+// Pipeline: an input pipeline in the spirit of tf.data, run on the worker's side. A pipeline
+// is a recipe; begin() runs it, yielding elements (tuples of tensors) one at a time:
+//
+//   auto files = data::fashion_mnist_files(data::kFashionMnistDir, data::Split::train);
+//   auto batches = data::Pipeline::from_idx(files.first, files.second)  // {float32 [1,28,28], int32 []}
+//                      .shard(workers, my_index)
+//                      .shuffle(10000, seed)
+//                      .map(augment)
+//                      .batch(64)
+//                      .repeat(epochs);
+//
+// from_idx reads its files anew each epoch, one example at a time. shuffle(buffer, seed) draws
+// each element at random from a buffer of the next `buffer` elements, reseeded per epoch (seed,
+// epoch), so each epoch has its own order and runs repeat it. batch stacks elements along a new
+// first dimension; the last, smaller, batch is kept unless drop_remainder. A Prefetcher
+// (actors/prefetch.hpp) runs a pipeline on its own thread into a queue that the graph dequeues
+// from, so reading overlaps the training steps.
+// Errors (a bad file, elements that cannot be stacked, a map that throws) come out of next().
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.hpp"
+
+namespace troupe::data {
+
+using Element = std::vector<Tensor>;
+
+class Iterator {
+ public:
+  virtual ~Iterator() = default;
+  virtual std::optional<Element> next() = 0;  // nullopt: the end
+};
+
+class Pipeline {
+ public:
+  // Makes the iterator of one pass over the data; `epoch` counts the passes from 0.
+  using Source = std::function<std::unique_ptr<Iterator>(int64_t epoch)>;
+  explicit Pipeline(Source source) : source_(std::move(source)) {}
+
+  // The rows of the components (which share their first dimension), one element per row.
+  static Pipeline from_tensors(std::vector<Tensor> components);
+  // The examples of an IDX images/labels pair (ops/data/idx.hpp): {float32 [1, rows, cols]
+  // scaled to [0, 1], int32 label}, read from the files as the pipeline runs.
+  static Pipeline from_idx(std::string images_path, std::string labels_path);
+
+  Pipeline shard(int64_t num_shards, int64_t index) const;  // every num_shards-th, from index
+  Pipeline shuffle(int64_t buffer, uint64_t seed) const;
+  Pipeline map(std::function<Element(Element)> fn) const;
+  Pipeline batch(int64_t size, bool drop_remainder = false) const;
+  Pipeline repeat(int64_t epochs) const;  // -1: forever
+
+  std::unique_ptr<Iterator> begin() const { return source_(0); }
+
+ private:
+  Source source_;
+};
+
+}  // namespace troupe::data

@@ -1,0 +1,133 @@
+// Input pipelines: shard, shuffle, map, batch, repeat over tensors and streamed IDX files, and
+// a Prefetcher feeding a queue that a graph dequeues from.
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <numeric>
+
+#include "actors/prefetch.hpp"
+#include "ops/all.hpp"
+#include "ops/data/idx.hpp"
+#include "ops/data/pipeline.hpp"
+#include "test/data/idx_files.hpp"
+#include "test/support/expect_error.hpp"
+
+using namespace troupe;
+using troupe::testing::contains;
+using troupe::testing::error_of;
+
+namespace {
+
+data::Pipeline numbers(int n) {
+  std::vector<int32_t> v(static_cast<std::size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return data::Pipeline::from_tensors({Tensor::from_vector<int32_t>(v)});
+}
+
+// Every element's first component, as ints, flattened in order.
+std::vector<int32_t> drain(const data::Pipeline& p, std::vector<int64_t>* sizes = nullptr) {
+  std::vector<int32_t> out;
+  auto it = p.begin();
+  while (auto e = it->next()) {
+    const Tensor& t = (*e)[0];
+    if (sizes) sizes->push_back(t.num_elements());
+    out.insert(out.end(), t.data<int32_t>(), t.data<int32_t>() + t.num_elements());
+  }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(shard_takes_every_nth_element_and_batch_keeps_or_drops_the_rest) {
+  std::vector<int64_t> sizes;
+  auto got = drain(numbers(10).shard(2, 1).batch(2), &sizes);
+  BOOST_TEST(got == (std::vector<int32_t>{1, 3, 5, 7, 9}), boost::test_tools::per_element());
+  BOOST_TEST(sizes == (std::vector<int64_t>{2, 2, 1}), boost::test_tools::per_element());
+  sizes.clear();
+  drain(numbers(10).shard(2, 1).batch(2, true), &sizes);
+  BOOST_TEST(sizes == (std::vector<int64_t>{2, 2}), boost::test_tools::per_element());
+  error_of([] { numbers(10).shard(2, 2); }, ErrorCode::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(shuffle_permutes_by_seed_and_each_epoch_differently) {
+  auto two_epochs = drain(numbers(100).shuffle(30, 5).repeat(2));
+  BOOST_REQUIRE(two_epochs.size() == 200u);
+  std::vector<int32_t> first(two_epochs.begin(), two_epochs.begin() + 100), second(two_epochs.begin() + 100, two_epochs.end());
+  std::vector<int32_t> all(100);
+  std::iota(all.begin(), all.end(), 0);
+  auto sorted = [](std::vector<int32_t> v) { return std::sort(v.begin(), v.end()), v; };
+  BOOST_TEST(sorted(first) == all, boost::test_tools::per_element());
+  BOOST_TEST(sorted(second) == all, boost::test_tools::per_element());
+  BOOST_TEST((first != all), "shuffled");
+  BOOST_TEST((first != second), "each epoch its own order");
+  BOOST_TEST((drain(numbers(100).shuffle(30, 5).repeat(2)) == two_epochs), "the same seed, the same orders");
+}
+
+BOOST_AUTO_TEST_CASE(map_transforms_each_element) {
+  auto doubled = numbers(4).map([](data::Element e) {
+    Tensor t(DType::int32, Shape{});
+    t.data<int32_t>()[0] = e[0].scalar_value<int32_t>() * 2;
+    return data::Element{t};
+  });
+  BOOST_TEST(drain(doubled) == (std::vector<int32_t>{0, 2, 4, 6}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(from_idx_streams_scaled_images_and_labels_and_refuses_a_short_file) {
+  testing::TempDir dir;
+  auto images = testing::write_gz(dir.file("images.gz"), testing::idx_bytes(data::kIdxImagesMagic, {3, 2, 2},
+                                                                          testing::iota_bytes(12, 250)));
+  auto labels = testing::write_plain(dir.file("labels"), testing::idx_bytes(data::kIdxLabelsMagic, {3}, {7, 8, 9}));
+  auto it = data::Pipeline::from_idx(images, labels).repeat(2).begin();
+  std::vector<int32_t> seen;
+  while (auto e = it->next()) {
+    BOOST_TEST((*e)[0].shape() == Shape({1, 2, 2}));
+    seen.push_back((*e)[1].scalar_value<int32_t>());
+  }
+  BOOST_TEST(seen == (std::vector<int32_t>{7, 8, 9, 7, 8, 9}), boost::test_tools::per_element());
+  auto first = data::Pipeline::from_idx(images, labels).begin()->next();
+  BOOST_TEST((*first)[0].data<float>()[0] == 250.0f / 255.0f);
+  auto short_images = testing::write_plain(dir.file("short"), testing::idx_bytes(data::kIdxImagesMagic, {3, 2, 2},
+                                                                                testing::iota_bytes(10)));
+  auto bad = data::Pipeline::from_idx(short_images, labels).begin();
+  bad->next();
+  bad->next();
+  auto m = error_of([&] { bad->next(); }, ErrorCode::data_loss);
+  BOOST_TEST(contains(m, "ends inside image 2 of 3"), m);
+}
+
+BOOST_AUTO_TEST_CASE(a_prefetcher_feeds_a_queue_that_the_graph_dequeues_to_the_end) {
+  auto root = Scope::root();
+  auto q = ops::Queue::fifo(root, {DType::int32}, {PartialShape{-1}}, {.capacity = 2, .shared_name = "prefetched"});
+  auto feed = queue_feed(root, q);
+  auto batch = q.dequeue(root)[0];
+  Session s(root);
+  Prefetcher prefetch(s, feed, numbers(7).batch(3));
+  std::vector<int32_t> got;
+  for (int i = 0; i < 3; ++i) {
+    auto t = s.run({batch})[0];
+    got.insert(got.end(), t.data<int32_t>(), t.data<int32_t>() + t.num_elements());
+  }
+  BOOST_TEST(got == (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6}), boost::test_tools::per_element());
+  auto m = error_of([&] { s.run({batch}); }, ErrorCode::out_of_range);
+  BOOST_TEST(contains(m, "queue 'prefetched' is closed"), "the end of the input: " << m);
+  prefetch.join();
+  BOOST_TEST(prefetch.elements() == 3);
+}
+
+BOOST_AUTO_TEST_CASE(a_failing_pipeline_ends_the_input_and_join_says_why) {
+  auto root = Scope::root();
+  auto q = ops::Queue::fifo(root, {DType::int32}, {PartialShape{}}, {.shared_name = "failing"});
+  auto feed = queue_feed(root, q);
+  auto next = q.dequeue(root)[0];
+  Session s(root);
+  auto broken = numbers(5).map([](data::Element e) {
+    if (e[0].scalar_value<int32_t>() == 2) fail(ErrorCode::data_loss, "element 2 is corrupt");
+    return e;
+  });
+  Prefetcher prefetch(s, feed, broken);
+  BOOST_TEST(s.run({next})[0].scalar_value<int32_t>() == 0);
+  BOOST_TEST(s.run({next})[0].scalar_value<int32_t>() == 1);
+  error_of([&] { s.run({next}); }, ErrorCode::out_of_range);
+  auto m = error_of([&] { prefetch.join(); }, ErrorCode::data_loss);
+  BOOST_TEST(contains(m, "element 2 is corrupt"), m);
+}
