@@ -1,24 +1,37 @@
 #include "actors/prefetch.hpp"
 
-#include "ops/basic.hpp"
+#include "actors/queue_actor.hpp"
+#include "actors/runtime.hpp"
 
 namespace troupe {
+namespace {
 
-QueueFeed queue_feed(const Scope& scope, const ops::Queue& queue) {
-  const QueueSpec& spec = queue.spec();
-  Scope s = scope.sub("feed_" + spec.name);
-  QueueFeed feed;
-  for (std::size_t i = 0; i < spec.types.size(); ++i)
-    feed.placeholders.push_back(ops::placeholder(s, spec.types[i],
-                                                 i < spec.shapes.size() ? spec.shapes[i] : PartialShape::unknown()));
-  feed.enqueue = queue.enqueue(s, feed.placeholders);
-  feed.close = queue.close(s);
-  feed.close_cancel = queue.close(s, true);
-  return feed;
-}
+// The step id a Prefetcher's requests carry: no step has it, so no abort withdraws them.
+constexpr uint64_t kPrefetchStep = ~uint64_t(0);
 
-Prefetcher::Prefetcher(Session& session, QueueFeed feed, data::Pipeline pipeline)
-    : session_(&session), feed_(std::move(feed)) {
+}  // namespace
+
+struct Prefetcher::Impl {
+  std::shared_ptr<Runtime> runtime;
+  QueueSpec spec;
+  caf::actor queue;
+  // Asks the queue and waits for its answer on the calling thread; throws its error.
+  template <class... Ts>
+  void ask(Ts&&... message) {
+    caf::scoped_actor self{runtime->system()};
+    QueueReply reply;
+    self->request(queue, caf::infinite, std::forward<Ts>(message)...)
+        .receive([&](QueueReply& r) { reply = std::move(r); },
+                 [&](caf::error& e) {
+                   reply = {{}, ErrorCode::unavailable, "queue actor failed: " + runtime->system().render(e)};
+                 });
+    if (reply.code != ErrorCode::ok) throw Error(reply.code, reply.message);
+  }
+};
+
+Prefetcher::Prefetcher(Session& session, const ops::Queue& queue, data::Pipeline pipeline)
+    : impl_(new Impl{session.runtime(), queue.spec(), nullptr}) {
+  impl_->queue = impl_->runtime->queue(impl_->spec);
   thread_ = std::thread([this, pipeline = std::move(pipeline)]() mutable { run(std::move(pipeline)); });
 }
 
@@ -26,7 +39,7 @@ Prefetcher::~Prefetcher() {
   if (!thread_.joinable()) return;
   stop_ = true;
   try {
-    session_->run({}, {}, {feed_.close_cancel});
+    impl_->ask(close_atom::value, true);  // wakes an enqueue waiting for room
   } catch (...) {
   }
   thread_.join();
@@ -38,19 +51,14 @@ void Prefetcher::run(data::Pipeline pipeline) {
     while (!stop_) {
       auto element = it->next();
       if (!element) break;
-      if (element->size() != feed_.placeholders.size())
-        fail(ErrorCode::invalid_argument, "the pipeline yields {} component(s), the queue takes {}", element->size(),
-             feed_.placeholders.size());
-      FeedList feeds;
-      for (std::size_t i = 0; i < element->size(); ++i) feeds.push_back({feed_.placeholders[i], (*element)[i]});
-      session_->run(feeds, {}, {feed_.enqueue});
+      impl_->ask(enqueue_atom::value, kPrefetchStep, std::move(*element), false);
       ++elements_;
     }
   } catch (...) {
     if (!stop_) error_ = std::current_exception();
   }
   try {
-    session_->run({}, {}, {feed_.close});  // the end of the input, or of a failed pipeline
+    impl_->ask(close_atom::value, false);  // the end of the input, or of a failed pipeline
   } catch (...) {
   }
 }

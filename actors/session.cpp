@@ -224,4 +224,6 @@ std::vector<std::string> Session::variable_names() const {
 
 const Graph& Session::graph() const { return *impl_->graph; }
 
+const std::shared_ptr<Runtime>& Session::runtime() const { return impl_->runtime; }
+
 }  // namespace troupe

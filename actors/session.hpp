@@ -73,6 +73,8 @@ struct WaitingNode {
   std::vector<std::string> missing;
 };
 
+class Runtime;
+
 class Session {
  public:
   explicit Session(std::shared_ptr<Graph> graph, SessionOptions options = {});
@@ -103,6 +105,8 @@ class Session {
   // Names of the variables initialised in this session's parameter shard.
   std::vector<std::string> variable_names() const;
   const Graph& graph() const;
+  // The process's runtime this session runs on (internal: actors/runtime.hpp).
+  const std::shared_ptr<Runtime>& runtime() const;
 
  private:
   struct Impl;

@@ -1,6 +1,9 @@
 // troupe-fashion-mnist: trains a LeNet-style CNN or an MLP on Fashion-MNIST with Troupe's C++
-// API, evaluates on the 10,000 test images after each epoch, and prints a summary. The input
-// pipeline runs inside the graph (DatasetBatches), on the worker side.
+// API, evaluates on the 10,000 test images after each epoch, and prints a summary. The training
+// input is a data::Pipeline (the IDX files streamed each epoch, shuffled through a buffer,
+// batched) that a Prefetcher runs on its own thread into a queue the graph dequeues from, so
+// reading overlaps the steps (--prefetch 0: read in the training loop and fed instead). The
+// test input is read inside the graph (DatasetBatches).
 #include <unistd.h>
 
 #include <chrono>
@@ -10,9 +13,14 @@
 #include <string>
 #include <thread>
 
+#include <optional>
+
+#include "actors/prefetch.hpp"
 #include "actors/session.hpp"
 #include "ops/all.hpp"
 #include "ops/data/batch_reader.hpp"
+#include "ops/data/idx.hpp"
+#include "ops/data/pipeline.hpp"
 #include "ops/layers/layers.hpp"
 
 using namespace troupe;
@@ -30,13 +38,16 @@ struct Args {
   int threads = 0;
   bool json = false;
   std::string data = "/usr/share/datasets/fashion-mnist";
+  int prefetch = 8;               // batches read ahead; 0: read in the training loop
+  int64_t shuffle_buffer = 10000;  // examples
 };
 
 void usage() {
   std::fprintf(stderr,
                "usage: troupe-fashion-mnist [--model cnn|mlp] [--epochs N] [--batch N]\n"
                "         [--optimizer sgd|momentum|adam|adagrad|rmsprop] [--lr X] [--momentum X]\n"
-               "         [--seed N] [--threads N] [--data DIR] [--json]\n");
+               "         [--seed N] [--threads N] [--data DIR] [--prefetch BATCHES] [--shuffle-buffer N]\n"
+               "         [--json]\n");
 }
 
 Args parse(int argc, char** argv) {
@@ -56,6 +67,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--seed") a.seed = std::stoll(value());
     else if (k == "--threads") a.threads = std::stoi(value());
     else if (k == "--data") a.data = value();
+    else if (k == "--prefetch") a.prefetch = std::stoi(value());
+    else if (k == "--shuffle-buffer") a.shuffle_buffer = std::stoll(value());
     else if (k == "--json") a.json = true;
     else if (k == "--help" || k == "-h") {
       usage();
@@ -67,6 +80,8 @@ Args parse(int argc, char** argv) {
   if (a.model != "cnn" && a.model != "mlp")
     fail(ErrorCode::invalid_argument, "--model must be cnn or mlp, not '{}'", a.model);
   if (a.epochs < 1 || a.batch < 1) fail(ErrorCode::invalid_argument, "--epochs and --batch must be positive");
+  if (a.prefetch < 0 || a.shuffle_buffer < 1)
+    fail(ErrorCode::invalid_argument, "--prefetch must be 0 or more and --shuffle-buffer positive");
   return a;
 }
 
@@ -114,11 +129,22 @@ int main(int argc, char** argv) {
     Args a = parse(argc, argv);
     const bool tty = ::isatty(STDOUT_FILENO) && !a.json;
     auto root = Scope::root();
-    auto train_in = ops::dataset_batches(
-        root.sub("train_data"), {.images_path = file(a.data, "train-images-idx3-ubyte"),
-                                 .labels_path = file(a.data, "train-labels-idx1-ubyte"),
-                                 .batch_size = a.batch,
-                                 .shuffle_seed = a.seed});
+    auto train_files = data::fashion_mnist_files(a.data, data::Split::train);
+    auto pipeline = data::Pipeline::from_idx(train_files.first, train_files.second)
+                        .shuffle(a.shuffle_buffer, uint64_t(a.seed))
+                        .batch(a.batch)
+                        .repeat(a.epochs);
+    const std::vector<PartialShape> batch_shapes = {PartialShape{-1, 1, 28, 28}, PartialShape{-1}};
+    std::vector<Output> train_in;
+    std::optional<ops::Queue> queue;
+    if (a.prefetch > 0) {
+      queue = ops::Queue::fifo(root.sub("train_data"), {DType::float32, DType::int32}, batch_shapes,
+                               {.capacity = a.prefetch, .shared_name = "fashion_mnist_train"});
+      train_in = queue->dequeue(root.sub("train_data"));
+    } else {
+      train_in = {ops::placeholder(root.with_op_name("train_images"), DType::float32, batch_shapes[0]),
+                  ops::placeholder(root.with_op_name("train_labels"), DType::int32, batch_shapes[1])};
+    }
     const int64_t test_batch = 1000;
     auto test_in = ops::dataset_batches(
         root.sub("test_data"), {.images_path = file(a.data, "t10k-images-idx3-ubyte"),
@@ -138,9 +164,22 @@ int main(int argc, char** argv) {
     options.threads = a.threads;
     Session session(root, options);
     session.run({}, {}, {model.initializer()});
-    // Build both executables (the readers load their files) before any epoch is timed.
-    session.prepare({}, {loss}, {train});
+    // Build both executables (the test reader loads its files) before any epoch is timed.
+    if (queue) session.prepare({}, {loss}, {train});
+    else session.prepare({train_in[0], train_in[1]}, {loss}, {train});
     session.prepare({}, {correct});
+    std::optional<Prefetcher> prefetcher;
+    std::unique_ptr<data::Iterator> batches;
+    if (queue) prefetcher.emplace(session, *queue, pipeline);
+    else batches = pipeline.begin();
+    // One training step on the next batch, from the queue or read here and fed.
+    auto train_step = [&]() -> float {
+      if (prefetcher) return session.run({}, {loss}, {train})[0].scalar_value<float>();
+      auto batch = batches->next();
+      if (!batch) fail(ErrorCode::out_of_range, "the input pipeline ended early");
+      return session.run({{train_in[0], (*batch)[0]}, {train_in[1], (*batch)[1]}}, {loss}, {train})[0]
+          .scalar_value<float>();
+    };
 
     const int64_t train_size = 60000, test_size = 10000;
     const int64_t steps = (train_size + a.batch - 1) / a.batch;
@@ -155,7 +194,7 @@ int main(int argc, char** argv) {
       int64_t seen = 0;
       for (int64_t step = 1; step <= steps; ++step) {
         int64_t b = std::min<int64_t>(a.batch, train_size - (step - 1) * a.batch);
-        float l = session.run({}, {loss}, {train})[0].scalar_value<float>();
+        float l = train_step();
         if (!std::isfinite(l)) fail(ErrorCode::aborted, "the loss diverged ({}) at epoch {} step {}", l, epoch, step);
         loss_sum += double(l) * double(b);
         seen += b;
@@ -177,10 +216,11 @@ int main(int argc, char** argv) {
       for (int64_t i = 0; i < test_size / test_batch; ++i) hits += session.run({correct})[0].scalar_value<float>();
       last_accuracy = hits / double(test_size);
       if (a.json) {
-        std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"epoch\":%d,\"batch\":%d,\"threads\":%d,"
+        std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"epoch\":%d,\"batch\":%d,\"threads\":%d,\"prefetch\":%d,"
                     "\"train_loss\":%.5f,\"test_accuracy\":%.4f,\"epoch_seconds\":%.3f,\"examples_per_s\":%.1f}\n",
                     a.model.c_str(), epoch, a.batch,
-                    a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency()), loss_sum / double(seen),
+                    a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency()), a.prefetch,
+                    loss_sum / double(seen),
                     last_accuracy, seconds,
                     double(seen) / seconds);
       } else {
@@ -190,6 +230,7 @@ int main(int argc, char** argv) {
       }
       std::fflush(stdout);
     }
+    if (prefetcher) prefetcher->join();  // the pipeline's error, if it had one
     if (!a.json)
       std::printf("done: %s, %d epochs in %.1f s, test accuracy %.4f\n", a.model.c_str(), a.epochs, total_seconds,
                   last_accuracy);

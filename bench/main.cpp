@@ -3,6 +3,7 @@
 //   troupe-bench convnet --model alexnet|overfeat|vgg|googlenet --batch N --device cpu|gpu
 //                        --steps S --warmup W [--json]
 //   troupe-bench loop --iterations N [--parallel 1,10] [--body trivial,independent] [--json]
+//   troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -14,6 +15,7 @@ namespace troupe::bench {
 int executor_main(int argc, char** argv);
 int convnet_main(int argc, char** argv);
 int loop_main(int argc, char** argv);
+int pipeline_main(int argc, char** argv);
 }
 
 int main(int argc, char** argv) {
@@ -24,7 +26,8 @@ int main(int argc, char** argv) {
                  "       troupe-bench convnet --model alexnet|overfeat|vgg|googlenet [--batch N] "
                  "[--device cpu|gpu] [--steps S] [--warmup W] [--threads T] [--json]\n"
                  "       troupe-bench loop --iterations N [--parallel 1,10] [--body trivial,independent] "
-                 "[--steps S] [--warmup W] [--threads T] [--json]\n");
+                 "[--steps S] [--warmup W] [--threads T] [--json]\n"
+                 "       troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]\n");
     return 2;
   };
   if (argc < 2) return usage();
@@ -32,6 +35,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], "executor") == 0) return troupe::bench::executor_main(argc - 1, argv + 1);
     if (std::strcmp(argv[1], "convnet") == 0) return troupe::bench::convnet_main(argc - 1, argv + 1);
     if (std::strcmp(argv[1], "loop") == 0) return troupe::bench::loop_main(argc - 1, argv + 1);
+    if (std::strcmp(argv[1], "pipeline") == 0) return troupe::bench::pipeline_main(argc - 1, argv + 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe-bench: %s\n", e.what());
     return 1;

@@ -98,10 +98,9 @@ BOOST_AUTO_TEST_CASE(from_idx_streams_scaled_images_and_labels_and_refuses_a_sho
 BOOST_AUTO_TEST_CASE(a_prefetcher_feeds_a_queue_that_the_graph_dequeues_to_the_end) {
   auto root = Scope::root();
   auto q = ops::Queue::fifo(root, {DType::int32}, {PartialShape{-1}}, {.capacity = 2, .shared_name = "prefetched"});
-  auto feed = queue_feed(root, q);
   auto batch = q.dequeue(root)[0];
   Session s(root);
-  Prefetcher prefetch(s, feed, numbers(7).batch(3));
+  Prefetcher prefetch(s, q, numbers(7).batch(3));
   std::vector<int32_t> got;
   for (int i = 0; i < 3; ++i) {
     auto t = s.run({batch})[0];
@@ -117,17 +116,27 @@ BOOST_AUTO_TEST_CASE(a_prefetcher_feeds_a_queue_that_the_graph_dequeues_to_the_e
 BOOST_AUTO_TEST_CASE(a_failing_pipeline_ends_the_input_and_join_says_why) {
   auto root = Scope::root();
   auto q = ops::Queue::fifo(root, {DType::int32}, {PartialShape{}}, {.shared_name = "failing"});
-  auto feed = queue_feed(root, q);
   auto next = q.dequeue(root)[0];
   Session s(root);
   auto broken = numbers(5).map([](data::Element e) {
     if (e[0].scalar_value<int32_t>() == 2) fail(ErrorCode::data_loss, "element 2 is corrupt");
     return e;
   });
-  Prefetcher prefetch(s, feed, broken);
+  Prefetcher prefetch(s, q, broken);
   BOOST_TEST(s.run({next})[0].scalar_value<int32_t>() == 0);
   BOOST_TEST(s.run({next})[0].scalar_value<int32_t>() == 1);
   error_of([&] { s.run({next}); }, ErrorCode::out_of_range);
   auto m = error_of([&] { prefetch.join(); }, ErrorCode::data_loss);
   BOOST_TEST(contains(m, "element 2 is corrupt"), m);
+}
+
+BOOST_AUTO_TEST_CASE(a_pipeline_element_the_queue_does_not_take_fails_the_prefetcher) {
+  auto root = Scope::root();
+  auto q = ops::Queue::fifo(root, {DType::float32}, {PartialShape{}}, {.shared_name = "mismatch"});
+  auto next = q.dequeue(root)[0];
+  Session s(root);
+  Prefetcher prefetch(s, q, numbers(3));
+  error_of([&] { s.run({next}); }, ErrorCode::out_of_range);
+  auto m = error_of([&] { prefetch.join(); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "component 0 is int32, the queue takes float32"), m);
 }
