@@ -515,6 +515,13 @@ std::vector<WaitReport> NodeActor::on_waits() const {
                                     g.done.below, g.held.size(), me_->parallel_iterations));
     out.push_back(std::move(r));
   }
+  for (auto& [step, count] : queue_requests_) {
+    WaitReport r{me_->node->name, Tag{step, 0, 0, nullptr}, 0, 1, {}};
+    r.missing.push_back(fmt::format("queue '{}' to answer ({} request(s): a dequeue waits for elements, an "
+                                    "enqueue for room)",
+                                    get_attr_or<std::string>(me_->node->attrs, "shared_name", "?"), count));
+    out.push_back(std::move(r));
+  }
   for (auto& [key, e] : exits_) {
     WaitReport r{me_->node->name, Tag{key.first, key.second, 0, nullptr}, 1, 2, {}};
     r.missing.push_back(e.last >= 0 ? "the last iteration's value" : "the loop's last LoopCond");

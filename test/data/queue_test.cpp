@@ -70,6 +70,8 @@ BOOST_AUTO_TEST_CASE(a_dequeue_on_an_empty_queue_waits_without_holding_the_only_
   Session s(t.root, SessionOptions{.threads = 1});
   auto waiting = std::async(std::launch::async, [&] { return s.run({t.get})[0].scalar_value<int32_t>(); });
   BOOST_TEST((waiting.wait_for(100ms) == std::future_status::timeout), "nothing to dequeue yet");
+  auto why = s.describe_waiting();
+  BOOST_TEST(contains(why, "waits for queue 'waits' to answer"), "a waiting dequeue explains itself: " << why);
   // With one scheduler thread, this step runs only if the waiting dequeue does not hold it.
   s.run({{t.x, Tensor::scalar(42)}}, {}, {t.put});
   BOOST_TEST(waiting.get() == 42);
