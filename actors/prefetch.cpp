@@ -3,6 +3,9 @@
 #include "actors/queue_actor.hpp"
 #include "actors/runtime.hpp"
 
+#include <algorithm>
+#include <deque>
+
 namespace troupe {
 namespace {
 
@@ -47,13 +50,34 @@ Prefetcher::~Prefetcher() {
 
 void Prefetcher::run(data::Pipeline pipeline) {
   try {
+    // Up to `window` enqueues travel unanswered, so reading goes on while the queue actor waits
+    // for a scheduler thread (a kernel may hold the only one); the queue keeps the elements
+    // beyond its capacity as waiting enqueues, so at most capacity + window are read ahead.
+    const std::size_t window = std::size_t(std::max<int64_t>(impl_->spec.capacity, 1));
+    caf::scoped_actor self{impl_->runtime->system()};
+    using Handle = decltype(self->request(impl_->queue, caf::infinite, enqueue_atom::value, kPrefetchStep,
+                                          std::vector<Tensor>{}, false));
+    std::deque<Handle> in_flight;
+    auto settle_one = [&] {
+      QueueReply reply;
+      in_flight.front().receive([&](QueueReply& r) { reply = std::move(r); },
+                                [&](caf::error& e) {
+                                  reply = {{}, ErrorCode::unavailable,
+                                           "queue actor failed: " + impl_->runtime->system().render(e)};
+                                });
+      in_flight.pop_front();
+      if (reply.code != ErrorCode::ok) throw Error(reply.code, reply.message);
+      ++elements_;
+    };
     auto it = pipeline.begin();
     while (!stop_) {
       auto element = it->next();
       if (!element) break;
-      impl_->ask(enqueue_atom::value, kPrefetchStep, std::move(*element), false);
-      ++elements_;
+      in_flight.push_back(
+          self->request(impl_->queue, caf::infinite, enqueue_atom::value, kPrefetchStep, std::move(*element), false));
+      if (in_flight.size() >= window) settle_one();
     }
+    while (!in_flight.empty()) settle_one();
   } catch (...) {
     if (!stop_) error_ = std::current_exception();
   }
