@@ -44,31 +44,32 @@ NodeRole role_of(const Graph& g, const Node& n) {
 
 }  // namespace
 
-void StackStore::push(uint64_t step, uint64_t frame, uint64_t stack, int64_t iteration, Value value) {
+void StackStore::push(uint64_t step, uint64_t stack, Path path, Value value) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto& values = stacks_[{step, frame, stack}];
-  if (int64_t(values.size()) <= iteration) values.resize(std::size_t(iteration) + 1);
-  values[std::size_t(iteration)] = std::move(value);
+  values_[{step, stack, std::move(path)}] = std::move(value);
 }
 
-Value StackStore::pop(uint64_t step, uint64_t frame, uint64_t stack, int64_t iteration) {
+Value StackStore::pop(uint64_t step, uint64_t stack, const Path& path) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto it = stacks_.find({step, frame, stack});
-  if (it == stacks_.end() || iteration < 0 || int64_t(it->second.size()) <= iteration)
-    fail(ErrorCode::internal, "the forward loop saved no value for its iteration {}", iteration);
-  Value v = std::move(it->second[std::size_t(iteration)]);
-  if (iteration == 0) stacks_.erase(it);
+  auto it = values_.find({step, stack, path});
+  if (it == values_.end()) {
+    std::string at;
+    for (int64_t k : path) at += (at.empty() ? "" : ", ") + std::to_string(k);
+    fail(ErrorCode::internal, "the forward loop saved no value for its iteration ({})", at);
+  }
+  Value v = std::move(it->second);
+  values_.erase(it);
   return v;
 }
 
 void StackStore::drop_step(uint64_t step) {
   std::lock_guard<std::mutex> lock(mutex_);
-  stacks_.erase(stacks_.lower_bound({step, 0, 0}), stacks_.upper_bound({step, UINT64_MAX, UINT64_MAX}));
+  values_.erase(values_.lower_bound({step, 0, Path{}}), values_.lower_bound({step + 1, 0, Path{}}));
 }
 
 std::size_t StackStore::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stacks_.size();
+  return values_.size();
 }
 
 Executable::Executable(caf::actor_system& system, const Graph& graph,
@@ -173,8 +174,6 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     np.role = role_of(g, n);
     if (np.role == NodeRole::enter || np.role == NodeRole::enter_constant)
       np.frame_hash = std::hash<std::string>{}(get_attr<std::string>(n.attrs, "frame_name", n.name));
-    if (np.role == NodeRole::stack_pop)
-      np.frame_hash = std::hash<std::string>{}(get_attr<std::string>(n.attrs, "forward_frame", n.name));
     if (np.role == NodeRole::stack_push || np.role == NodeRole::stack_pop)
       np.stack_hash = std::hash<std::string>{}(get_attr<std::string>(n.attrs, "stack_name", n.name));
     np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));

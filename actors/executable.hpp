@@ -14,6 +14,7 @@
 #include <string>
 #include <tuple>
 #include <vector>
+#include <vector>
 
 #include "actors/messages.hpp"
 #include "graph/prune.hpp"
@@ -41,27 +42,28 @@ enum class NodeRole {
   queue,           // a request to a queue actor (ops/data/queue.hpp)
 };
 
-// The values StackPush nodes save for a loop's gradient, per step, forward frame and stack;
-// shared by the node actors of one executable (under a mutex), cleared when a step ends.
+// The values StackPush nodes save for a loop's gradient, per step, stack and iteration path
+// (the iterations of every frame the push ran in, outermost first); shared by the node actors
+// of one executable (under a mutex). A value is forgotten when popped; what no pop took is
+// dropped when the step ends.
 class StackStore {
  public:
-  void push(uint64_t step, uint64_t frame, uint64_t stack, int64_t iteration, Value value);
-  // The value saved at `iteration`; the stack is forgotten once its iteration 0 is taken.
-  // Throws internal when there is none.
-  Value pop(uint64_t step, uint64_t frame, uint64_t stack, int64_t iteration);
+  using Path = std::vector<int64_t>;
+  void push(uint64_t step, uint64_t stack, Path path, Value value);
+  // Takes the value saved under `path`; throws internal when there is none.
+  Value pop(uint64_t step, uint64_t stack, const Path& path);
   void drop_step(uint64_t step);
-  std::size_t size() const;  // stacks held
+  std::size_t size() const;  // values held
 
  private:
-  using Key = std::tuple<uint64_t, uint64_t, uint64_t>;
+  using Key = std::tuple<uint64_t, uint64_t, Path>;
   mutable std::mutex mutex_;
-  std::map<Key, std::vector<Value>> stacks_;
+  std::map<Key, Value> values_;
 };
-
 struct NodePlan {
   const Node* node = nullptr;
   NodeRole role = NodeRole::kernel;
-  uint64_t frame_hash = 0;       // enter roles: hash of the frame name; stack_pop: the forward frame's
+  uint64_t frame_hash = 0;       // enter roles: hash of the frame name
   uint64_t stack_hash = 0;       // stack roles: hash of the stack name
   int parallel_iterations = 1;   // next_iteration
   caf::actor queue;              // queue: the queue actor

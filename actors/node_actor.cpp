@@ -238,7 +238,9 @@ void NodeActor::on_exit_input(const Tag& tag, uint32_t slot, Value& value) {
 }
 
 void NodeActor::on_stack_push(const Tag& tag, Value& value) {
-  plan_->stacks.push(tag.step, tag.frame, me_->stack_hash, tag.iteration, std::move(value));
+  StackStore::Path path;
+  for (const Tag* t = &tag; t->info; t = &t->info->parent) path.insert(path.begin(), t->iteration);
+  plan_->stacks.push(tag.step, me_->stack_hash, std::move(path), std::move(value));
   emit(tag, nullptr, false);  // control outputs: the iteration gate
 }
 
@@ -286,21 +288,28 @@ bool NodeActor::fire_frame_op(const Tag& tag, Tensor* inputs, bool dead) {
       return true;
     }
     case NodeRole::stack_pop: {
-      // Iteration j of the gradient loop takes iteration n - 1 - j of the forward loop, entered
-      // from the same parent as this loop. The last, dead, iteration (j = n) takes nothing.
+      // Inputs: the iteration counts of the forward loops being differentiated, innermost
+      // first (this loop's, then those of the loops around it). Iteration j of each gradient
+      // loop stands for iteration n - 1 - j of its forward loop; frames above those keep their
+      // iterations. The last, dead, iteration of a gradient loop (j = n) takes nothing.
       if (dead) {
         emit(tag, nullptr, true);
         return true;
       }
       try {
-        const int64_t n = inputs[0].scalar_value<int32_t>();
-        const int64_t k = n - 1 - tag.iteration;
-        if (k < 0) {
-          emit(tag, nullptr, true);
-          return true;
+        StackStore::Path path;
+        const Tag* t = &tag;
+        for (int level = 0; level < me_->num_inputs; ++level, t = &t->info->parent) {
+          if (!t->info) fail(ErrorCode::internal, "a StackPop outside the gradient loops it takes counts of");
+          const int64_t k = int64_t(inputs[level].scalar_value<int32_t>()) - 1 - t->iteration;
+          if (k < 0) {
+            emit(tag, nullptr, true);
+            return true;
+          }
+          path.insert(path.begin(), k);
         }
-        uint64_t forward = child_frame_id(parent_tag(tag), me_->frame_hash);
-        Value v = plan_->stacks.pop(tag.step, forward, me_->stack_hash, k);
+        for (; t->info; t = &t->info->parent) path.insert(path.begin(), t->iteration);
+        Value v = plan_->stacks.pop(tag.step, me_->stack_hash, path);
         emit(tag, &v.tensor, v.dead);
       } catch (const Error& e) {
         report_error(tag, e.code(), e.what());

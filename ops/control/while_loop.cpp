@@ -3,6 +3,7 @@
 // runs Enter, Exit and NextIteration itself (actors/node_actor.cpp); LoopCond has a kernel.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "graph/gradients.hpp"
 #include "ops/array/array.hpp"
@@ -45,8 +46,9 @@ TROUPE_REGISTER_OP(OpDef{
 
 // The forward values a loop's gradient needs, saved per iteration: StackPush(value) in the
 // forward loop stores the value of each iteration (dead ones too); StackPop(n) in the
-// gradient loop, at its iteration j, takes the forward loop's iteration n - 1 - j. Both are
-// run by the node actor on a store the executable keeps per step.
+// gradient loop, at its iteration j, takes the forward loop's iteration n - 1 - j (n, and
+// the counts of the loops around it, are its inputs). Both are run by the node actor on a
+// store the executable keeps per step, keyed by the iterations of every enclosing frame.
 TROUPE_REGISTER_OP(OpDef{
     .name = "StackPush",
     .num_inputs = 1,
@@ -57,14 +59,16 @@ TROUPE_REGISTER_OP(OpDef{
     .required_attrs = {"stack_name"}});
 TROUPE_REGISTER_OP(OpDef{
     .name = "StackPop",
-    .num_inputs = 1,
+    .num_inputs = -1,
     .stateful = true,
     .frame_op = true,
     .shape_fn = [](InferenceContext& c) {
-      if (c.input_type(0) != DType::int32) c.error("takes the forward loop's iteration count (int32)");
+      if (c.num_inputs() < 1) c.error("takes the iteration count of each forward loop it is inside of");
+      for (int i = 0; i < c.num_inputs(); ++i)
+        if (c.input_type(i) != DType::int32) c.error("takes the forward loops' iteration counts (int32)");
       c.set_output(0, c.attr<DType>("dtype"), c.attr<PartialShape>("shape"));
     },
-    .required_attrs = {"stack_name", "forward_frame", "dtype", "shape"}});
+    .required_attrs = {"stack_name", "dtype", "shape"}});
 
 TROUPE_REGISTER_OP(OpDef{
     .name = "NextIteration",
@@ -148,9 +152,15 @@ void capture_outside_values(const Scope& s, const LoopNodes& l, int end) {
   Graph& g = s.graph();
   std::map<Endpoint, int> invariant;
   std::vector<int> outside_controls;
+  // Frames of this loop and of loops built inside it. A node of another frame built meanwhile
+  // (a gradient's StackPush, which joins the forward loop it saves values of) is not ours.
+  std::set<std::string> owned = {l.frame};
+  for (int id = l.start; id < end; ++id)
+    if (g.node(id).op == "Enter") owned.insert(get_attr<std::string>(g.node(id).attrs, "frame_name", g.node(id).name));
   for (int id = l.start; id < end; ++id) {
     if (is_one_of(l.enters, id)) continue;
     Node& n = g.node(id);
+    if (!frame_of(n).empty() && !owned.count(frame_of(n))) continue;
     for (auto& in : n.inputs) {
       if (in.node >= l.start || hoisted_into(g.node(in.node), n)) continue;
       auto [it, fresh] = invariant.emplace(in, -1);
@@ -251,6 +261,15 @@ void remember(Graph& g, const LoopNodes& l, const std::vector<int>& body_inputs,
 
 bool is_invariant(const Node& n) { return n.op == "Enter" && get_attr_or<bool>(n.attrs, "is_constant", false); }
 
+// The loops whose gradient is being built on this thread, outermost first: a loop nested in
+// one of them is differentiated inside the outer one's gradient loop, and its saved values are
+// found by the iterations of all of them.
+struct GradientContext {
+  std::string frame;
+  Output count;  // the forward loop's iteration count
+};
+thread_local std::vector<GradientContext> gradient_contexts;
+
 // The gradient of a while loop (TensorFlow's, OSDI'16 §4.3): a loop that runs the forward
 // loop's iterations backwards. Its iteration j computes the gradient of the forward body of
 // iteration n - 1 - j with the forward values that body used, which the forward loop saved on
@@ -276,12 +295,15 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
   l.pivot = int(meta[2]);
   int gate = int(meta[3]);
   l.parallel_iterations = int(meta[4]);
+  // A loop inside another is differentiated as part of the outer loop's gradient, inside its
+  // gradient loop (the gradient contexts say which loops are being differentiated).
+  std::string enclosing;
   for (int e : l.enters)
-    if (!frame_of(g.node(g.node(e).inputs[0].node)).empty())
-      fail(ErrorCode::unimplemented, "the gradient of a while loop inside another while loop is not built yet");
-  for (int id = l.start; id < g.size(); ++id)
-    if (g.node(id).op == "Exit" && frame_of(g.node(id)) == l.frame)
-      fail(ErrorCode::unimplemented, "the gradient of a while loop with a while loop inside is not built yet");
+    if (enclosing.empty()) enclosing = frame_of(g.node(g.node(e).inputs[0].node));
+  if (!enclosing.empty() && (gradient_contexts.empty() || gradient_contexts.back().frame != enclosing))
+    fail(ErrorCode::unimplemented,
+         "the gradient of a while loop inside another ('{}') is built only within the gradient of the outer loop",
+         enclosing);
 
   std::vector<int> vars;  // the floating loop variables (others carry no gradient)
   for (int i = 0; i < int(l.exits.size()); ++i)
@@ -328,9 +350,10 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
         if (fresh) {
           const std::string stack = s.unique_name("stack/" + p.name + "_" + std::to_string(in.port));
           saved.push_back({in, stack});  // its StackPush joins the forward loop once this loop is built
-          it->second = Output(&s.add("StackPop", {count},
+          std::vector<Output> counts;  // this loop's, then those of the loops around it
+          for (auto c = gradient_contexts.rbegin(); c != gradient_contexts.rend(); ++c) counts.push_back(c->count);
+          it->second = Output(&s.add("StackPop", counts,
                                      {{"stack_name", stack},
-                                      {"forward_frame", l.frame},
                                       {"dtype", p.output_types[in.port]},
                                       {"shape", p.output_shapes[in.port]}},
                                      "stack_pop"));
@@ -347,6 +370,10 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
     }
     return next;
   };
+  gradient_contexts.push_back({l.frame, count});
+  struct Leave {
+    ~Leave() { gradient_contexts.pop_back(); }
+  } leave;
   auto back = while_loop(
       scope, [&](const Scope& s, const std::vector<Output>& v) { return less(s, v[0], count); }, body, init,
       {.parallel_iterations = l.parallel_iterations, .name = "while_grad"});
