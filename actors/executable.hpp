@@ -61,20 +61,22 @@ class StackStore {
   std::map<Key, Value> values_;
 };
 struct NodePlan {
+  // What every firing reads first, together.
   const Node* node = nullptr;
-  NodeRole role = NodeRole::kernel;
-  uint64_t frame_hash = 0;       // enter roles: hash of the frame name
-  uint64_t stack_hash = 0;       // stack roles: hash of the stack name
-  int parallel_iterations = 1;   // next_iteration
-  caf::actor queue;              // queue: the queue actor
   const Device* device = nullptr;
+  NodeRole role = NodeRole::kernel;
   bool active = true;    // false: a hoisted Const that needs no actor
   int num_inputs = 0;    // data slots (an _Arg has one: the feed)
   int num_fixed = 0;     // data slots filled once, from a hoisted Const
   int num_controls = 0;  // control inputs, plus one start signal for a source node
-  std::vector<Tensor> fixed_inputs;  // per data slot: the hoisted constant, or empty
   std::vector<std::vector<Target>> outputs;  // per output port
   std::vector<Target> control_outputs;
+  std::vector<Tensor> fixed_inputs;  // per data slot: the hoisted constant, or empty
+  // The frame, stack and queue roles'.
+  int parallel_iterations = 1;   // next_iteration
+  uint64_t frame_hash = 0;       // enter roles: hash of the frame name
+  uint64_t stack_hash = 0;       // stack roles: hash of the stack name
+  caf::actor queue;              // queue: the queue actor
   std::vector<std::string> input_names;  // per data slot, for wait reports
   std::string where;  // "Add 'x' on /job:localhost/task:0/device:CPU:0", prefixed to errors
 };

@@ -72,6 +72,7 @@ class NodeActor : public caf::event_based_actor {
   const NodePlan* me_;
   std::unique_ptr<OpKernel> kernel_;
   int expected_;
+  std::unordered_set<uint64_t> aborted_;  // read by every input: kept with the other hot fields
   // One slot per tag in progress; a slot is reused once its tag has fired, so the steady
   // state allocates nothing per tag. Slots are few (steps in flight x live iterations).
   Pending first_;
@@ -113,7 +114,6 @@ class NodeActor : public caf::event_based_actor {
   void serve(Invariant& inv, const Tag& tag);
   void forget_if_over(std::map<FrameKey, Invariant>::iterator it);
   std::map<uint64_t, int> queue_requests_;  // per step: requests a queue has not answered yet
-  std::unordered_set<uint64_t> aborted_;
   std::deque<uint64_t> aborted_order_;
 };
 
