@@ -93,6 +93,7 @@ struct ExecPlan {
   int num_targets = 0;
   std::vector<std::string> fetch_names;
   mutable StackStore stacks;
+  mutable FrameTable frames;
 };
 
 class Runtime;

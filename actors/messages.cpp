@@ -1,5 +1,7 @@
 #include "actors/messages.hpp"
 
+#include <algorithm>
+
 namespace troupe {
 
 uint64_t child_frame_id(const Tag& parent, uint64_t name_hash) {
@@ -15,23 +17,50 @@ uint64_t child_frame_id(const Tag& parent, uint64_t name_hash) {
   return id == 0 ? 1 : id;  // 0 is the root frame
 }
 
-Tag child_tag(const Tag& parent, const std::string& name, uint64_t name_hash) {
-  return Tag{parent.step, child_frame_id(parent, name_hash), 0, std::make_shared<const Frame>(Frame{name, parent})};
+Tag FrameTable::enter(const Tag& parent, const std::string& name, uint64_t name_hash) {
+  Tag child{parent.step, child_frame_id(parent, name_hash), 0};
+  std::lock_guard<std::mutex> lock(mutex_);
+  frames_.try_emplace({child.step, child.frame}, Record{name, parent});
+  return child;
 }
 
-const Tag& parent_tag(const Tag& tag) {
-  if (!tag.info) fail(ErrorCode::internal, "Exit in the root frame: it has no parent frame");
-  return tag.info->parent;
+std::optional<Tag> FrameTable::parent(const Tag& tag) const {
+  if (tag.frame == 0) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = frames_.find({tag.step, tag.frame});
+  if (it == frames_.end()) return std::nullopt;
+  return it->second.parent;
 }
 
-std::string describe_frame(const Tag& tag) {
-  std::string out;
-  for (const Tag* t = &tag; t->info; t = &t->info->parent) {
-    out += out.empty() ? "in frame '" : " (in frame '";
-    out += t->info->name + "' iteration " + std::to_string(t->iteration);
+std::optional<std::vector<int64_t>> FrameTable::iterations(const Tag& tag) const {
+  std::vector<int64_t> out;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Tag t = tag; t.frame != 0;) {
+    auto it = frames_.find({t.step, t.frame});
+    if (it == frames_.end()) return std::nullopt;
+    out.insert(out.begin(), t.iteration);
+    t = it->second.parent;
   }
-  for (const Tag* t = tag.info ? &tag.info->parent : nullptr; t && t->info; t = &t->info->parent) out += ")";
   return out;
+}
+
+std::string FrameTable::describe(const Tag& tag) const {
+  std::string out;
+  int levels = 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Tag t = tag; t.frame != 0; ++levels) {
+    auto it = frames_.find({t.step, t.frame});
+    if (it == frames_.end()) break;
+    out += levels == 0 ? "in frame '" : " (in frame '";
+    out += it->second.name + "' iteration " + std::to_string(t.iteration);
+    t = it->second.parent;
+  }
+  return out + std::string(std::size_t(std::max(levels - 1, 0)), ')');
+}
+
+void FrameTable::drop_step(uint64_t step) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  frames_.erase(frames_.lower_bound({step, 0}), frames_.lower_bound({step + 1, 0}));
 }
 
 }  // namespace troupe

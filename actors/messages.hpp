@@ -4,7 +4,10 @@
 #include <caf/all.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,38 +17,53 @@
 
 namespace troupe {
 
-struct Frame;
-
 // Which step, which loop frame, which iteration a value belongs to. Frame 0 is the step's
-// root frame. Enter derives a child frame's tag from its parent's (child_tag), Exit returns
-// to the parent (parent_tag), NextIteration counts the iteration up. Tags compare by step,
-// frame id and iteration; `info` carries the frame's name and parent tag (null in the root
-// frame), shared by reference, so a tag stays three words and a pointer.
+// root frame; Enter derives a child frame's id from the parent tag and the loop's name, so
+// every Enter of one loop invocation finds the same id; NextIteration counts the iteration up.
+// What a frame is (its name, the tag it was entered from) is kept in the executable's
+// FrameTable, so a tag stays three plain words.
 struct Tag {
   uint64_t step = 0;
   uint64_t frame = 0;
   int64_t iteration = 0;
-  std::shared_ptr<const Frame> info;
   friend bool operator==(const Tag& a, const Tag& b) {
     return a.step == b.step && a.frame == b.frame && a.iteration == b.iteration;
   }
 };
 
-// One invocation of a loop: its frame name and the tag of the parent it was entered from.
-struct Frame {
-  std::string name;
-  Tag parent;
-};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, Tag& x) {
+  return f(caf::meta::type_name("troupe.Tag"), x.step, x.frame, x.iteration);
+}
 
-// The frame id of loop `name_hash` entered from `parent`: a pure function, so every Enter of
-// one loop invocation derives the same id independently.
+// The frame id of loop `name_hash` entered from `parent`: a pure function.
 uint64_t child_frame_id(const Tag& parent, uint64_t name_hash);
-// Iteration 0 of the frame `name` entered from `parent`.
-Tag child_tag(const Tag& parent, const std::string& name, uint64_t name_hash);
-// The tag Exit returns to. Throws internal for a root-frame tag.
-const Tag& parent_tag(const Tag& tag);
-// "" in the root frame; else "in frame 'f' iteration k (in frame 'g' iteration j)".
-std::string describe_frame(const Tag& tag);
+
+// The frames the steps of one executable have entered: per (step, frame id) the loop's name and
+// the tag it was entered from. Enter writes it; Exit, the stacks of a loop's gradient and error
+// messages read it. A step's frames are forgotten when the step ends, so a late message of an
+// ended step finds nothing (and is dropped) instead of a dangling pointer. Thread-safe.
+class FrameTable {
+ public:
+  // Iteration 0 of the frame `name` entered from `parent`, remembered.
+  Tag enter(const Tag& parent, const std::string& name, uint64_t name_hash);
+  // The tag the frame of `tag` was entered from; nullopt for the root frame or an ended step.
+  std::optional<Tag> parent(const Tag& tag) const;
+  // The iterations of every frame of `tag`, outermost first (empty in the root frame);
+  // nullopt for an ended step.
+  std::optional<std::vector<int64_t>> iterations(const Tag& tag) const;
+  // "" in the root frame; else "in frame 'f' iteration k (in frame 'g' iteration j)".
+  std::string describe(const Tag& tag) const;
+  void drop_step(uint64_t step);
+
+ private:
+  struct Record {
+    std::string name;
+    Tag parent;
+  };
+  mutable std::mutex mutex_;
+  std::map<std::pair<uint64_t, uint64_t>, Record> frames_;
+};
 
 // A tensor, or the mark that it was not computed (the untaken branch of a Switch).
 struct Value {
@@ -99,7 +117,6 @@ inline void send_input(caf::execution_unit* context, const caf::actor& to, const
 
 }  // namespace troupe
 
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Tag)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Value)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::OptimizerSpec)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::StepResult)

@@ -176,7 +176,7 @@ void NodeActor::on_next_iteration_input(const Tag& tag, uint32_t slot, Value& va
     return;
   }
   auto key = FrameKey{tag.step, tag.frame};
-  IterationGate& g = gates_[key];
+  IterationGate& g = roles().gates[key];
   const int64_t window = me_->parallel_iterations;
   if (slot == kControlSlot) {
     g.done.finish(tag.iteration);
@@ -197,7 +197,7 @@ void NodeActor::on_next_iteration_input(const Tag& tag, uint32_t slot, Value& va
     if (next.iteration < g.done.below + window) emit(next, &value.tensor, false);
     else g.held.emplace_back(std::move(next), std::move(value.tensor));
   }
-  if (g.last >= 0 && g.done.below > g.last) gates_.erase(key);
+  if (g.last >= 0 && g.done.below > g.last) roles().gates.erase(key);
 }
 
 void NodeActor::on_exit_input(const Tag& tag, uint32_t slot, Value& value) {
@@ -211,11 +211,16 @@ void NodeActor::on_exit_input(const Tag& tag, uint32_t slot, Value& value) {
   const bool gated = me_->num_controls > 0;
   if (slot == kControlSlot && !gated) return;
   auto key = FrameKey{tag.step, tag.frame};
-  if (slot == 1 && value.dead && !gated) {
-    emit(parent_tag(tag), nullptr, true);
+  const std::optional<Tag> parent = plan_->frames.parent(tag);
+  if (!parent) {  // the step has ended: what is left of it here goes
+    roles().exits.erase(key);
     return;
   }
-  auto [it, fresh] = exits_.try_emplace(key);
+  if (slot == 1 && value.dead && !gated) {
+    emit(*parent, nullptr, true);
+    return;
+  }
+  auto [it, fresh] = roles().exits.try_emplace(key);
   ExitState& e = it->second;
   if (slot == 0) {
     e.value = std::move(value.tensor);
@@ -226,21 +231,20 @@ void NodeActor::on_exit_input(const Tag& tag, uint32_t slot, Value& value) {
     e.done.finish(tag.iteration);
   }
   if (e.last < 0 || (!e.dead && !e.value.is_initialized()) || (gated && e.done.below <= e.last)) return;
-  Tag parent = parent_tag(tag);
   if (e.dead) {
-    exits_.erase(it);
-    emit(parent, nullptr, true);
+    roles().exits.erase(it);
+    emit(*parent, nullptr, true);
     return;
   }
   std::array<Tensor, 2> out{std::move(e.value), Tensor::scalar<int32_t>(int32_t(e.last))};
-  exits_.erase(it);
-  emit(parent, out.data(), false);
+  roles().exits.erase(it);
+  emit(*parent, out.data(), false);
 }
 
 void NodeActor::on_stack_push(const Tag& tag, Value& value) {
-  StackStore::Path path;
-  for (const Tag* t = &tag; t->info; t = &t->info->parent) path.insert(path.begin(), t->iteration);
-  plan_->stacks.push(tag.step, me_->stack_hash, std::move(path), std::move(value));
+  auto path = plan_->frames.iterations(tag);
+  if (!path) return;  // the step has ended
+  plan_->stacks.push(tag.step, me_->stack_hash, std::move(*path), std::move(value));
   emit(tag, nullptr, false);  // control outputs: the iteration gate
 }
 
@@ -251,7 +255,7 @@ void NodeActor::serve(Invariant& inv, const Tag& tag) {
 
 void NodeActor::forget_if_over(std::map<FrameKey, Invariant>::iterator it) {
   const Invariant& inv = it->second;
-  if (inv.arrived && inv.end >= 0 && inv.served > inv.end) invariants_.erase(it);
+  if (inv.arrived && inv.end >= 0 && inv.served > inv.end) roles().invariants.erase(it);
 }
 
 void NodeActor::on_invariant_input(const Tag& tag, uint32_t slot, Value& value) {
@@ -259,7 +263,7 @@ void NodeActor::on_invariant_input(const Tag& tag, uint32_t slot, Value& value) 
   // started (from the loop's first Merge). Slot 1: the loop's LoopCond; false or dead marks
   // the frame's last iteration. The value is kept until every iteration has had it.
   if (slot == 0) {
-    auto it = invariants_.try_emplace({tag.step, child_frame_id(tag, me_->frame_hash)}).first;
+    auto it = roles().invariants.try_emplace({tag.step, child_frame_id(tag, me_->frame_hash)}).first;
     Invariant& inv = it->second;
     inv.arrived = true;
     inv.dead = value.dead;
@@ -269,7 +273,7 @@ void NodeActor::on_invariant_input(const Tag& tag, uint32_t slot, Value& value) 
     forget_if_over(it);
     return;
   }
-  auto it = invariants_.try_emplace({tag.step, tag.frame}).first;
+  auto it = roles().invariants.try_emplace({tag.step, tag.frame}).first;
   Invariant& inv = it->second;
   if (slot == kControlSlot) {
     if (inv.arrived) serve(inv, tag);
@@ -283,7 +287,8 @@ void NodeActor::on_invariant_input(const Tag& tag, uint32_t slot, Value& value) 
 bool NodeActor::fire_frame_op(const Tag& tag, Tensor* inputs, bool dead) {
   switch (me_->role) {
     case NodeRole::enter: {
-      emit(child_tag(tag, get_attr<std::string>(me_->node->attrs, "frame_name", me_->node->name), me_->frame_hash),
+      emit(plan_->frames.enter(tag, get_attr<std::string>(me_->node->attrs, "frame_name", me_->node->name),
+                               me_->frame_hash),
            inputs, dead);
       return true;
     }
@@ -297,18 +302,20 @@ bool NodeActor::fire_frame_op(const Tag& tag, Tensor* inputs, bool dead) {
         return true;
       }
       try {
-        StackStore::Path path;
-        const Tag* t = &tag;
-        for (int level = 0; level < me_->num_inputs; ++level, t = &t->info->parent) {
-          if (!t->info) fail(ErrorCode::internal, "a StackPop outside the gradient loops it takes counts of");
-          const int64_t k = int64_t(inputs[level].scalar_value<int32_t>()) - 1 - t->iteration;
+        auto found = plan_->frames.iterations(tag);
+        if (!found) return true;  // the step has ended
+        StackStore::Path path = std::move(*found);
+        if (int(path.size()) < me_->num_inputs)
+          fail(ErrorCode::internal, "a StackPop outside the gradient loops it takes counts of");
+        for (int level = 0; level < me_->num_inputs; ++level) {
+          int64_t& j = path[path.size() - 1 - std::size_t(level)];
+          const int64_t k = int64_t(inputs[level].scalar_value<int32_t>()) - 1 - j;
           if (k < 0) {
             emit(tag, nullptr, true);
             return true;
           }
-          path.insert(path.begin(), k);
+          j = k;
         }
-        for (; t->info; t = &t->info->parent) path.insert(path.begin(), t->iteration);
         Value v = plan_->stacks.pop(tag.step, me_->stack_hash, path);
         emit(tag, &v.tensor, v.dead);
       } catch (const Error& e) {
@@ -426,10 +433,10 @@ void NodeActor::fire_queue_op(const Tag& tag, Tensor* inputs) {
     report_error(tag, ErrorCode::unavailable, "queue actor failed: " + to_string(e));
   };
   const Node& node = *me_->node;
-  ++queue_requests_[tag.step];
+  ++roles().queue_requests[tag.step];
   auto done = [this, step = tag.step] {
-    auto it = queue_requests_.find(step);
-    if (it != queue_requests_.end() && --it->second == 0) queue_requests_.erase(it);
+    auto it = roles().queue_requests.find(step);
+    if (it != roles().queue_requests.end() && --it->second == 0) roles().queue_requests.erase(it);
   };
   auto ask = [&](auto&&... message) {
     request(me_->queue, caf::infinite, std::forward<decltype(message)>(message)...)
@@ -473,7 +480,7 @@ void NodeActor::report_error(const Tag& tag, ErrorCode code, const std::string& 
   // Only remember the abort here: the caller may be firing from a pending entry. The step
   // actor's abort broadcast, which reaches this actor too, clears the entries.
   remember_abort(tag.step);
-  std::string frame = describe_frame(tag);
+  std::string frame = plan_->frames.describe(tag);
   caf::anon_send(plan_->step_actor, abort_atom::value, tag, int32_t(code),
                  me_->where + (frame.empty() ? "" : " " + frame) + ": " + cause);
 }
@@ -493,13 +500,17 @@ void NodeActor::on_abort(uint64_t step) {
   if (first_.used && first_.tag.step == step) release(first_);
   for (auto& p : more_)
     if (p->used && p->tag.step == step) release(*p);
-  if (queue_requests_.count(step)) {  // a queue still holds this step's request: withdraw it
-    queue_requests_.erase(step);
+  if (!roles_) return;
+  if (roles_->queue_requests.count(step)) {  // a queue still holds this step's request: withdraw it
+    roles_->queue_requests.erase(step);
     caf::anon_send(me_->queue, cancel_atom::value, step);
   }
-  gates_.erase(gates_.lower_bound({step, 0}), gates_.upper_bound({step, UINT64_MAX}));
-  invariants_.erase(invariants_.lower_bound({step, 0}), invariants_.upper_bound({step, UINT64_MAX}));
-  exits_.erase(exits_.lower_bound({step, 0}), exits_.upper_bound({step, UINT64_MAX}));
+  auto drop = [step](auto& per_frame) {
+    per_frame.erase(per_frame.lower_bound({step, 0}), per_frame.upper_bound({step, UINT64_MAX}));
+  };
+  drop(roles_->gates);
+  drop(roles_->invariants);
+  drop(roles_->exits);
 }
 
 std::vector<WaitReport> NodeActor::on_waits() const {
@@ -518,26 +529,27 @@ std::vector<WaitReport> NodeActor::on_waits() const {
   report(first_);
   for (auto& p : more_) report(*p);
   // Loop state still held: what a NextIteration or a loop invariant waits for.
-  for (auto& [key, g] : gates_) {
-    WaitReport r{me_->node->name, Tag{key.first, key.second, g.done.below, nullptr}, 0, 1, {}};
+  if (!roles_) return out;
+  for (auto& [key, g] : roles_->gates) {
+    WaitReport r{me_->node->name, Tag{key.first, key.second, g.done.below}, 0, 1, {}};
     r.missing.push_back(fmt::format("iteration {} of its frame to finish ({} value(s) held back, parallel_iterations {})",
                                     g.done.below, g.held.size(), me_->parallel_iterations));
     out.push_back(std::move(r));
   }
-  for (auto& [step, count] : queue_requests_) {
-    WaitReport r{me_->node->name, Tag{step, 0, 0, nullptr}, 0, 1, {}};
+  for (auto& [step, count] : roles_->queue_requests) {
+    WaitReport r{me_->node->name, Tag{step, 0, 0}, 0, 1, {}};
     r.missing.push_back(fmt::format("queue '{}' to answer ({} request(s): a dequeue waits for elements, an "
                                     "enqueue for room)",
                                     get_attr_or<std::string>(me_->node->attrs, "shared_name", "?"), count));
     out.push_back(std::move(r));
   }
-  for (auto& [key, e] : exits_) {
-    WaitReport r{me_->node->name, Tag{key.first, key.second, 0, nullptr}, 1, 2, {}};
+  for (auto& [key, e] : roles_->exits) {
+    WaitReport r{me_->node->name, Tag{key.first, key.second, 0}, 1, 2, {}};
     r.missing.push_back(e.last >= 0 ? "the last iteration's value" : "the loop's last LoopCond");
     out.push_back(std::move(r));
   }
-  for (auto& [key, inv] : invariants_) {
-    WaitReport r{me_->node->name, Tag{key.first, key.second, inv.served, nullptr}, 0, 1, {}};
+  for (auto& [key, inv] : roles_->invariants) {
+    WaitReport r{me_->node->name, Tag{key.first, key.second, inv.served}, 0, 1, {}};
     r.missing.push_back(inv.arrived ? fmt::format("the loop's last iteration ({} served so far)", inv.served)
                                     : "the loop invariant " + me_->input_names[0]);
     out.push_back(std::move(r));

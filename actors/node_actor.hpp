@@ -102,18 +102,27 @@ class NodeActor : public caf::event_based_actor {
     int64_t end = -1;         // the loop's last iteration, once known
     std::vector<Tag> waiting;  // iterations that started before the value arrived
   };
-  std::map<FrameKey, IterationGate> gates_;
-  std::map<FrameKey, Invariant> invariants_;
   struct ExitState {  // Exit: the last iteration's value and pred, whichever came first
     Tensor value;
     int64_t last = -1;  // the iteration whose pred was false or dead
     bool dead = false;
     FinishedIterations done;  // gated
   };
-  std::map<FrameKey, ExitState> exits_;
+  // The state of the frame and queue roles, made when first needed: most nodes never need
+  // it, and a small actor object keeps a large graph's actors in cache.
+  struct RoleState {
+    std::map<FrameKey, IterationGate> gates;
+    std::map<FrameKey, Invariant> invariants;
+    std::map<FrameKey, ExitState> exits;
+    std::map<uint64_t, int> queue_requests;  // per step: requests a queue has not answered yet
+  };
+  std::unique_ptr<RoleState> roles_;
+  RoleState& roles() {
+    if (!roles_) roles_ = std::make_unique<RoleState>();
+    return *roles_;
+  }
   void serve(Invariant& inv, const Tag& tag);
   void forget_if_over(std::map<FrameKey, Invariant>::iterator it);
-  std::map<uint64_t, int> queue_requests_;  // per step: requests a queue has not answered yet
   std::deque<uint64_t> aborted_order_;
 };
 

@@ -11,6 +11,7 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
     it->second.promise.deliver(std::move(result));
     self->state.steps.erase(it);
     self->state.plan->stacks.drop_step(step);  // what a loop saved for a gradient the step did not run
+    self->state.plan->frames.drop_step(step);
   };
   return {
       [self](run_atom, uint64_t step, std::vector<Tensor>& feeds) -> caf::result<StepResult> {
