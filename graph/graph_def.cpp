@@ -99,7 +99,26 @@ std::shared_ptr<Graph> import_graph(wire::GraphDef::Reader def, const std::strin
     if (!index.emplace(nodes[i].getName().cStr(), i).second)
       fail(ErrorCode::data_loss, "{}: node '{}' appears twice", where, nodes[i].getName().cStr());
 
-  // Add nodes after their inputs, whatever order the file lists them in.
+  // Add nodes after their inputs, whatever order the file lists them in. A loop's back edges
+  // (is_back_edge: a NextIteration into its Merge, a LoopCond into a loop invariant's Enter)
+  // are not followed; such an input points at the node's first input until every node exists.
+  auto back_edge = [&](wire::NodeDef::Reader consumer, unsigned slot, const std::string& producer) {
+    auto it = index.find(producer);
+    if (it == index.end()) return false;
+    if (std::string(nodes[it->second].getOp().cStr()) == "NextIteration") return true;
+    if (std::string(consumer.getOp().cStr()) != "Enter" || slot != 1) return false;
+    for (auto a : consumer.getAttrs())
+      if (std::string(a.getName().cStr()) == "is_constant")
+        return std::get<bool>(attr_from_wire(a.getValue(), where));
+    return false;
+  };
+  struct Fixup {
+    int node;
+    int slot;
+    std::string producer;
+    int port;
+  };
+  std::vector<Fixup> fixups;
   auto graph = std::make_shared<Graph>();
   std::vector<int> state(nodes.size(), 0);  // 0 new, 1 in progress, 2 added
   std::unordered_map<std::string, int> ids;
@@ -113,8 +132,10 @@ std::shared_ptr<Graph> import_graph(wire::GraphDef::Reader def, const std::strin
       auto node = nodes[n];
       auto inputs = node.getInputs();
       if (next < inputs.size()) {
+        const unsigned slot = next;
         std::string input = inputs[next++].cStr();
         auto parsed = parse_tensor_name(input);
+        if (!parsed.control && back_edge(node, slot, parsed.node)) continue;
         auto it = index.find(parsed.node);
         if (it == index.end())
           fail(ErrorCode::data_loss, "{}: node '{}' has input '{}', which names no node", where,
@@ -131,13 +152,21 @@ std::shared_ptr<Graph> import_graph(wire::GraphDef::Reader def, const std::strin
       spec.name = node.getName().cStr();
       spec.op = node.getOp().cStr();
       spec.requested_device = node.getDevice().cStr();
+      std::vector<std::pair<int, ParsedName>> deferred;  // back edges to close later
       for (auto in : inputs) {
         auto parsed = parse_tensor_name(in.cStr());
-        int id = ids.at(parsed.node);
+        auto known = ids.find(parsed.node);
+        if (known == ids.end()) {  // a back edge whose producer comes later
+          if (parsed.control || spec.inputs.empty())
+            fail(ErrorCode::data_loss, "{}: node '{}' needs '{}' before it exists", where, spec.name, parsed.node);
+          deferred.push_back({int(spec.inputs.size()), parsed});
+          spec.inputs.push_back(spec.inputs.front());
+          continue;
+        }
         if (parsed.control)
-          spec.control_inputs.push_back(id);
+          spec.control_inputs.push_back(known->second);
         else
-          spec.inputs.push_back({id, parsed.port});
+          spec.inputs.push_back({known->second, parsed.port});
       }
       for (auto a : node.getAttrs())
         spec.attrs.emplace(a.getName().cStr(),
@@ -149,11 +178,19 @@ std::shared_ptr<Graph> import_graph(wire::GraphDef::Reader def, const std::strin
         std::string name = spec.name;
         int id = graph->add_node(std::move(spec)).id;
         ids[name] = id;
+        for (auto& [slot, parsed] : deferred) fixups.push_back({id, slot, parsed.node, parsed.port});
       } catch (const Error& e) {
         throw Error(e.code(), where + ": " + e.what());
       }
       state[n] = 2;
       stack.pop_back();
+    }
+  }
+  for (auto& f : fixups) {
+    try {
+      graph->update_input(f.node, f.slot, {ids.at(f.producer), f.port});
+    } catch (const Error& e) {
+      throw Error(ErrorCode::data_loss, where + ": " + e.what());
     }
   }
   return graph;

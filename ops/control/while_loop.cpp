@@ -245,18 +245,23 @@ int gate_iterations(const Scope& s, const LoopNodes& l) {
   return gate;
 }
 
-std::vector<int64_t> ids(const std::vector<int>& v) { return std::vector<int64_t>(v.begin(), v.end()); }
-std::vector<int> ints(const std::vector<int64_t>& v) { return std::vector<int>(v.begin(), v.end()); }
-
-// The loop's structure, kept on its LoopCond node for the loop's gradient.
+// The loop's structure, kept on its LoopCond node by node name (names survive GraphDef export
+// and import, ids need not), for the loop's gradient.
 void remember(Graph& g, const LoopNodes& l, const std::vector<int>& body_inputs, int gate) {
+  auto names = [&](const std::vector<int>& ids) {
+    std::vector<std::string> out;
+    for (int id : ids) out.push_back(g.node(id).name);
+    return out;
+  };
   AttrMap& a = g.node(l.loop_cond).attrs;
-  a["_loop_enters"] = ids(l.enters);
-  a["_loop_merges"] = ids(l.merges);
-  a["_loop_exits"] = ids(l.exits);
-  a["_loop_next"] = ids(l.next_iterations);
-  a["_loop_body_inputs"] = ids(body_inputs);
-  a["_loop_meta"] = std::vector<int64_t>{l.start, l.body_start, l.pivot, gate, l.parallel_iterations};
+  a["_loop_enters"] = names(l.enters);
+  a["_loop_merges"] = names(l.merges);
+  a["_loop_exits"] = names(l.exits);
+  a["_loop_next"] = names(l.next_iterations);
+  a["_loop_body_inputs"] = names(body_inputs);
+  a["_loop_pivot"] = g.node(l.pivot).name;
+  a["_loop_gate"] = gate >= 0 ? g.node(gate).name : std::string();
+  a["_loop_parallel_iterations"] = int64_t(l.parallel_iterations);
 }
 
 bool is_invariant(const Node& n) { return n.op == "Enter" && get_attr_or<bool>(n.attrs, "is_constant", false); }
@@ -284,17 +289,21 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
   LoopNodes l;
   l.frame = frame_of(g.node(lc_id));
   l.loop_cond = lc_id;
-  l.enters = ints(get_attr<std::vector<int64_t>>(a, "_loop_enters", l.frame));
-  l.merges = ints(get_attr<std::vector<int64_t>>(a, "_loop_merges", l.frame));
-  l.exits = ints(get_attr<std::vector<int64_t>>(a, "_loop_exits", l.frame));
-  l.next_iterations = ints(get_attr<std::vector<int64_t>>(a, "_loop_next", l.frame));
-  auto body_inputs = ints(get_attr<std::vector<int64_t>>(a, "_loop_body_inputs", l.frame));
-  auto meta = get_attr<std::vector<int64_t>>(a, "_loop_meta", l.frame);
-  l.start = int(meta[0]);
-  l.body_start = int(meta[1]);
-  l.pivot = int(meta[2]);
-  int gate = int(meta[3]);
-  l.parallel_iterations = int(meta[4]);
+  auto ids = [&](const char* attr) {
+    std::vector<int> out;
+    for (auto& name : get_attr<std::vector<std::string>>(a, attr, l.frame)) out.push_back(g.find(name)->id);
+    return out;
+  };
+  l.enters = ids("_loop_enters");
+  l.merges = ids("_loop_merges");
+  l.exits = ids("_loop_exits");
+  l.next_iterations = ids("_loop_next");
+  auto body_inputs = ids("_loop_body_inputs");
+  l.pivot = g.find(get_attr<std::string>(a, "_loop_pivot", l.frame))->id;
+  const std::string gate_name = get_attr<std::string>(a, "_loop_gate", l.frame);
+  int gate = gate_name.empty() ? -1 : g.find(gate_name)->id;
+  l.parallel_iterations = int(get_attr<int64_t>(a, "_loop_parallel_iterations", l.frame));
+  l.start = l.body_start = 0;  // not needed below: the loop's nodes are found by frame
   // A loop inside another is differentiated as part of the outer loop's gradient, inside its
   // gradient loop (the gradient contexts say which loops are being differentiated).
   std::string enclosing;
@@ -398,9 +407,7 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
                                  .requested_device = g.node(l.pivot).requested_device})
                  .id;
       for (int n : l.next_iterations) add_control(g.node(n), gate);
-      auto m = get_attr<std::vector<int64_t>>(a, "_loop_meta", l.frame);
-      m[3] = gate;
-      g.node(lc_id).attrs["_loop_meta"] = m;
+      g.node(lc_id).attrs["_loop_gate"] = g.node(gate).name;
     }
     for (int p : pushes) add_control(g.node(gate), p);
     for (int e : l.exits) add_control(g.node(e), gate);

@@ -11,6 +11,7 @@
 #include "actors/session.hpp"
 #include "ops/all.hpp"
 #include "graph/gradients.hpp"
+#include "graph/graph_def.hpp"
 #include "ops/kernel.hpp"
 #include "test/support/expect_error.hpp"
 #include "test/support/settles.hpp"
@@ -436,4 +437,28 @@ BOOST_AUTO_TEST_CASE(an_edge_into_a_loop_that_bypasses_enter_is_refused) {
   Session s(root);
   auto m = error_of([&] { s.run({after}); }, ErrorCode::invalid_argument);
   BOOST_TEST(contains(m, "Identity 'after' outside any loop has a control input from Add 'while/body/step' in while loop 'while'"), m);
+}
+
+BOOST_AUTO_TEST_CASE(a_loop_survives_graphdef_export_and_import_and_is_differentiated_there) {
+  // The factorial loop (with an invariant: n), through bytes and back, runs and differentiates
+  // in the imported graph: y = y0 * x^3 by a loop of three products.
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_op_name("x"), DType::float32, Shape{});
+  auto y0 = ops::placeholder(root.with_op_name("y0"), DType::float32, Shape{});
+  auto out = ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 3)); },
+      [&](const Scope& s, const Vars& v) { return Vars{ops::add(s, v[0], i32(s, 1)), ops::mul(s, v[1], x)}; },
+      {i32(root, 0), y0}, {.name = "power"});
+  ops::identity(root.with_op_name("y"), out[1]);
+  auto bytes = graph_to_bytes(root.graph());
+  auto imported = graph_from_bytes(bytes.data(), bytes.size());
+  Scope s2(imported);
+  Output y(const_cast<Node*>(imported->find("y")));
+  Output x2(const_cast<Node*>(imported->find("x"))), y02(const_cast<Node*>(imported->find("y0")));
+  auto g = gradients(s2, {y}, {x2, y02});
+  Session s(s2);
+  auto r = s.run({{"x", Tensor::scalar(2.0f)}, {"y0", Tensor::scalar(1.5f)}}, {y, g[0], g[1]});
+  BOOST_TEST(scalar_of(r[0]) == 12.0f);
+  BOOST_TEST(scalar_of(r[1]) == 18.0f);
+  BOOST_TEST(scalar_of(r[2]) == 8.0f);
 }
