@@ -200,3 +200,19 @@ BOOST_AUTO_TEST_CASE(an_element_of_the_wrong_shape_is_refused_naming_the_queue) 
   auto b = error_of([&] { q.enqueue(root, {ops::constant(root, 1)}); }, ErrorCode::invalid_argument);
   BOOST_TEST(contains(b, "component 0 of FIFOQueue 'shapes' (float32 [3]) is float32, got int32"), b);
 }
+
+BOOST_AUTO_TEST_CASE(a_while_loop_dequeues_one_element_per_iteration) {
+  // sum of the first n elements of the queue, dequeued inside the loop's body.
+  auto t = IntQueue::fifo({.shared_name = "in_a_loop"});
+  auto out = ops::while_loop(
+      t.root, [&](const Scope& s, const std::vector<Output>& v) { return ops::less(s, v[0], t.n); },
+      [&](const Scope& s, const std::vector<Output>& v) {
+        auto e = t.q.dequeue(s)[0];
+        return std::vector<Output>{ops::add(s, v[0], ops::constant(s, 1)), ops::add(s, v[1], e)};
+      },
+      {ops::constant(t.root, 0), ops::constant(t.root, 0)});
+  Session s(t.root);
+  s.run({{t.xs, ints({1, 2, 3, 4, 5, 6})}}, {}, {t.put_many});
+  BOOST_TEST(s.run({{t.n, Tensor::scalar(4)}}, {out[1]})[0].scalar_value<int32_t>() == 10);
+  BOOST_TEST(s.run({t.size})[0].scalar_value<int32_t>() == 2, "the loop took exactly four");
+}
