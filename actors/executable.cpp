@@ -27,6 +27,56 @@ const Device& place(const Node& node, const ExecutableOptions& options) {
        node.describe(), node.requested_device);
 }
 
+// Each data edge between two devices goes through a _Send on the producer's device and a
+// _Recv on the consumer's, one pair per tensor and destination device, in the producer's
+// frame. A loop's NextIteration is put with its Merge, so the back edge stays on one device.
+void insert_transfers(Graph& g, const ExecutableOptions& options) {
+  const int n = g.size();
+  std::vector<const Device*> at(static_cast<std::size_t>(n));
+  for (int id = 0; id < n; ++id) at[id] = &place(g.node(id), options);
+  for (int id = 0; id < n; ++id)
+    if (g.node(id).op_def->fires_on_first_live_input)
+      for (auto& in : g.node(id).inputs)
+        if (g.node(in.node).op == "NextIteration" && at[in.node] != at[id]) {
+          at[in.node] = at[id];
+          g.node(in.node).requested_device = at[id]->name();
+        }
+  std::map<std::pair<Endpoint, const Device*>, Endpoint> received;
+  auto fresh_name = [&](std::string base) {
+    std::string name = base;
+    for (int k = 1; g.has_name(name); ++k) name = base + "_" + std::to_string(k);
+    return name;
+  };
+  for (int id = 0; id < n; ++id) {
+    Node& c = g.node(id);
+    for (auto& in : c.inputs) {
+      const Node& p = g.node(in.node);
+      if (at[in.node] == at[id] || (p.op == "Const" && p.control_inputs.empty())) continue;
+      auto [it, fresh] = received.try_emplace({in, at[id]});
+      if (fresh) {
+        AttrMap frame;
+        if (auto f = p.attrs.find("_frame"); f != p.attrs.end()) frame.insert(*f);
+        const std::string to = fmt::format("{}{}", name_of(at[id]->type()), at[id]->index());
+        AttrMap send_attrs = frame, recv_attrs = frame;
+        send_attrs["to_device"] = at[id]->name();
+        recv_attrs["from_device"] = at[in.node]->name();
+        const Node& send = g.add_node(NodeSpec{.name = fresh_name(fmt::format("{}/_send{}_to_{}", p.name, in.port, to)),
+                                               .op = "_Send",
+                                               .inputs = {in},
+                                               .attrs = send_attrs,
+                                               .requested_device = at[in.node]->name()});
+        const Node& recv = g.add_node(NodeSpec{.name = fresh_name(fmt::format("{}/_recv{}_on_{}", p.name, in.port, to)),
+                                               .op = "_Recv",
+                                               .inputs = {{send.id, 0}},
+                                               .attrs = recv_attrs,
+                                               .requested_device = at[id]->name()});
+        it->second = {recv.id, 0};
+      }
+      in = it->second;
+    }
+  }
+}
+
 NodeRole role_of(const Graph& g, const Node& n) {
   if (n.op_def->fires_on_first_live_input) {
     for (int i = 0; i < int(n.inputs.size()); ++i)
@@ -78,6 +128,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
                        const ExecutableOptions& options)
     : system_(&system) {
   Subgraph sub = eliminate_common_subexpressions(extract_subgraph(graph, feeds, fetches, targets));
+  insert_transfers(*sub.graph, options);
   plan_ = std::make_shared<ExecPlan>();
   ExecPlan& p = *plan_;
   p.graph = sub.graph;

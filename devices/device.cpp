@@ -1,5 +1,7 @@
 #include "devices/device.hpp"
 
+#include <cstdlib>
+
 #include <fmt/format.h>
 
 #include <thread>
@@ -33,6 +35,19 @@ DeviceRegistry::DeviceRegistry() {
   devices_.push_back(std::make_unique<Device>(
       cpu_alloc.device_name(), DeviceType::cpu, 0, cpu_alloc,
       fmt::format("host CPU, {} hardware threads", std::thread::hardware_concurrency())));
+  // TROUPE_CPU_DEVICES=N: N host CPU devices (CPU:0 .. CPU:N-1), as TensorFlow's
+  // device_count {'CPU': N}; they share the host's memory and cores, and ops placed on
+  // different ones exchange values through Send/Recv pairs.
+  if (const char* n = std::getenv("TROUPE_CPU_DEVICES")) {
+    int count = std::atoi(n);
+    if (count < 1 || count > 64)
+      fail(ErrorCode::invalid_argument, "TROUPE_CPU_DEVICES must be 1 to 64, got '{}'", n);
+    for (int i = 1; i < count; ++i)
+      devices_.push_back(std::make_unique<Device>(full_device_name("localhost", 0, "CPU", i), DeviceType::cpu, i,
+                                                  cpu_alloc,
+                                                  fmt::format("host CPU, virtual device {} of {} (shares CPU:0's "
+                                                              "memory and cores)", i, count)));
+  }
   const cuda::ModuleApi* api = cuda::module(&gpu_status_);
   if (!api) return;
   char error[256] = {0};

@@ -1,0 +1,115 @@
+// Two host CPU devices (TROUPE_CPU_DEVICES=2, as TensorFlow's device_count {'CPU': 2}): a loop
+// whose body spans both exchanges values through _Send/_Recv pairs inside the loop's frame,
+// which carry the frame and iteration; results, errors and gradients are as on one device.
+#include <boost/test/unit_test.hpp>
+
+#include <cstdlib>
+
+#include "actors/executable.hpp"
+#include "actors/param_shard.hpp"
+#include "actors/runtime.hpp"
+#include "actors/session.hpp"
+#include "graph/gradients.hpp"
+#include "ops/all.hpp"
+#include "test/support/expect_error.hpp"
+#include "test/support/settles.hpp"
+
+using namespace troupe;
+using troupe::testing::contains;
+using troupe::testing::error_of;
+using troupe::testing::settles;
+
+namespace {
+
+// Before anything builds the device registry (it is made on first use).
+const bool two_cpus = [] { return setenv("TROUPE_CPU_DEVICES", "2", 1) == 0; }();
+
+using Vars = std::vector<Output>;
+const char* kCpu1 = "/job:localhost/task:0/device:CPU:1";
+
+// sum over i in [0, n) of 2 i: the doubling runs on CPU:1, the sum on CPU:0.
+struct SplitLoop {
+  Scope root = Scope::root();
+  Output n = ops::placeholder(root.with_op_name("n"), DType::int32, Shape{});
+  std::vector<Output> out = ops::while_loop(
+      root, [&](const Scope& s, const Vars& v) { return ops::less(s, v[0], n); },
+      [](const Scope& s, const Vars& v) {
+        auto twice = ops::mul(s.with_device(kCpu1).with_op_name("twice"), v[0], ops::constant(s, 2));
+        return Vars{ops::add(s, v[0], ops::constant(s, 1)), ops::add(s, v[1], twice)};
+      },
+      {ops::constant(root, 0), ops::constant(root, 0)});
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(troupe_cpu_devices_makes_host_cpu_devices) {
+  BOOST_REQUIRE(two_cpus);
+  const auto& r = DeviceRegistry::instance();
+  BOOST_REQUIRE(r.find(kCpu1) != nullptr);
+  BOOST_TEST(r.find(kCpu1)->type() == DeviceType::cpu);
+  BOOST_TEST(contains(r.find(kCpu1)->description(), "virtual device 1 of 2"));
+}
+
+BOOST_AUTO_TEST_CASE(a_loop_whose_body_spans_two_devices_sends_its_values_inside_the_frame) {
+  SplitLoop l;
+  Session s(l.root);
+  BOOST_TEST(s.run({{l.n, Tensor::scalar<int32_t>(10)}}, {l.out[1]})[0].scalar_value<int32_t>() == 90);
+  BOOST_TEST(s.run({{l.n, Tensor::scalar<int32_t>(0)}}, {l.out[1]})[0].scalar_value<int32_t>() == 0);
+  BOOST_TEST(settles(s), s.describe_waiting());
+
+  // The executable puts a Send/Recv pair on each edge between the devices, in the loop's frame.
+  auto runtime = Runtime::get(0);
+  auto shard = runtime->system().spawn(param_shard);
+  {
+    Executable exe(runtime->system(), l.root.graph(), {l.n.endpoint()}, {l.out[1].endpoint()}, {}, shard,
+                   {.runtime = runtime.get()});
+    int sends = 0, recvs = 0;
+    const Graph& g = *exe.plan().graph;
+    for (int id = 0; id < g.size(); ++id) {
+      const Node& node = g.node(id);
+      if (node.op != "_Send" && node.op != "_Recv") continue;
+      (node.op == "_Send" ? sends : recvs)++;
+      BOOST_TEST(get_attr_or<std::string>(node.attrs, "_frame", "") == "while", node.name << " is in the loop");
+      if (node.op == "_Recv")
+        BOOST_TEST(exe.plan().nodes[id].device != exe.plan().nodes[node.inputs[0].node].device,
+                   node.name << ": a Recv is on another device than its Send");
+    }
+    BOOST_TEST(sends == 2, "the counter to CPU:1, the doubled value back");
+    BOOST_TEST(recvs == 2);
+  }
+  caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(an_error_on_the_second_device_names_it_the_frame_and_the_iteration) {
+  auto root = Scope::root();
+  auto out = ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], ops::constant(s, 10)); },
+      [](const Scope& s, const Vars& v) {
+        auto q = ops::div(s.with_device(kCpu1).with_op_name("quotient"), ops::constant(s, 6),
+                          ops::sub(s, ops::constant(s, 3), v[0]));
+        return Vars{ops::add(s, v[0], ops::constant(s, 1)), ops::add(s, v[1], q)};
+      },
+      {ops::constant(root, 0), ops::constant(root, 0)});
+  Session s(root);
+  auto m = error_of([&] { s.run({out[1]}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "Div 'while/body/quotient' on /job:localhost/task:0/device:CPU:1 in frame 'while' iteration 3"),
+             m);
+}
+
+BOOST_AUTO_TEST_CASE(the_gradient_of_a_loop_spanning_two_devices) {
+  // y = y0 * x^3, the product on CPU:1.
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float32, Shape{});
+  auto out = ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], ops::constant(s, 3)); },
+      [&](const Scope& s, const Vars& v) {
+        return Vars{ops::add(s, v[0], ops::constant(s, 1)), ops::mul(s.with_device(kCpu1), v[1], x)};
+      },
+      {ops::constant(root, 0), ops::constant(root, 1.5f)});
+  auto g = gradients(root, {out[1]}, {x});
+  Session s(root);
+  auto r = s.run({{x, Tensor::scalar(2.0f)}}, {out[1], g[0]});
+  BOOST_TEST(r[0].scalar_value<float>() == 12.0f);
+  BOOST_TEST(r[1].scalar_value<float>() == 18.0f);
+  BOOST_TEST(settles(s), s.describe_waiting());
+}
