@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <atomic>
+#include <future>
 #include <chrono>
 #include <thread>
 
@@ -461,4 +462,23 @@ BOOST_AUTO_TEST_CASE(a_loop_survives_graphdef_export_and_import_and_is_different
   BOOST_TEST(scalar_of(r[0]) == 12.0f);
   BOOST_TEST(scalar_of(r[1]) == 18.0f);
   BOOST_TEST(scalar_of(r[2]) == 8.0f);
+}
+
+BOOST_AUTO_TEST_CASE(steps_running_the_same_loop_at_once_keep_their_frames_apart) {
+  Factorial f;
+  Session s(f.root);
+  std::vector<std::future<int32_t>> runs;
+  for (int32_t n = 1; n <= 8; ++n)
+    runs.push_back(std::async(std::launch::async, [&s, &f, n] {
+      int32_t last = 0;
+      for (int k = 0; k < 20; ++k)
+        last = s.run({{f.n, Tensor::scalar<int32_t>(n)}}, {f.out[1]})[0].scalar_value<int32_t>();
+      return last;
+    }));
+  int32_t factorial = 1;
+  for (int32_t n = 1; n <= 8; ++n) {
+    factorial *= n;
+    BOOST_TEST(runs[std::size_t(n - 1)].get() == factorial, "n = " << n);
+  }
+  BOOST_TEST(settles(s), s.describe_waiting());
 }
