@@ -172,6 +172,10 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
              n.describe(), where(frame), g.node(c).describe(), where(frame_of(c)));
   }
 
+  std::map<std::string, int> exits_of;  // per loop: its Exits in this executable
+  for (int id = 0; id < g.size(); ++id)
+    if (g.node(id).op == "Exit") ++exits_of[frame_of(g.node(id).inputs[0].node)];
+
   // Constant inputs are handed to their consumers once, here, instead of travelling as a
   // message every step: a Const without control inputs has the same value in every step and
   // frame. A Const left with nothing to feed (no fetch, no control consumer) gets no actor.
@@ -223,6 +227,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     }
     np.outputs.resize(std::size_t(n.num_outputs()));
     np.role = role_of(g, n);
+    if (np.role == NodeRole::enter) np.frame_exits = exits_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
     if (np.role == NodeRole::enter || np.role == NodeRole::enter_constant)
       np.frame_hash = std::hash<std::string>{}(get_attr<std::string>(n.attrs, "frame_name", n.name));
     if (np.role == NodeRole::stack_push || np.role == NodeRole::stack_pop)

@@ -75,6 +75,7 @@ struct NodePlan {
   // The frame, stack and queue roles'.
   int parallel_iterations = 1;   // next_iteration
   uint64_t frame_hash = 0;       // enter roles: hash of the frame name
+  int frame_exits = 0;           // enter: how many Exits the loop has here (its frame's lifetime)
   uint64_t stack_hash = 0;       // stack roles: hash of the stack name
   caf::actor queue;              // queue: the queue actor
   std::vector<std::string> input_names;  // per data slot, for wait reports

@@ -17,11 +17,17 @@ uint64_t child_frame_id(const Tag& parent, uint64_t name_hash) {
   return id == 0 ? 1 : id;  // 0 is the root frame
 }
 
-Tag FrameTable::enter(const Tag& parent, const std::string& name, uint64_t name_hash) {
+Tag FrameTable::enter(const Tag& parent, const std::string& name, uint64_t name_hash, int exits) {
   Tag child{parent.step, child_frame_id(parent, name_hash), 0};
   std::lock_guard<std::mutex> lock(mutex_);
-  frames_.try_emplace({child.step, child.frame}, Record{name, parent});
+  frames_.try_emplace({child.step, child.frame}, Record{name, parent, exits});
   return child;
+}
+
+void FrameTable::exited(const Tag& tag) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = frames_.find({tag.step, tag.frame});
+  if (it != frames_.end() && --it->second.exits_left <= 0) frames_.erase(it);
 }
 
 std::optional<Tag> FrameTable::parent(const Tag& tag) const {

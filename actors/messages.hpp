@@ -41,12 +41,16 @@ uint64_t child_frame_id(const Tag& parent, uint64_t name_hash);
 
 // The frames the steps of one executable have entered: per (step, frame id) the loop's name and
 // the tag it was entered from. Enter writes it; Exit, the stacks of a loop's gradient and error
-// messages read it. A step's frames are forgotten when the step ends, so a late message of an
-// ended step finds nothing (and is dropped) instead of a dangling pointer. Thread-safe.
+// messages read it. A frame is forgotten when the last of its loop's Exits has left it; the
+// frames of a failed step when the step ends (a late message of it then finds nothing and is
+// dropped, instead of following a dangling pointer). Thread-safe.
 class FrameTable {
  public:
-  // Iteration 0 of the frame `name` entered from `parent`, remembered.
-  Tag enter(const Tag& parent, const std::string& name, uint64_t name_hash);
+  // Iteration 0 of the frame `name` entered from `parent`, remembered until `exits` Exits have
+  // left it.
+  Tag enter(const Tag& parent, const std::string& name, uint64_t name_hash, int exits);
+  // One of the frame's Exits has left it.
+  void exited(const Tag& tag);
   // The tag the frame of `tag` was entered from; nullopt for the root frame or an ended step.
   std::optional<Tag> parent(const Tag& tag) const;
   // The iterations of every frame of `tag`, outermost first (empty in the root frame);
@@ -60,6 +64,7 @@ class FrameTable {
   struct Record {
     std::string name;
     Tag parent;
+    int exits_left;
   };
   mutable std::mutex mutex_;
   std::map<std::pair<uint64_t, uint64_t>, Record> frames_;

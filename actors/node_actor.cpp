@@ -217,6 +217,7 @@ void NodeActor::on_exit_input(const Tag& tag, uint32_t slot, Value& value) {
     return;
   }
   if (slot == 1 && value.dead && !gated) {
+    plan_->frames.exited(tag);
     emit(*parent, nullptr, true);
     return;
   }
@@ -231,6 +232,7 @@ void NodeActor::on_exit_input(const Tag& tag, uint32_t slot, Value& value) {
     e.done.finish(tag.iteration);
   }
   if (e.last < 0 || (!e.dead && !e.value.is_initialized()) || (gated && e.done.below <= e.last)) return;
+  plan_->frames.exited(tag);
   if (e.dead) {
     roles().exits.erase(it);
     emit(*parent, nullptr, true);
@@ -288,7 +290,7 @@ bool NodeActor::fire_frame_op(const Tag& tag, Tensor* inputs, bool dead) {
   switch (me_->role) {
     case NodeRole::enter: {
       emit(plan_->frames.enter(tag, get_attr<std::string>(me_->node->attrs, "frame_name", me_->node->name),
-                               me_->frame_hash),
+                               me_->frame_hash, me_->frame_exits),
            inputs, dead);
       return true;
     }
@@ -302,8 +304,13 @@ bool NodeActor::fire_frame_op(const Tag& tag, Tensor* inputs, bool dead) {
         return true;
       }
       try {
+        // The last, dead, iteration of this gradient loop takes nothing (and needs no frame).
+        if (int64_t(inputs[0].scalar_value<int32_t>()) - 1 - tag.iteration < 0) {
+          emit(tag, nullptr, true);
+          return true;
+        }
         auto found = plan_->frames.iterations(tag);
-        if (!found) return true;  // the step has ended
+        if (!found) return true;  // the step has failed
         StackStore::Path path = std::move(*found);
         if (int(path.size()) < me_->num_inputs)
           fail(ErrorCode::internal, "a StackPop outside the gradient loops it takes counts of");

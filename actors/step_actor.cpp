@@ -8,10 +8,13 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
   auto finish = [self](uint64_t step, StepResult result) {
     auto it = self->state.steps.find(step);
     if (it == self->state.steps.end()) return;
+    const bool failed = result.code != ErrorCode::ok;
     it->second.promise.deliver(std::move(result));
     self->state.steps.erase(it);
     self->state.plan->stacks.drop_step(step);  // what a loop saved for a gradient the step did not run
-    self->state.plan->frames.drop_step(step);
+    // A failed step's frames go now (its loops will not exit); a finished step's loops may
+    // still be passing their last, dead, iterations, and their Exits free their frames.
+    if (failed) self->state.plan->frames.drop_step(step);
   };
   return {
       [self](run_atom, uint64_t step, std::vector<Tensor>& feeds) -> caf::result<StepResult> {
