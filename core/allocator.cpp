@@ -14,6 +14,20 @@ void Allocator::count_allocation(std::size_t bytes) {
   }
 }
 
+void* FreeBlocks::take(std::size_t size) {
+  auto it = blocks_.find(size);
+  if (it == blocks_.end() || it->second.empty()) return nullptr;
+  void* p = it->second.back();
+  it->second.pop_back();
+  bytes_ -= size;
+  return p;
+}
+
+void FreeBlocks::put(std::size_t size, void* block) {
+  blocks_[size].push_back(block);
+  bytes_ += size;
+}
+
 namespace {
 std::size_t rounded_size(std::size_t bytes) {
   if (bytes >= HostAllocator::kLargeBlock) return (bytes + 4095) & ~std::size_t(4095);
@@ -28,12 +42,7 @@ void* HostAllocator::allocate(std::size_t bytes) {
   void* p = nullptr;
   if (rounded >= kLargeBlock) {
     std::lock_guard lock(mutex_);
-    auto it = free_.find(rounded);
-    if (it != free_.end() && !it->second.empty()) {
-      p = it->second.back();
-      it->second.pop_back();
-      cached_ -= rounded;
-    }
+    p = free_.take(rounded);
   }
   if (!p) p = std::aligned_alloc(64, rounded);
   if (!p)
@@ -48,9 +57,8 @@ void HostAllocator::deallocate(void* ptr, std::size_t bytes) {
   const std::size_t rounded = rounded_size(bytes);
   if (rounded >= kLargeBlock) {
     std::lock_guard lock(mutex_);
-    if (cached_ + rounded <= cache_limit_) {
-      free_[rounded].push_back(ptr);
-      cached_ += rounded;
+    if (free_.bytes() + rounded <= cache_limit_) {
+      free_.put(rounded, ptr);
       return;
     }
   }
@@ -59,15 +67,12 @@ void HostAllocator::deallocate(void* ptr, std::size_t bytes) {
 
 std::size_t HostAllocator::bytes_cached() const {
   std::lock_guard lock(mutex_);
-  return cached_;
+  return free_.bytes();
 }
 
 void HostAllocator::release_cached() {
   std::lock_guard lock(mutex_);
-  for (auto& [size, blocks] : free_)
-    for (void* p : blocks) std::free(p);
-  free_.clear();
-  cached_ = 0;
+  free_.release_all([](void* p) { std::free(p); });
 }
 
 CachingAllocator::CachingAllocator(std::string device_name, bool host_accessible, Backend backend)
@@ -92,12 +97,7 @@ void* CachingAllocator::allocate(std::size_t bytes) {
   void* p = nullptr;
   {
     std::lock_guard lock(mutex_);
-    auto it = free_.find(size);
-    if (it != free_.end() && !it->second.empty()) {
-      p = it->second.back();
-      it->second.pop_back();
-      cached_ -= size;
-    }
+    p = free_.take(size);
   }
   if (!p) {
     std::string why;
@@ -121,13 +121,12 @@ void CachingAllocator::deallocate(void* ptr, std::size_t bytes) {
   count_deallocation(bytes);
   const std::size_t size = size_class(bytes);
   std::lock_guard lock(mutex_);
-  free_[size].push_back(ptr);
-  cached_ += size;
+  free_.put(size, ptr);
 }
 
 std::size_t CachingAllocator::bytes_cached() const {
   std::lock_guard lock(mutex_);
-  return cached_;
+  return free_.bytes();
 }
 
 std::size_t CachingAllocator::bytes_reserved() const {
@@ -141,15 +140,13 @@ int64_t CachingAllocator::raw_allocations() const {
 }
 
 void CachingAllocator::release_cached() {
-  std::map<std::size_t, std::vector<void*>> blocks;
+  FreeBlocks blocks;  // freed outside the lock: the backend may be slow (cudaFree synchronises)
   {
     std::lock_guard lock(mutex_);
-    blocks.swap(free_);
-    reserved_ -= cached_;
-    cached_ = 0;
+    std::swap(blocks, free_);
+    reserved_ -= blocks.bytes();
   }
-  for (auto& [size, ptrs] : blocks)
-    for (void* p : ptrs) backend_.free(p);
+  blocks.release_all([&](void* p) { backend_.free(p); });
 }
 
 Allocator& host_allocator() {

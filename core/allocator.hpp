@@ -38,6 +38,26 @@ class Allocator {
   std::atomic<std::size_t> peak_{0};
 };
 
+// Freed blocks kept for reuse, by exact size, with their total. Not thread-safe: the
+// allocator that owns it guards it with its mutex.
+class FreeBlocks {
+ public:
+  void* take(std::size_t size);             // a cached block of `size` bytes, or nullptr
+  void put(std::size_t size, void* block);
+  std::size_t bytes() const { return bytes_; }
+  template <class Free>
+  void release_all(Free&& free) {  // hands every block to free(block) and forgets them
+    for (auto& [size, blocks] : blocks_)
+      for (void* p : blocks) free(p);
+    blocks_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  std::unordered_map<std::size_t, std::vector<void*>> blocks_;
+  std::size_t bytes_ = 0;
+};
+
 // 64-byte aligned host memory (the alignment AVX-512 loads and oneDNN prefer).
 //
 // Large blocks (kLargeBlock and more, rounded up to 4 KiB) are cached when freed and handed out
@@ -64,8 +84,7 @@ class HostAllocator final : public Allocator {
   std::string device_name_;
   std::size_t cache_limit_;
   mutable std::mutex mutex_;
-  std::unordered_map<std::size_t, std::vector<void*>> free_;  // rounded size -> blocks
-  std::size_t cached_ = 0;
+  FreeBlocks free_;  // by rounded size
 };
 
 // A size-class cache in front of a raw allocator (cudaMalloc for a GPU): freed blocks are kept
@@ -101,8 +120,8 @@ class CachingAllocator final : public Allocator {
   bool host_accessible_;
   Backend backend_;
   mutable std::mutex mutex_;
-  std::map<std::size_t, std::vector<void*>> free_;  // size class -> blocks
-  std::size_t cached_ = 0, reserved_ = 0;
+  FreeBlocks free_;  // by size class
+  std::size_t reserved_ = 0;
   int64_t raw_allocations_ = 0;
 };
 
