@@ -18,17 +18,21 @@ struct Prefetcher::Impl {
   std::shared_ptr<Runtime> runtime;
   QueueSpec spec;
   caf::actor queue;
-  // Asks the queue and waits for its answer on the calling thread; throws its error.
+  // Waits for the queue's answer to a request on the calling thread; throws its error.
+  template <class Handle>
+  void await(Handle&& request) {
+    QueueReply reply;
+    request.receive([&](QueueReply& r) { reply = std::move(r); },
+                    [&](caf::error& e) {
+                      reply = {{}, ErrorCode::unavailable, "queue actor failed: " + runtime->system().render(e)};
+                    });
+    if (reply.code != ErrorCode::ok) throw Error(reply.code, reply.message);
+  }
+  // Asks the queue and waits for its answer.
   template <class... Ts>
   void ask(Ts&&... message) {
     caf::scoped_actor self{runtime->system()};
-    QueueReply reply;
-    self->request(queue, caf::infinite, std::forward<Ts>(message)...)
-        .receive([&](QueueReply& r) { reply = std::move(r); },
-                 [&](caf::error& e) {
-                   reply = {{}, ErrorCode::unavailable, "queue actor failed: " + runtime->system().render(e)};
-                 });
-    if (reply.code != ErrorCode::ok) throw Error(reply.code, reply.message);
+    await(self->request(queue, caf::infinite, std::forward<Ts>(message)...));
   }
 };
 
@@ -59,14 +63,9 @@ void Prefetcher::run(data::Pipeline pipeline) {
                                           std::vector<Tensor>{}, false));
     std::deque<Handle> in_flight;
     auto settle_one = [&] {
-      QueueReply reply;
-      in_flight.front().receive([&](QueueReply& r) { reply = std::move(r); },
-                                [&](caf::error& e) {
-                                  reply = {{}, ErrorCode::unavailable,
-                                           "queue actor failed: " + impl_->runtime->system().render(e)};
-                                });
+      Handle oldest = std::move(in_flight.front());
       in_flight.pop_front();
-      if (reply.code != ErrorCode::ok) throw Error(reply.code, reply.message);
+      impl_->await(oldest);
       ++elements_;
     };
     auto it = pipeline.begin();
