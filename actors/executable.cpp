@@ -27,10 +27,11 @@ const Device& place(const Node& node, const ExecutableOptions& options) {
        node.describe(), node.requested_device);
 }
 
-// Each data edge between two devices goes through a _Send on the producer's device and a
-// _Recv on the consumer's, one pair per tensor and destination device, in the producer's
-// frame. A loop's NextIteration is put with its Merge, so the back edge stays on one device.
-void insert_transfers(Graph& g, const ExecutableOptions& options) {
+// Places every node, then puts a _Send on the producer's device and a _Recv on the consumer's
+// on each data edge between two devices, one pair per tensor and destination device, in the
+// producer's frame. A loop's NextIteration is put with its Merge, so the back edge stays on one
+// device. Returns each node's device, the new ones included.
+std::vector<const Device*> place_and_insert_transfers(Graph& g, const ExecutableOptions& options) {
   const int n = g.size();
   std::vector<const Device*> at(static_cast<std::size_t>(n));
   for (int id = 0; id < n; ++id) at[id] = &place(g.node(id), options);
@@ -51,11 +52,11 @@ void insert_transfers(Graph& g, const ExecutableOptions& options) {
     Node& c = g.node(id);
     for (auto& in : c.inputs) {
       const Node& p = g.node(in.node);
-      if (at[in.node] == at[id] || (p.op == "Const" && p.control_inputs.empty())) continue;
+      if (at[in.node] == at[id] || is_constant_value(p)) continue;
       auto [it, fresh] = received.try_emplace({in, at[id]});
       if (fresh) {
         AttrMap frame;
-        if (auto f = p.attrs.find("_frame"); f != p.attrs.end()) frame.insert(*f);
+        if (!loop_frame(p).empty()) frame[kLoopFrameAttr] = loop_frame(p);
         const std::string to = fmt::format("{}{}", name_of(at[id]->type()), at[id]->index());
         AttrMap send_attrs = frame, recv_attrs = frame;
         send_attrs["to_device"] = at[id]->name();
@@ -70,11 +71,14 @@ void insert_transfers(Graph& g, const ExecutableOptions& options) {
                                                .inputs = {{send.id, 0}},
                                                .attrs = recv_attrs,
                                                .requested_device = at[id]->name()});
+        at.push_back(at[in.node]);
+        at.push_back(at[id]);
         it->second = {recv.id, 0};
       }
       in = it->second;
     }
   }
+  return at;
 }
 
 NodeRole role_of(const Graph& g, const Node& n) {
@@ -128,7 +132,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
                        const ExecutableOptions& options)
     : system_(&system) {
   Subgraph sub = eliminate_common_subexpressions(extract_subgraph(graph, feeds, fetches, targets));
-  insert_transfers(*sub.graph, options);
+  const std::vector<const Device*> placed = place_and_insert_transfers(*sub.graph, options);
   plan_ = std::make_shared<ExecPlan>();
   ExecPlan& p = *plan_;
   p.graph = sub.graph;
@@ -138,7 +142,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
   p.num_targets = int(sub.targets.size());
   const Graph& g = *p.graph;
   p.nodes.resize(std::size_t(g.size()));
-  auto frame_of = [&](int id) { return get_attr_or<std::string>(g.node(id).attrs, "_frame", ""); };
+  auto frame_of = [&](int id) -> const std::string& { return loop_frame(g.node(id)); };
   for (auto& f : sub.fetches)
     if (!frame_of(f.node).empty())
       fail(ErrorCode::invalid_argument,
@@ -159,7 +163,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     const bool enter = n.op == "Enter";
     for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
       const Node& p = g.node(n.inputs[slot].node);
-      if ((enter && slot == 0) || (p.op == "Const" && p.control_inputs.empty())) continue;
+      if ((enter && slot == 0) || is_constant_value(p)) continue;
       if (frame_of(p.id) != frame)
         fail(ErrorCode::invalid_argument,
              "{} {} reads {} {}: values cross a loop's boundary only through Enter and Exit (build loops with while_loop)",
@@ -179,10 +183,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
   // Constant inputs are handed to their consumers once, here, instead of travelling as a
   // message every step: a Const without control inputs has the same value in every step and
   // frame. A Const left with nothing to feed (no fetch, no control consumer) gets no actor.
-  auto hoistable = [&](int id) {
-    const Node& n = g.node(id);
-    return n.op == "Const" && n.control_inputs.empty();
-  };
+  auto hoistable = [&](int id) { return is_constant_value(g.node(id)); };
   std::vector<bool> active(std::size_t(g.size()), true);
   {
     std::vector<bool> still_needed(std::size_t(g.size()), false);
@@ -202,7 +203,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     const Node& n = g.node(id);
     NodePlan& np = p.nodes[id];
     np.node = &n;
-    np.device = &place(n, options);
+    np.device = placed[id];
     np.where = n.describe() + " on " + np.device->name();
     np.active = active[id];
     np.num_inputs = n.op == "_Arg" ? 1 : int(n.inputs.size());

@@ -210,18 +210,7 @@ void NodeActor::on_exit_input(const Tag& tag, uint32_t slot, Value& value) {
   if (slot == 1 && !value.dead && value.tensor.scalar_value<bool>()) return;
   const bool gated = me_->num_controls > 0;
   if (slot == kControlSlot && !gated) return;
-  auto key = FrameKey{tag.step, tag.frame};
-  const std::optional<Tag> parent = plan_->frames.parent(tag);
-  if (!parent) {  // the step has ended: what is left of it here goes
-    roles().exits.erase(key);
-    return;
-  }
-  if (slot == 1 && value.dead && !gated) {
-    plan_->frames.exited(tag);
-    emit(*parent, nullptr, true);
-    return;
-  }
-  auto [it, fresh] = roles().exits.try_emplace(key);
+  auto [it, fresh] = roles().exits.try_emplace(FrameKey{tag.step, tag.frame});
   ExitState& e = it->second;
   if (slot == 0) {
     e.value = std::move(value.tensor);
@@ -232,14 +221,16 @@ void NodeActor::on_exit_input(const Tag& tag, uint32_t slot, Value& value) {
     e.done.finish(tag.iteration);
   }
   if (e.last < 0 || (!e.dead && !e.value.is_initialized()) || (gated && e.done.below <= e.last)) return;
+  ExitState left = std::move(e);
+  roles().exits.erase(it);
+  const std::optional<Tag> parent = plan_->frames.parent(tag);
+  if (!parent) return;  // a failed step's frame: nothing leaves it
   plan_->frames.exited(tag);
-  if (e.dead) {
-    roles().exits.erase(it);
+  if (left.dead) {
     emit(*parent, nullptr, true);
     return;
   }
-  std::array<Tensor, 2> out{std::move(e.value), Tensor::scalar<int32_t>(int32_t(e.last))};
-  roles().exits.erase(it);
+  std::array<Tensor, 2> out{std::move(left.value), Tensor::scalar<int32_t>(int32_t(left.last))};
   emit(*parent, out.data(), false);
 }
 
@@ -304,8 +295,10 @@ bool NodeActor::fire_frame_op(const Tag& tag, Tensor* inputs, bool dead) {
         return true;
       }
       try {
-        // The last, dead, iteration of this gradient loop takes nothing (and needs no frame).
-        if (int64_t(inputs[0].scalar_value<int32_t>()) - 1 - tag.iteration < 0) {
+        // Level 0 is this loop: its iteration is the tag's, so its last, dead, iteration is
+        // known (and takes nothing) without looking the frames up.
+        auto forward = [&](int level, int64_t j) { return int64_t(inputs[level].scalar_value<int32_t>()) - 1 - j; };
+        if (forward(0, tag.iteration) < 0) {
           emit(tag, nullptr, true);
           return true;
         }
@@ -316,12 +309,11 @@ bool NodeActor::fire_frame_op(const Tag& tag, Tensor* inputs, bool dead) {
           fail(ErrorCode::internal, "a StackPop outside the gradient loops it takes counts of");
         for (int level = 0; level < me_->num_inputs; ++level) {
           int64_t& j = path[path.size() - 1 - std::size_t(level)];
-          const int64_t k = int64_t(inputs[level].scalar_value<int32_t>()) - 1 - j;
-          if (k < 0) {
+          j = forward(level, j);
+          if (j < 0) {
             emit(tag, nullptr, true);
             return true;
           }
-          j = k;
         }
         Value v = plan_->stacks.pop(tag.step, me_->stack_hash, path);
         emit(tag, &v.tensor, v.dead);

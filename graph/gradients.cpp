@@ -101,9 +101,8 @@ std::vector<Output> gradients(const Scope& outer, const std::vector<Output>& ys,
   // Switch that brings an outside value in after the nodes that read it).
   const std::vector<int> order = g.topological_order();
   // A while loop's Exits, loops whose gradient is built (once, at the first Exit met).
-  auto loop_of = [&](const Node& node) -> std::string {
-    auto frame = [](const Node& m) { return get_attr_or<std::string>(m.attrs, "_frame", ""); };
-    return node.op == "Exit" ? frame(g.node(node.inputs[0].node)) : frame(node);
+  auto loop_of = [&](const Node& node) -> const std::string& {
+    return node.op == "Exit" ? loop_frame(g.node(node.inputs[0].node)) : loop_frame(node);
   };
   std::set<std::string> loops_done;
   for (auto it = order.rbegin(); it != order.rend(); ++it) {

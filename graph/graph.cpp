@@ -87,6 +87,14 @@ Graph::Edges Graph::out_edges() const {
   return e;
 }
 
+const std::string& loop_frame(const Node& node) {
+  static const std::string outside;
+  auto it = node.attrs.find(kLoopFrameAttr);
+  return it == node.attrs.end() ? outside : std::get<std::string>(it->second);
+}
+
+bool is_constant_value(const Node& node) { return node.op == "Const" && node.control_inputs.empty(); }
+
 bool is_back_edge(const Graph& graph, const Node& consumer, int slot) {
   if (graph.node(consumer.inputs[slot].node).op == "NextIteration") return true;
   // A loop invariant learns from its loop's LoopCond when the frame ends, and the condition

@@ -98,6 +98,14 @@ struct ParsedName {
 };
 ParsedName parse_tensor_name(const std::string& name);
 std::string tensor_name(const Node& node, int port);
+// The attribute naming the while loop a node belongs to (set by ops::while_loop), and its
+// value: the loop's frame name, "" outside any loop.
+inline constexpr const char* kLoopFrameAttr = "_frame";
+const std::string& loop_frame(const Node& node);
+// A Const without control inputs: the same value in every step and frame. The executor hands
+// it to its consumers once instead of sending it (except to a Merge or a frame op, which must
+// see it arrive).
+bool is_constant_value(const Node& node);
 // Whether data input `slot` of `consumer` is a loop's back edge: an output of a NextIteration
 // (into its Merge), or the LoopCond a loop invariant's constant Enter takes as input 1.
 bool is_back_edge(const Graph& graph, const Node& consumer, int slot);

@@ -108,7 +108,7 @@ std::vector<Output> cond(const Scope& scope, Output pred, const std::vector<Outp
     Node& n = g.node(id);
     for (auto& in : n.inputs) {
       const Node& p = g.node(in.node);
-      if (in.node >= pivots[0].node()->id || (p.op == "Const" && p.control_inputs.empty())) continue;
+      if (in.node >= pivots[0].node()->id || is_constant_value(p)) continue;
       auto [it, fresh] = switched.try_emplace(in, -1);
       if (fresh) it->second = switch_(s.sub("capture"), Output(&g.node(in.node), in.port), pred)[0].node()->id;
       in = Endpoint{it->second, id < else_start ? 1 : 0};

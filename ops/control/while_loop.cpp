@@ -100,20 +100,10 @@ class LoopCondKernel final : public OpKernel {
 };
 TROUPE_REGISTER_KERNEL("LoopCond", DeviceType::cpu, LoopCondKernel);
 
-const std::string kFrameAttr = "_frame";
-
-const std::string& frame_of(const Node& n) {
-  static const std::string root;
-  auto it = n.attrs.find(kFrameAttr);
-  return it == n.attrs.end() ? root : std::get<std::string>(it->second);
-}
-
 // A Const the executor hands to this consumer once instead of sending it each step
-// (actors/executable.cpp hoists Consts without control inputs, except into Merge and the
-// frame ops, which must see a message).
+// (is_constant_value), unless the consumer is a Merge or a frame op, which must see it arrive.
 bool hoisted_into(const Node& producer, const Node& consumer) {
-  return producer.op == "Const" && producer.control_inputs.empty() && !consumer.op_def->frame_op &&
-         !consumer.op_def->fires_on_first_live_input;
+  return is_constant_value(producer) && !consumer.op_def->frame_op && !consumer.op_def->fires_on_first_live_input;
 }
 
 void add_control(Node& n, int from) {
@@ -127,22 +117,38 @@ void add_control(Node& n, int from) {
 // The loop's nodes, for the passes that complete it once cond and body are built.
 struct LoopNodes {
   std::string frame;
-  int parallel_iterations;
-  int start;       // first node id of the loop
-  int body_start;  // first node of the body side (the switched loop variables)
+  int parallel_iterations = 10;
+  int start = 0;       // first node id of the loop (while it is built)
+  int body_start = 0;  // first node of the body side (the switched loop variables)
   std::vector<int> enters, merges, exits, next_iterations;
-  int loop_cond;
-  int pivot;  // the first switched loop variable: live exactly in iterations that run the body
+  int loop_cond = -1;
+  int pivot = -1;  // the first switched loop variable: live exactly in iterations that run the body
 };
 
 bool is_one_of(const std::vector<int>& ids, int id) { return std::find(ids.begin(), ids.end(), id) != ids.end(); }
+
+// A loop invariant's Enter (a constant Enter).
+bool is_invariant(const Node& n) { return n.op == "Enter" && get_attr_or<bool>(n.attrs, "is_constant", false); }
+
+// The NoOp that says an iteration has finished: it waits for `sinks`, and the loop's
+// NextIterations wait for it.
+int add_iteration_gate(Graph& g, const std::string& name, const LoopNodes& l, std::vector<int> sinks) {
+  int gate = g.add_node(NodeSpec{.name = name,
+                                 .op = "NoOp",
+                                 .control_inputs = std::move(sinks),
+                                 .attrs = {{kLoopFrameAttr, l.frame}},
+                                 .requested_device = g.node(l.pivot).requested_device})
+                 .id;
+  for (int n : l.next_iterations) add_control(g.node(n), gate);
+  return gate;
+}
 
 // Every node built inside the loop belongs to its frame, except what nested loops already
 // claimed and the loop's Exits (they output to the parent frame; an enclosing loop claims them).
 void claim_frame(Graph& g, const LoopNodes& l, int end) {
   for (int id = l.start; id < end; ++id) {
     Node& n = g.node(id);
-    if (!is_one_of(l.exits, id) && !n.attrs.count(kFrameAttr)) n.attrs[kFrameAttr] = l.frame;
+    if (!is_one_of(l.exits, id) && !n.attrs.count(kLoopFrameAttr)) n.attrs[kLoopFrameAttr] = l.frame;
   }
 }
 
@@ -160,7 +166,7 @@ void capture_outside_values(const Scope& s, const LoopNodes& l, int end) {
   for (int id = l.start; id < end; ++id) {
     if (is_one_of(l.enters, id)) continue;
     Node& n = g.node(id);
-    if (!frame_of(n).empty() && !owned.count(frame_of(n))) continue;
+    if (!loop_frame(n).empty() && !owned.count(loop_frame(n))) continue;
     for (auto& in : n.inputs) {
       if (in.node >= l.start || hoisted_into(g.node(in.node), n)) continue;
       auto [it, fresh] = invariant.emplace(in, -1);
@@ -174,7 +180,7 @@ void capture_outside_values(const Scope& s, const LoopNodes& l, int end) {
                               .attrs = {{"frame_name", l.frame},
                                         {"is_constant", true},
                                         {"parallel_iterations", int64_t(l.parallel_iterations)},
-                                        {kFrameAttr, l.frame}},
+                                        {kLoopFrameAttr, l.frame}},
                               .requested_device = n.requested_device})
                          .id;
       }
@@ -196,7 +202,7 @@ void trigger_each_iteration(Graph& g, const LoopNodes& l) {
   auto edges = g.out_edges();
   for (int id = l.start; id < g.size(); ++id) {
     Node& n = g.node(id);
-    if (frame_of(n) != l.frame || !n.control_inputs.empty() || n.op == "Merge" || n.op == "Enter") continue;
+    if (loop_frame(n) != l.frame || !n.control_inputs.empty() || n.op == "Merge" || n.op == "Enter") continue;
     bool messages = std::any_of(n.inputs.begin(), n.inputs.end(),
                                 [&](const Endpoint& in) { return !hoisted_into(g.node(in.node), n); });
     if (messages) continue;
@@ -220,11 +226,11 @@ int gate_iterations(const Scope& s, const LoopNodes& l) {
   std::vector<int> sinks;
   for (int id = l.body_start; id < g.size(); ++id) {
     const Node& n = g.node(id);
-    if (frame_of(n) != l.frame || is_one_of(l.next_iterations, id)) continue;
-    if (n.op == "Enter" && !get_attr_or<bool>(n.attrs, "is_constant", false)) continue;
+    if (loop_frame(n) != l.frame || is_one_of(l.next_iterations, id)) continue;
+    if (n.op == "Enter" && !is_invariant(n)) continue;
     if (n.inputs.empty() && n.control_inputs.empty()) continue;  // a hoisted Const: no actor
     bool sink = true;
-    auto stays = [&](int c) { return !is_one_of(l.next_iterations, c) && frame_of(g.node(c)) == l.frame; };
+    auto stays = [&](int c) { return !is_one_of(l.next_iterations, c) && loop_frame(g.node(c)) == l.frame; };
     for (auto& port : edges.data[id])
       for (auto& c : port) sink = sink && !stays(c.node);
     for (int c : edges.control[id]) sink = sink && !stays(c);
@@ -235,14 +241,7 @@ int gate_iterations(const Scope& s, const LoopNodes& l) {
   // NextIteration already says the iteration has finished, and the gate is left out.
   if (l.next_iterations.size() == 1 && sinks.size() == 1 && g.node(l.next_iterations[0]).inputs[0].node == sinks[0])
     return -1;
-  int gate = g.add_node(NodeSpec{.name = s.unique_name("iteration_done"),
-                                 .op = "NoOp",
-                                 .control_inputs = sinks,
-                                 .attrs = {{kFrameAttr, l.frame}},
-                                 .requested_device = g.node(l.pivot).requested_device})
-                 .id;
-  for (int n : l.next_iterations) add_control(g.node(n), gate);
-  return gate;
+  return add_iteration_gate(g, s.unique_name("iteration_done"), l, std::move(sinks));
 }
 
 // The loop's structure, kept on its LoopCond node by node name (names survive GraphDef export
@@ -263,8 +262,6 @@ void remember(Graph& g, const LoopNodes& l, const std::vector<int>& body_inputs,
   a["_loop_gate"] = gate >= 0 ? g.node(gate).name : std::string();
   a["_loop_parallel_iterations"] = int64_t(l.parallel_iterations);
 }
-
-bool is_invariant(const Node& n) { return n.op == "Enter" && get_attr_or<bool>(n.attrs, "is_constant", false); }
 
 // The loops whose gradient is being built on this thread, outermost first: a loop nested in
 // one of them is differentiated inside the outer one's gradient loop, and its saved values are
@@ -287,7 +284,7 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
   const int lc_id = some_exit.inputs[1].node;
   const AttrMap& a = g.node(lc_id).attrs;
   LoopNodes l;
-  l.frame = frame_of(g.node(lc_id));
+  l.frame = loop_frame(g.node(lc_id));
   l.loop_cond = lc_id;
   auto ids = [&](const char* attr) {
     std::vector<int> out;
@@ -303,12 +300,11 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
   const std::string gate_name = get_attr<std::string>(a, "_loop_gate", l.frame);
   int gate = gate_name.empty() ? -1 : g.find(gate_name)->id;
   l.parallel_iterations = int(get_attr<int64_t>(a, "_loop_parallel_iterations", l.frame));
-  l.start = l.body_start = 0;  // not needed below: the loop's nodes are found by frame
   // A loop inside another is differentiated as part of the outer loop's gradient, inside its
   // gradient loop (the gradient contexts say which loops are being differentiated).
   std::string enclosing;
   for (int e : l.enters)
-    if (enclosing.empty()) enclosing = frame_of(g.node(g.node(e).inputs[0].node));
+    if (enclosing.empty()) enclosing = loop_frame(g.node(g.node(e).inputs[0].node));
   if (!enclosing.empty() && (gradient_contexts.empty() || gradient_contexts.back().frame != enclosing))
     fail(ErrorCode::unimplemented,
          "the gradient of a while loop inside another ('{}') is built only within the gradient of the outer loop",
@@ -318,9 +314,9 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
   for (int i = 0; i < int(l.exits.size()); ++i)
     if (is_floating(g.node(l.exits[i]).output_types[0])) vars.push_back(i);
   std::vector<int> invariants;
-  for (int id = l.start; id < g.size(); ++id) {
+  for (int id = 0; id < g.size(); ++id) {  // the loop's nodes are found by frame (ids differ after import)
     const Node& n = g.node(id);
-    if (is_invariant(n) && frame_of(n) == l.frame && is_floating(n.output_types[0])) invariants.push_back(id);
+    if (is_invariant(n) && loop_frame(n) == l.frame && is_floating(n.output_types[0])) invariants.push_back(id);
   }
   Output count(&g.node(l.exits[0]), 1);
 
@@ -350,7 +346,7 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
       Node& m = g.node(id);
       for (auto& in : m.inputs) {
         const Node& p = g.node(in.node);
-        if (frame_of(p) != l.frame || (p.op == "Const" && p.control_inputs.empty())) continue;
+        if (loop_frame(p) != l.frame || is_constant_value(p)) continue;
         if (is_invariant(p)) {
           in = p.inputs[0];
           continue;
@@ -369,7 +365,7 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
         }
         in = it->second.endpoint();
       }
-      std::erase_if(m.control_inputs, [&](int c) { return frame_of(g.node(c)) == l.frame; });
+      std::erase_if(m.control_inputs, [&](int c) { return loop_frame(g.node(c)) == l.frame; });
     }
     std::vector<Output> next = {add(s, v[0], constant(s, int32_t(1)))};
     for (std::size_t k = 0; k < vars.size(); ++k) next.push_back(grads[k] ? grads[k] : zeros_like(s, v[1 + k]));
@@ -395,18 +391,13 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
     pushes.push_back(g.add_node(NodeSpec{.name = stack + "/push",
                                          .op = "StackPush",
                                          .inputs = {value},
-                                         .attrs = {{"stack_name", stack}, {kFrameAttr, l.frame}},
+                                         .attrs = {{"stack_name", stack}, {kLoopFrameAttr, l.frame}},
                                          .requested_device = g.node(value.node).requested_device})
                          .id);
   if (!pushes.empty()) {
-    if (gate < 0) {
-      gate = g.add_node(NodeSpec{.name = scope.unique_name(l.frame + "/iteration_done"),
-                                 .op = "NoOp",
-                                 .control_inputs = {g.node(l.next_iterations[0]).inputs[0].node},
-                                 .attrs = {{kFrameAttr, l.frame}},
-                                 .requested_device = g.node(l.pivot).requested_device})
-                 .id;
-      for (int n : l.next_iterations) add_control(g.node(n), gate);
+    if (gate < 0) {  // the loop had none: its one sink was the new value (gate_iterations)
+      gate = add_iteration_gate(g, scope.unique_name(l.frame + "/iteration_done"), l,
+                                {g.node(l.next_iterations[0]).inputs[0].node});
       g.node(lc_id).attrs["_loop_gate"] = g.node(gate).name;
     }
     for (int p : pushes) add_control(g.node(gate), p);

@@ -347,7 +347,7 @@ Node* Optimizer::apply_gradients(const Scope& scope, const std::vector<Output>& 
     // per iteration, in the loop's frame, so it cannot gate the update; the loop's gradient,
     // which the update waits for, comes out of the loop after its reads anyway.
     for (const Consumer& c : edges.data[v->id][0])
-      if (in_backward[c.node] && !graph.node(c.node).attrs.count("_frame"))
+      if (in_backward[c.node] && loop_frame(graph.node(c.node)).empty())
         readers.push_back(Output(&scope.graph().node(c.node)));
     const Scope gated = readers.empty() ? s : s.with_control_dependencies(readers);
     updates.push_back(&gated.add("ApplyGradient", {grads[i], rate},

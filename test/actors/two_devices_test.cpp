@@ -69,7 +69,7 @@ BOOST_AUTO_TEST_CASE(a_loop_whose_body_spans_two_devices_sends_its_values_inside
       const Node& node = g.node(id);
       if (node.op != "_Send" && node.op != "_Recv") continue;
       (node.op == "_Send" ? sends : recvs)++;
-      BOOST_TEST(get_attr_or<std::string>(node.attrs, "_frame", "") == "while", node.name << " is in the loop");
+      BOOST_TEST(loop_frame(node) == "while", node.name << " is in the loop");
       if (node.op == "_Recv")
         BOOST_TEST(exe.plan().nodes[id].device != exe.plan().nodes[node.inputs[0].node].device,
                    node.name << ": a Recv is on another device than its Send");
