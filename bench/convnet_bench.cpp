@@ -128,11 +128,7 @@ int convnet_main(int argc, char** argv) {
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   if (!std::isfinite(last_loss)) fail(ErrorCode::aborted, "the loss is {} after {} steps", last_loss, a.steps);
-  std::vector<double> sorted = ms;
-  std::sort(sorted.begin(), sorted.end());
-  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
-                                          : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
-  const double min = sorted.front();
+  const auto [median, min] = summarize(ms);
   const double images_per_s = a.batch / (median / 1000.0);
   const double gflops = flops / (median / 1000.0) / 1e9;
   const double peak_mib = double(device->allocator().peak_bytes()) / (1 << 20);

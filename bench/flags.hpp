@@ -1,8 +1,10 @@
 #pragma once
 // The flags every troupe-bench benchmark takes (--steps, --warmup, --threads, --json) and the
 // walk over argv that hands a benchmark its own flags.
+#include <algorithm>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -31,6 +33,19 @@ inline void parse_flags(int argc, char** argv, CommonFlags& common,
     else if (k == "--json") common.json = true;
     else if (!own(k, value)) fail(ErrorCode::invalid_argument, "unknown option '{}'", k);
   }
+}
+
+// The median and the minimum of a benchmark's timings (an even count takes the mean of the two
+// middle ones).
+struct Summary {
+  double median;
+  double min;
+};
+inline Summary summarize(std::vector<double> times) {
+  if (times.empty()) fail(ErrorCode::invalid_argument, "no timings to summarize");
+  std::sort(times.begin(), times.end());
+  const std::size_t n = times.size();
+  return {n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2, times.front()};
 }
 
 }  // namespace troupe::bench

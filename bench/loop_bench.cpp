@@ -103,9 +103,8 @@ int loop_main(int argc, char** argv) {
         if (out[0].scalar_value<int32_t>() != a.iterations)
           fail(ErrorCode::internal, "the loop ran {} iterations, not {}", out[0].scalar_value<int32_t>(), a.iterations);
       }
-      std::sort(us.begin(), us.end());
-      double median = us.size() % 2 ? us[us.size() / 2] : (us[us.size() / 2 - 1] + us[us.size() / 2]) / 2;
-      double per = median / a.iterations, best = us.front() / a.iterations;
+      const auto [median, min] = summarize(us);
+      double per = median / a.iterations, best = min / a.iterations;
       if (a.json) {
         std::printf("{\"system\":\"troupe\",\"benchmark\":\"loop\",\"body\":\"%s\",\"parallel\":%d,\"iterations\":%d,"
                     "\"steps\":%d,\"threads\":%d,\"median_ms\":%.3f,\"us_per_iteration\":%.3f,\"min_us_per_iteration\":%.3f}\n",
