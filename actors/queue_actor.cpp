@@ -19,15 +19,14 @@ struct QueueState {
     bool allow_smaller;
   };
   QueueSpec spec;
-  std::vector<std::vector<Tensor>> elements;  // FIFO: the front is elements[head]
-  std::size_t head = 0;
+  std::deque<std::vector<Tensor>> elements;  // in arrival order
   std::deque<Enqueue> enqueues;
   std::deque<Dequeue> dequeues;
   bool closed = false;
   std::mt19937_64 rng;
   static inline const char* name = "troupe.queue";
 
-  std::size_t size() const { return elements.size() - head; }
+  std::size_t size() const { return elements.size(); }
   bool full() const { return spec.capacity >= 0 && int64_t(size()) >= spec.capacity; }
   // Elements a dequeue may take now: a shuffling queue keeps min_after_dequeue back until closed.
   int64_t available() const {
@@ -36,14 +35,11 @@ struct QueueState {
   }
   std::vector<Tensor> take() {
     if (spec.kind == QueueKind::random_shuffle) {
-      std::uniform_int_distribution<std::size_t> pick(head, elements.size() - 1);
-      std::swap(elements[pick(rng)], elements[head]);
+      std::uniform_int_distribution<std::size_t> pick(0, elements.size() - 1);
+      std::swap(elements[pick(rng)], elements.front());
     }
-    std::vector<Tensor> e = std::move(elements[head++]);
-    if (head > 64 && head * 2 > elements.size()) {
-      elements.erase(elements.begin(), elements.begin() + std::ptrdiff_t(head));
-      head = 0;
-    }
+    std::vector<Tensor> e = std::move(elements.front());
+    elements.pop_front();
     return e;
   }
   QueueReply closed_error(int64_t wanted) const {
