@@ -4,8 +4,9 @@
 // (LIFO, for locality: the consumer of a value runs where the value is hot in cache). An idle
 // worker steals the oldest job of another worker, with try_lock only, so a thief never makes
 // the owner wait, and only from a worker with more than one job queued, or with one job that
-// has waited behind the owner's current job for kStaleRounds of the thief's spin (a long kernel would otherwise hold
-// up the next stage of a pipeline, such as the next iteration of a loop). A worker that wakes a
+// has waited behind the owner's current job for kStaleRounds of the thief's spin (a long
+// kernel would otherwise hold up the next stage of a pipeline, such as the next iteration of a
+// loop). A worker that wakes a
 // job while others sleep wakes one of them. Idle workers spin briefly, then sleep.
 //
 // Installed as the actor system's scheduler module by Runtime (CAF uses a scheduler module
