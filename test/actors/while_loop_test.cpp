@@ -424,6 +424,28 @@ BOOST_AUTO_TEST_CASE(the_gradient_goes_through_a_loop_inside_a_loop) {
   BOOST_TEST(settles(s), "every saved value was taken:\n" << s.describe_waiting());
 }
 
+BOOST_AUTO_TEST_CASE(the_gradient_of_an_inner_loop_alone_is_refused_naming_the_outer_one) {
+  // Once the outer loop is built, the inner loop's result lives in the outer frame: its gradient
+  // is built only as part of the outer loop's.
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float32, Shape{});
+  Output inner_result;
+  ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 2)); },
+      [&](const Scope& s, const Vars& v) {
+        auto inner = ops::while_loop(
+            s, [](const Scope& t, const Vars& u) { return ops::less(t, u[0], i32(t, 2)); },
+            [&](const Scope& t, const Vars& u) { return Vars{ops::add(t, u[0], i32(t, 1)), ops::mul(t, u[1], x)}; },
+            {i32(s, 0), v[1]}, {.name = "inner"});
+        inner_result = inner[1];
+        return Vars{ops::add(s, v[0], i32(s, 1)), inner[1]};
+      },
+      {i32(root, 0), ops::constant(root, 1.0f)}, {.name = "outer"});
+  auto m = error_of([&] { gradients(root, {inner_result}, {x}); }, ErrorCode::unimplemented);
+  BOOST_TEST(contains(m, "while loop 'outer/body/inner'"), m);
+  BOOST_TEST(contains(m, "inside another ('outer') is built only within the gradient of the outer loop"), m);
+}
+
 BOOST_AUTO_TEST_CASE(an_edge_into_a_loop_that_bypasses_enter_is_refused) {
   auto root = Scope::root();
   Output inside;

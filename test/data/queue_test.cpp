@@ -216,3 +216,11 @@ BOOST_AUTO_TEST_CASE(a_while_loop_dequeues_one_element_per_iteration) {
   BOOST_TEST(s.run({{t.n, Tensor::scalar(4)}}, {out[1]})[0].scalar_value<int32_t>() == 10);
   BOOST_TEST(s.run({t.size})[0].scalar_value<int32_t>() == 2, "the loop took exactly four");
 }
+
+BOOST_AUTO_TEST_CASE(dequeue_many_of_a_negative_count_is_refused_naming_the_node) {
+  auto t = IntQueue::fifo({.shared_name = "negative"});
+  Session s(t.root);
+  auto m = error_of([&] { s.run({{t.n, Tensor::scalar(-1)}}, {t.get_many[0]}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "QueueDequeueMany"), m);
+  BOOST_TEST(contains(m, "n must be a non-negative int32 scalar"), m);
+}
