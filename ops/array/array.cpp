@@ -1,6 +1,8 @@
 #include "ops/array/array.hpp"
 
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "graph/gradients.hpp"
@@ -150,13 +152,29 @@ class TransposeKernel final : public OpKernel {
 };
 TROUPE_REGISTER_KERNEL("Transpose", DeviceType::cpu, TransposeKernel);
 
+// A float to an integer type saturates: NaN becomes 0, values beyond the type's range its
+// smallest or largest value (C++ leaves these conversions undefined; x86 turns them all into
+// INT_MIN). The comparisons are exact: each limit either converts to From exactly or rounds
+// up to a power of two that the next larger value would reach.
+template <class To, class From>
+To saturating_integer(From v) {
+  using limits = std::numeric_limits<To>;
+  if (std::isnan(v)) return To(0);
+  if (v <= From(limits::lowest())) return limits::lowest();
+  if (v >= From(limits::max())) return limits::max();
+  return To(v);
+}
+
+// Integers to narrower integers wrap around (C++20); anything to bool is "is not zero".
 template <class To, class From>
 To convert(From v) {
   if constexpr (std::is_same_v<To, bool>) {
     if constexpr (std::is_same_v<From, half>) return float(v) != 0.0f;
     else return v != From(0);
   } else if constexpr (std::is_same_v<From, half>) {
-    return To(float(v));
+    return convert<To>(float(v));
+  } else if constexpr (std::is_integral_v<To> && std::is_floating_point_v<From>) {
+    return saturating_integer<To>(v);
   } else if constexpr (std::is_same_v<To, half>) {
     return half(float(v));
   } else {

@@ -1,4 +1,4 @@
-// Add, Sub, Mul, Div, Pow, Maximum, Minimum and the comparisons, with broadcasting.
+// Add, Sub, Mul, Div, TruncateDiv, FloorDiv, TruncateMod, FloorMod, Pow, Maximum, Minimum and the comparisons, with broadcasting.
 #include <cmath>
 #include <type_traits>
 
@@ -8,6 +8,7 @@
 #include "ops/kernel.hpp"
 #include "ops/math/broadcast.hpp"
 #include "ops/math/elementwise.hpp"
+#include "ops/math/integer.hpp"
 
 namespace troupe {
 namespace {
@@ -15,23 +16,79 @@ namespace {
 template <class T>
 using compute_t = std::conditional_t<std::is_same_v<T, half>, float, T>;
 
-struct AddF { template <class T> static T f(T a, T b) { return a + b; } };
-struct SubF { template <class T> static T f(T a, T b) { return a - b; } };
-struct MulF { template <class T> static T f(T a, T b) { return a * b; } };
+// Integer operands: add, sub, mul and pow wrap around (ops/math/integer.hpp); a zero divisor
+// and the smallest value divided by -1 fail the step. Float operands follow IEEE 754.
+struct AddF { template <class T> static T f(T a, T b) { return integer::wrapping_add(a, b); } };
+struct SubF { template <class T> static T f(T a, T b) { return integer::wrapping_sub(a, b); } };
+struct MulF { template <class T> static T f(T a, T b) { return integer::wrapping_mul(a, b); } };
+
+template <class T>
+void check_integer_divisor(T a, T b, const char* what) {
+  if (b == T(0)) fail(ErrorCode::invalid_argument, "integer {} by zero ({} / 0)", what, a);
+  if (integer::division_overflows(a, b))
+    fail(ErrorCode::invalid_argument, "integer {} overflows: {} / -1 does not fit {}", what, a,
+         name_of(dtype_v<T>));
+}
+
+// Div truncates integer quotients toward zero (C++, and TensorFlow's Div and TruncateDiv
+// kernels); FloorDiv rounds them toward negative infinity (Python's //, tf.math.floordiv).
 struct DivF {
   template <class T> static T f(T a, T b) {
-    if constexpr (std::is_integral_v<T>) {
-      if (b == 0) fail(ErrorCode::invalid_argument, "integer division by zero");
-    }
+    if constexpr (std::is_integral_v<T>) check_integer_divisor(a, b, "division");
     return a / b;
+  }
+};
+struct TruncateDivF {
+  template <class T> static T f(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      check_integer_divisor(a, b, "division");
+      return a / b;
+    } else {
+      return std::trunc(a / b);
+    }
+  }
+};
+struct FloorDivF {
+  template <class T> static T f(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      check_integer_divisor(a, b, "division");
+      T q = T(a / b);
+      if (a % b != 0 && ((a < T(0)) != (b < T(0)))) q = T(q - 1);
+      return q;
+    } else {
+      return std::floor(a / b);
+    }
+  }
+};
+// TruncateMod's remainder has the sign of a (C++'s %, std::fmod); FloorMod's that of b
+// (Python's %), so that a == FloorDiv(a, b) * b + FloorMod(a, b).
+struct TruncateModF {
+  template <class T> static T f(T a, T b) {
+    if constexpr (std::is_integral_v<T>) {
+      if (b == T(0)) fail(ErrorCode::invalid_argument, "integer modulo by zero ({} % 0)", a);
+      return integer::truncated_remainder(a, b);
+    } else {
+      return std::fmod(a, b);
+    }
+  }
+};
+struct FloorModF {
+  template <class T> static T f(T a, T b) {
+    T r = TruncateModF::f(a, b);
+    if (r != T(0) && ((r < T(0)) != (b < T(0)))) r = T(r + b);
+    return r;
   }
 };
 struct PowF {
   template <class T> static T f(T a, T b) {
     if constexpr (std::is_integral_v<T>) {
-      if (b < 0) fail(ErrorCode::invalid_argument, "integers cannot be raised to negative powers");
-      T r = 1;
-      for (T i = 0; i < b; ++i) r *= a;
+      if (b < T(0))
+        fail(ErrorCode::invalid_argument, "integers cannot be raised to negative powers ({} ^ {})", a, b);
+      T r = 1;  // by squaring, wrapping around like mul
+      for (auto e = std::make_unsigned_t<T>(b); e != 0; e >>= 1) {
+        if (e & 1) r = integer::wrapping_mul(r, a);
+        a = integer::wrapping_mul(a, a);
+      }
       return r;
     } else {
       return std::pow(a, b);
@@ -116,6 +173,10 @@ const bool registered = [] {
   register_arith<SubF>("Sub");
   register_arith<MulF>("Mul");
   register_arith<DivF>("Div");
+  register_arith<TruncateDivF>("TruncateDiv");
+  register_arith<FloorDivF>("FloorDiv");
+  register_arith<TruncateModF>("TruncateMod");
+  register_arith<FloorModF>("FloorMod");
   register_arith<PowF>("Pow");
   register_arith<MaxF>("Maximum");
   register_arith<MinF>("Minimum");
@@ -155,6 +216,18 @@ const bool gradients_registered = [] {
     auto db = ops::neg(s, ops::mul(s, g[0], ops::div(s, ops::div(s, a, b), b)));
     return {ops::fit_gradient(s, ops::div(s, g[0], b), a), ops::fit_gradient(s, db, b)};
   });
+  // The quotients are piecewise constant; the remainders are a - q * b for the quotient q.
+  r.add_none("TruncateDiv");
+  r.add_none("FloorDiv");
+  auto remainder = [](Output (*quotient)(const Scope&, Output, Output)) {
+    return [quotient](const Scope& s, const Node& n, const Grads& g) -> Grads {
+      auto a = input_of(s, n, 0), b = input_of(s, n, 1);
+      auto db = ops::neg(s, ops::mul(s, g[0], quotient(s, a, b)));
+      return {ops::fit_gradient(s, g[0], a), ops::fit_gradient(s, db, b)};
+    };
+  };
+  r.add("TruncateMod", remainder(ops::truncate_div));
+  r.add("FloorMod", remainder(ops::floor_div));
   r.add("Pow", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
     auto a = input_of(s, n, 0), b = input_of(s, n, 1), y = output_of(s, n);
     auto da = ops::mul(s, g[0], ops::mul(s, b, ops::pow(s, a, ops::sub(s, b, ops::ones_like(s, b)))));
@@ -191,6 +264,10 @@ TROUPE_BINARY_BUILDER(add, "Add")
 TROUPE_BINARY_BUILDER(sub, "Sub")
 TROUPE_BINARY_BUILDER(mul, "Mul")
 TROUPE_BINARY_BUILDER(div, "Div")
+TROUPE_BINARY_BUILDER(truncate_div, "TruncateDiv")
+TROUPE_BINARY_BUILDER(floor_div, "FloorDiv")
+TROUPE_BINARY_BUILDER(truncate_mod, "TruncateMod")
+TROUPE_BINARY_BUILDER(floor_mod, "FloorMod")
 TROUPE_BINARY_BUILDER(pow, "Pow")
 TROUPE_BINARY_BUILDER(maximum, "Maximum")
 TROUPE_BINARY_BUILDER(minimum, "Minimum")

@@ -1,4 +1,5 @@
-// Sum, Mean, Max over chosen axes. Accumulates float types in double and integers in int64.
+// Sum, Mean, Max over chosen axes. Accumulates float types in double and integers in int64
+// (wrapping around past its range, and on conversion to int32 or uint8, like the integer Add).
 #include "ops/math/reduce.hpp"
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include "ops/array/shape_like.hpp"
 #include "ops/kernel.hpp"
 #include "ops/math/elementwise.hpp"
+#include "ops/math/integer.hpp"
 
 namespace troupe {
 namespace {
@@ -97,6 +99,7 @@ class ReduceKernel final : public OpKernel {
         for (int64_t i = 0; i < n; ++i) {
           Acc v = Acc(std::conditional_t<std::is_same_v<T, half>, float, T>(px[i]));
           if constexpr (R == Reduction::max) acc[o] = std::max(acc[o], v);
+          else if constexpr (std::is_integral_v<Acc>) acc[o] = integer::wrapping_add(acc[o], v);
           else acc[o] += v;
           for (int d = rank - 1; d >= 0; --d) {
             o += ostride[d];

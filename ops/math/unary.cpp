@@ -6,16 +6,34 @@
 #include "ops/array/array.hpp"
 #include "ops/kernel.hpp"
 #include "ops/math/elementwise.hpp"
+#include "ops/math/integer.hpp"
 
 namespace troupe {
 namespace {
 
-struct NegF { template <class T> static T f(T x) { return -x; } };
-struct AbsF { template <class T> static T f(T x) { return x < T(0) ? -x : x; } };
+// On integers Neg, Abs and Square wrap around (ops/math/integer.hpp): abs(INT32_MIN) and
+// neg(INT32_MIN) are INT32_MIN, as in TensorFlow.
+struct NegF {
+  template <class T> static T f(T x) {
+    if constexpr (std::is_integral_v<T>) return integer::wrapping_neg(x);
+    else return -x;
+  }
+};
+struct AbsF {
+  template <class T> static T f(T x) {
+    if constexpr (std::is_integral_v<T>) return integer::wrapping_abs(x);
+    else return x < T(0) ? -x : x;
+  }
+};
 struct ExpF { template <class T> static T f(T x) { return std::exp(x); } };
 struct LogF { template <class T> static T f(T x) { return std::log(x); } };
 struct SqrtF { template <class T> static T f(T x) { return std::sqrt(x); } };
-struct SquareF { template <class T> static T f(T x) { return x * x; } };
+struct SquareF {
+  template <class T> static T f(T x) {
+    if constexpr (std::is_integral_v<T>) return integer::wrapping_mul(x, x);
+    else return x * x;
+  }
+};
 struct ReciprocalF { template <class T> static T f(T x) { return T(1) / x; } };
 
 template <class F, bool kFloatOnly>

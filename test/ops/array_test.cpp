@@ -1,6 +1,7 @@
 // Array ops through a Session: Reshape, Transpose (against a naive index permutation), Cast,
 // Fill, ZerosLike, OnesLike, and the basic Const, Placeholder, Identity and NoOp. All of these
 // move or convert values without arithmetic, so results are compared exactly.
+#include <limits>
 #include <numeric>
 
 #include "op_test.hpp"
@@ -200,6 +201,34 @@ BOOST_AUTO_TEST_CASE(cast_from_bool_and_integers_gives_zero_and_one_or_true_and_
   check_close(out[4], DType::float32, Shape{3}, {0.5, 0, -65504}, kExact, "float16 to float32");
   check_close(out[5], DType::boolean, Shape{3}, {1, 0, 1}, kExact, "float16 to bool");
   check_close(out[6], DType::int32, Shape{3}, {-3, 0, 7}, kExact, "int32 to itself");
+}
+
+BOOST_AUTO_TEST_CASE(cast_of_nan_infinities_and_out_of_range_floats_to_integers_saturates) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  auto root = Scope::root();
+  auto f = ops::constant<float>(root, {nan, inf, -inf, 3e9f, -3e9f, 2147483520.0f, 300.7f, -0.9f}, Shape{8});
+  auto d = ops::constant<double>(root, {std::nan(""), 1e300, -1e300, 2147483647.5, -2147483648.9, 9.2e18, -1, 255.9},
+                                 Shape{8});
+  auto h = ops::constant<half>(root, {half(nan), half(inf), half(-inf), half(60000.0f), half(-1.5f)}, Shape{5});
+  Session session(root);
+  auto out = session.run({ops::cast(root, f, DType::int32), ops::cast(root, f, DType::int64),
+                          ops::cast(root, f, DType::uint8), ops::cast(root, d, DType::int32),
+                          ops::cast(root, d, DType::int64), ops::cast(root, d, DType::uint8),
+                          ops::cast(root, h, DType::int32), ops::cast(root, h, DType::uint8)});
+  using L32 = std::numeric_limits<int32_t>;
+  using L64 = std::numeric_limits<int64_t>;
+  BOOST_TEST((out[0].to_vector<int32_t>() ==
+              std::vector<int32_t>{0, L32::max(), L32::lowest(), L32::max(), L32::lowest(), 2147483520, 300, 0}));
+  BOOST_TEST((out[1].to_vector<int64_t>() ==
+              std::vector<int64_t>{0, L64::max(), L64::lowest(), 3000000000, -3000000000, 2147483520, 300, 0}));
+  BOOST_TEST((out[2].to_vector<uint8_t>() == std::vector<uint8_t>{0, 255, 0, 255, 0, 255, 255, 0}));
+  BOOST_TEST((out[3].to_vector<int32_t>() ==
+              std::vector<int32_t>{0, L32::max(), L32::lowest(), L32::max(), L32::lowest(), L32::max(), -1, 255}));
+  BOOST_TEST((out[4].to_vector<int64_t>() ==
+              std::vector<int64_t>{0, L64::max(), L64::lowest(), 2147483647, -2147483648, 9200000000000000000, -1, 255}));
+  BOOST_TEST((out[5].to_vector<uint8_t>() == std::vector<uint8_t>{0, 255, 0, 255, 0, 255, 0, 255}));
+  BOOST_TEST((out[6].to_vector<int32_t>() == std::vector<int32_t>{0, L32::max(), L32::lowest(), 60000, -1}));
+  BOOST_TEST((out[7].to_vector<uint8_t>() == std::vector<uint8_t>{0, 255, 0, 255, 0}));
 }
 
 BOOST_AUTO_TEST_CASE(fill_repeats_a_scalar_over_the_shape) {

@@ -28,6 +28,18 @@ const BinaryCase kArithmetic[] = {
     {"pow", ops::pow, [](double a, double b, bool) { return std::pow(a, b); }, Domain::power},
     {"maximum", ops::maximum, [](double a, double b, bool) { return std::max(a, b); }, Domain::any},
     {"minimum", ops::minimum, [](double a, double b, bool) { return std::min(a, b); }, Domain::any},
+    {"truncate_div", ops::truncate_div, [](double a, double b, bool) { return std::trunc(a / b); },
+     Domain::nonzero_divisor},
+    {"floor_div", ops::floor_div, [](double a, double b, bool) { return std::floor(a / b); },
+     Domain::nonzero_divisor},
+    {"truncate_mod", ops::truncate_mod, [](double a, double b, bool) { return std::fmod(a, b); },
+     Domain::nonzero_divisor},
+    {"floor_mod", ops::floor_mod,
+     [](double a, double b, bool) {
+       double r = std::fmod(a, b);
+       return r != 0 && (r < 0) != (b < 0) ? r + b : r;
+     },
+     Domain::nonzero_divisor},
 };
 
 const BinaryCase kComparisons[] = {
@@ -228,4 +240,136 @@ BOOST_AUTO_TEST_CASE(float_division_by_zero_follows_ieee) {
   Session session(root);
   const double inf = std::numeric_limits<double>::infinity();
   check_close(session.run({y})[0], DType::float64, Shape{3}, {inf, -inf, std::nan("")}, {0, 0}, "x/0");
+}
+
+namespace {
+
+// Runs op(a, b) on int32 or int64 vectors through a session.
+template <class T>
+std::vector<T> run_integer_op(Output (*op)(const Scope&, Output, Output), std::vector<T> a, std::vector<T> b) {
+  auto root = Scope::root();
+  auto y = op(root, ops::constant<T>(root, a, Shape{int64_t(a.size())}),
+              ops::constant<T>(root, b, Shape{int64_t(b.size())}));
+  Session session(root);
+  return session.run({y})[0].template to_vector<T>();
+}
+
+template <class T>
+void check_division_family_on_negative_operands() {
+  BOOST_TEST_CONTEXT(name_of(dtype_v<T>)) {
+    const std::vector<T> a{7, -7, 7, -7, 6, -6};
+    const std::vector<T> b{2, 2, -2, -2, -3, 3};
+    BOOST_TEST((run_integer_op<T>(ops::div, a, b) == std::vector<T>{3, -3, -3, 3, -2, -2}));
+    BOOST_TEST((run_integer_op<T>(ops::truncate_div, a, b) == std::vector<T>{3, -3, -3, 3, -2, -2}));
+    BOOST_TEST((run_integer_op<T>(ops::floor_div, a, b) == std::vector<T>{3, -4, -4, 3, -2, -2}));
+    BOOST_TEST((run_integer_op<T>(ops::truncate_mod, a, b) == std::vector<T>{1, -1, 1, -1, 0, 0}));
+    BOOST_TEST((run_integer_op<T>(ops::floor_mod, a, b) == std::vector<T>{1, 1, -1, -1, 0, 0}));
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(div_truncates_and_floor_div_floors_integer_quotients_of_either_sign) {
+  check_division_family_on_negative_operands<int32_t>();
+  check_division_family_on_negative_operands<int64_t>();
+}
+
+BOOST_AUTO_TEST_CASE(uint8_division_and_modulo_are_exact) {
+  const std::vector<uint8_t> a{255, 7, 0}, b{2, 255, 9};
+  BOOST_TEST((run_integer_op<uint8_t>(ops::div, a, b) == std::vector<uint8_t>{127, 0, 0}));
+  BOOST_TEST((run_integer_op<uint8_t>(ops::floor_div, a, b) == std::vector<uint8_t>{127, 0, 0}));
+  BOOST_TEST((run_integer_op<uint8_t>(ops::floor_mod, a, b) == std::vector<uint8_t>{1, 7, 0}));
+}
+
+BOOST_AUTO_TEST_CASE(float_floor_and_truncating_division_round_the_quotient_and_keep_the_remainder_sign) {
+  auto root = Scope::root();
+  auto a = ops::constant<double>(root, {7.5, -7.5, 7.5, -7.5}, Shape{4});
+  auto b = ops::constant<double>(root, {2, 2, -2, -2}, Shape{4});
+  Session session(root);
+  auto out = session.run({ops::truncate_div(root, a, b), ops::floor_div(root, a, b),
+                          ops::truncate_mod(root, a, b), ops::floor_mod(root, a, b)});
+  const Tolerance exact{0, 0};
+  check_close(out[0], DType::float64, Shape{4}, {3, -3, -3, 3}, exact, "truncate_div");
+  check_close(out[1], DType::float64, Shape{4}, {3, -4, -4, 3}, exact, "floor_div");
+  check_close(out[2], DType::float64, Shape{4}, {1.5, -1.5, 1.5, -1.5}, exact, "truncate_mod");
+  check_close(out[3], DType::float64, Shape{4}, {1.5, 0.5, -0.5, -1.5}, exact, "floor_mod");
+}
+
+namespace {
+
+// The smallest value divided by -1 does not fit the dtype: every quotient op refuses it
+// (the processor would trap), and the session runs on.
+template <class T>
+void check_smallest_value_divided_by_minus_one_fails_naming_the_node(Output (*op)(const Scope&, Output, Output),
+                                                                     const char* name) {
+  BOOST_TEST_CONTEXT(name << " " << name_of(dtype_v<T>)) {
+    const T lowest = std::numeric_limits<T>::lowest();
+    auto root = Scope::root();
+    auto a = ops::placeholder(root.with_op_name("dividend"), dtype_v<T>, {2});
+    auto y = op(root.with_op_name("quotient"), a, ops::constant<T>(root, {-1, 2}, Shape{2}));
+    Session session(root);
+    auto m = error_of([&] { session.run({{a, Tensor::from_vector<T>({lowest, 4})}}, {y}); },
+                      ErrorCode::invalid_argument);
+    BOOST_TEST(contains(m, "quotient"), m);
+    BOOST_TEST(contains(m, "overflows"), m);
+    BOOST_TEST(contains(m, std::to_string(lowest)), m);
+    auto out = session.run({{a, Tensor::from_vector<T>({lowest + 1, 4})}}, {y});
+    BOOST_TEST((out[0].template to_vector<T>() == std::vector<T>{T(-(lowest + 1)), 2}));
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_smallest_integer_divided_by_minus_one_fails_the_step_naming_the_node) {
+  using Op = Output (*)(const Scope&, Output, Output);
+  const std::pair<Op, const char*> quotients[] = {
+      {ops::div, "div"}, {ops::truncate_div, "truncate_div"}, {ops::floor_div, "floor_div"}};
+  for (auto [op, name] : quotients) {
+    check_smallest_value_divided_by_minus_one_fails_naming_the_node<int32_t>(op, name);
+    check_smallest_value_divided_by_minus_one_fails_naming_the_node<int64_t>(op, name);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_remainder_of_the_smallest_integer_by_minus_one_is_zero) {
+  const int32_t lowest32 = std::numeric_limits<int32_t>::lowest();
+  const int64_t lowest64 = std::numeric_limits<int64_t>::lowest();
+  BOOST_TEST((run_integer_op<int32_t>(ops::truncate_mod, {lowest32, lowest32}, {-1, 3}) == std::vector<int32_t>{0, -2}));
+  BOOST_TEST((run_integer_op<int32_t>(ops::floor_mod, {lowest32, lowest32}, {-1, 3}) == std::vector<int32_t>{0, 1}));
+  BOOST_TEST((run_integer_op<int64_t>(ops::truncate_mod, {lowest64}, {-1}) == std::vector<int64_t>{0}));
+  BOOST_TEST((run_integer_op<int64_t>(ops::floor_mod, {lowest64}, {-1}) == std::vector<int64_t>{0}));
+}
+
+BOOST_AUTO_TEST_CASE(integer_modulo_and_floor_division_by_zero_fail_the_step_naming_the_node) {
+  using Op = Output (*)(const Scope&, Output, Output);
+  const std::tuple<Op, const char*, const char*> cases[] = {
+      {ops::truncate_mod, "remainder", "modulo by zero"},
+      {ops::floor_mod, "floored_remainder", "modulo by zero"},
+      {ops::floor_div, "floored_quotient", "division by zero"},
+      {ops::truncate_div, "truncated_quotient", "division by zero"}};
+  for (auto [op, name, what] : cases) {
+    auto root = Scope::root();
+    auto b = ops::placeholder(root, DType::int64, {2});
+    auto y = op(root.with_op_name(name), ops::constant<int64_t>(root, {5, 6}, Shape{2}), b);
+    Session session(root);
+    auto m = error_of([&] { session.run({{b, Tensor::from_vector<int64_t>({3, 0})}}, {y}); },
+                      ErrorCode::invalid_argument);
+    BOOST_TEST(contains(m, name), m);
+    BOOST_TEST(contains(m, what), m);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(integer_add_sub_mul_and_pow_wrap_around_in_twos_complement) {
+  const int32_t max32 = std::numeric_limits<int32_t>::max(), min32 = std::numeric_limits<int32_t>::lowest();
+  const int64_t max64 = std::numeric_limits<int64_t>::max(), min64 = std::numeric_limits<int64_t>::lowest();
+  BOOST_TEST((run_integer_op<int32_t>(ops::add, {max32}, {1}) == std::vector<int32_t>{min32}));
+  BOOST_TEST((run_integer_op<int32_t>(ops::sub, {min32}, {1}) == std::vector<int32_t>{max32}));
+  BOOST_TEST((run_integer_op<int32_t>(ops::mul, {65536}, {65536}) == std::vector<int32_t>{0}));
+  BOOST_TEST((run_integer_op<int64_t>(ops::add, {max64}, {1}) == std::vector<int64_t>{min64}));
+  BOOST_TEST((run_integer_op<int64_t>(ops::mul, {min64}, {-1}) == std::vector<int64_t>{min64}));
+  BOOST_TEST((run_integer_op<uint8_t>(ops::add, {250}, {10}) == std::vector<uint8_t>{4}));
+  // Powers by squaring: 2^31 wraps to the smallest int32, and a huge exponent takes 31 steps.
+  BOOST_TEST((run_integer_op<int32_t>(ops::pow, {2, -1, 3, 0}, {31, max32, 4, 0}) ==
+              std::vector<int32_t>{min32, -1, 81, 1}));
+  // 3^40 = 12157665459056928801 is past int64's range and wraps modulo 2^64.
+  BOOST_TEST((run_integer_op<int64_t>(ops::pow, {3}, {40}) == std::vector<int64_t>{int64_t(12157665459056928801ull)}));
 }

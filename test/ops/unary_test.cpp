@@ -107,3 +107,20 @@ BOOST_AUTO_TEST_CASE(unary_ops_refuse_bool_at_graph_build_time) {
   BOOST_TEST(contains(m, "Neg 'negate_flags'"), m);
   BOOST_TEST(contains(m, "bool"), m);
 }
+
+BOOST_AUTO_TEST_CASE(neg_abs_and_square_of_the_smallest_integer_wrap_around_like_tensorflow) {
+  auto root = Scope::root();
+  const int32_t min32 = std::numeric_limits<int32_t>::lowest();
+  const int64_t min64 = std::numeric_limits<int64_t>::lowest();
+  auto x32 = ops::constant<int32_t>(root, {min32, -5, 65536}, Shape{3});
+  auto x64 = ops::constant<int64_t>(root, {min64, -5, int64_t(1) << 32}, Shape{3});
+  Session session(root);
+  auto out = session.run({ops::neg(root, x32), ops::abs(root, x32), ops::square(root, x32),
+                          ops::neg(root, x64), ops::abs(root, x64), ops::square(root, x64)});
+  BOOST_TEST((out[0].to_vector<int32_t>() == std::vector<int32_t>{min32, 5, -65536}));
+  BOOST_TEST((out[1].to_vector<int32_t>() == std::vector<int32_t>{min32, 5, 65536}));
+  BOOST_TEST((out[2].to_vector<int32_t>() == std::vector<int32_t>{0, 25, 0}));
+  BOOST_TEST((out[3].to_vector<int64_t>() == std::vector<int64_t>{min64, 5, -(int64_t(1) << 32)}));
+  BOOST_TEST((out[4].to_vector<int64_t>() == std::vector<int64_t>{min64, 5, int64_t(1) << 32}));
+  BOOST_TEST((out[5].to_vector<int64_t>() == std::vector<int64_t>{0, 25, 0}));
+}
