@@ -157,3 +157,65 @@ BOOST_AUTO_TEST_CASE(gradients_of_cross_entropy_losses_match_central_differences
   check_gradient([&](const Scope& s, const V& x) { return ops::softmax_cross_entropy_with_logits(s, x[0], x[1]); },
                  {r({3, 4}), p}, "dense, both inputs");
 }
+
+namespace {
+
+// float32 rows [c, c - 1] for each c: c - 1 is exact up to 2^24, so a kernel that subtracts
+// the row maximum first sees the same differences (0 and -1) for every c.
+Tensor shifted_rows(std::initializer_list<float> offsets) {
+  std::vector<float> v;
+  for (float c : offsets) v.insert(v.end(), {c, c - 1});
+  return Tensor::from_vector<float>(v, Shape{int64_t(offsets.size()), 2});
+}
+
+// Every row of a [rows, k] float32 tensor equals its first row exactly.
+void expect_rows_equal_the_first(const Tensor& t, const std::string& what) {
+  BOOST_TEST_CONTEXT(what) {
+    const int64_t k = t.shape()[1];
+    const float* p = t.data<float>();
+    for (int64_t r = 1; r < t.shape()[0]; ++r)
+      for (int64_t j = 0; j < k; ++j)
+        BOOST_TEST(p[r * k + j] == p[j], "row " << r << " column " << j << ": " << p[r * k + j] << " vs " << p[j]);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(softmax_and_log_softmax_of_large_float32_logits_match_those_of_the_shifted_logits) {
+  auto x = shifted_rows({0, 1e4f, 1e5f, 1e6f});
+  auto y = run1([](auto& s, auto p) { return ops::softmax(s, p); }, x);
+  auto ly = run1([](auto& s, auto p) { return ops::log_softmax(s, p); }, x);
+  expect_rows_equal_the_first(y, "softmax");
+  expect_rows_equal_the_first(ly, "log_softmax");
+  const double e = std::exp(-1.0);
+  for (int64_t r = 0; r < 4; ++r) {
+    const float* row = y.data<float>() + r * 2;
+    BOOST_TEST(std::abs(double(row[0]) + double(row[1]) - 1) <= 2.4e-7, "row " << r);  // two float32 roundings
+    BOOST_TEST(std::abs(double(row[0]) - 1 / (1 + e)) <= 1.2e-7);
+    BOOST_TEST(std::abs(double(ly.data<float>()[r * 2 + 1]) - (-1 - std::log1p(e))) <= 2.4e-7);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(cross_entropies_of_large_float32_logits_and_their_backprop_match_those_of_the_shifted_logits) {
+  auto root = Scope::root();
+  auto logits = ops::constant(root, shifted_rows({0, 1e4f, 1e5f}));
+  auto sparse = ops::sparse_softmax_cross_entropy_with_logits(root, logits, ops::constant<int32_t>(root, {1, 1, 1}, {3}));
+  auto dense = ops::softmax_cross_entropy_with_logits(
+      root, logits, ops::constant<float>(root, {0.25f, 0.75f, 0.25f, 0.75f, 0.25f, 0.75f}, {3, 2}));
+  auto sparse_grad = gradients(root, {ops::sum(root, sparse)}, {logits})[0];
+  auto dense_grad = gradients(root, {ops::sum(root, dense)}, {logits})[0];
+  Session session(root);
+  auto out = session.run({sparse, Output(sparse.node(), 1), dense, Output(dense.node(), 1), sparse_grad, dense_grad});
+  for (int k : {0, 2}) {
+    const float* loss = out[k].data<float>();
+    BOOST_TEST(loss[1] == loss[0], "loss " << k << " at 1e4: " << loss[1] << " vs " << loss[0]);
+    BOOST_TEST(loss[2] == loss[0], "loss " << k << " at 1e5: " << loss[2] << " vs " << loss[0]);
+  }
+  const double log_z = std::log1p(std::exp(-1.0));  // -log softmax = log(1 + e^-1) + (0 or 1)
+  BOOST_TEST(std::abs(out[0].data<float>()[0] - (1 + log_z)) <= 2.4e-7);
+  BOOST_TEST(std::abs(out[2].data<float>()[0] - (0.75 + log_z)) <= 2.4e-7);
+  expect_rows_equal_the_first(out[1], "sparse backprop");
+  expect_rows_equal_the_first(out[3], "dense backprop");
+  expect_rows_equal_the_first(out[4], "sparse gradient");
+  expect_rows_equal_the_first(out[5], "dense gradient");
+}
