@@ -1,6 +1,10 @@
 #include "ops/array/shape_like.hpp"
 
+#include "graph/gradients.hpp"
+#include "ops/array/array.hpp"
 #include "ops/kernel.hpp"
+#include "ops/math/elementwise.hpp"
+#include "ops/math/reduce.hpp"
 #include "ops/math/broadcast.hpp"
 
 namespace troupe {
@@ -94,6 +98,33 @@ class ReshapeLikeKernel final : public OpKernel {
   void compute(KernelContext& ctx) override { ctx.set_output(0, ctx.input(0).reshaped(ctx.input(1).shape())); }
 };
 TROUPE_REGISTER_KERNEL("ReshapeLike", DeviceType::cpu, ReshapeLikeKernel);
+
+// Gradients of the gradient-fitting ops, for second derivatives. Each is linear in its first
+// input; the second gives only a shape and gets no gradient.
+using Grads = std::vector<Output>;
+
+const bool gradients_registered = [] {
+  auto& r = GradientRegistry::global();
+  // SumToShapeOf sums over the axes along which `like` broadcasts to grad: its gradient
+  // broadcasts back, which is what adding zeros of grad's shape does.
+  r.add("SumToShapeOf", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    return {ops::add(s, ops::zeros_like(s, input_of(s, n, 0)), g[0]), Output()};
+  });
+  // ReductionGrad spreads its input over the reduced axes (scaled for a mean): its gradient
+  // reduces over them again, in the input's layout.
+  r.add("ReductionGrad", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    std::optional<std::vector<int64_t>> axes;
+    if (!get_attr_or<bool>(n.attrs, "reduce_all", false))
+      axes = get_attr_or<std::vector<int64_t>>(n.attrs, "axes", {});
+    const bool mean = get_attr_or<bool>(n.attrs, "mean", false);
+    auto reduced = mean ? ops::mean(s, g[0], axes) : ops::sum(s, g[0], axes);
+    return {ops::reshape_like(s, reduced, input_of(s, n, 0)), Output()};
+  });
+  r.add("ReshapeLike", [](const Scope& s, const Node& n, const Grads& g) -> Grads {
+    return {ops::reshape_like(s, g[0], input_of(s, n, 0)), Output()};
+  });
+  return true;
+}();
 
 }  // namespace
 

@@ -3,6 +3,8 @@
 #include <cmath>
 
 #include "graph/gradients.hpp"
+#include "ops/array/array.hpp"
+#include "ops/math/elementwise.hpp"
 #include "ops/kernel.hpp"
 
 namespace troupe {
@@ -69,8 +71,37 @@ void float_unary_shape(InferenceContext& c) {
   c.set_output(0, t, c.input_shape(c.num_inputs() - 1));
 }
 
+// Gradients of the XGrad ops, for second derivatives. XGrad(g, y) = F'(x) g is linear in g,
+// with F' written in terms of y = F(x); the gradient reaching y then goes on to x through X's
+// own gradient. gg is the gradient reaching XGrad's output.
+using Grads = std::vector<Output>;
+using SecondOrder = Grads (*)(const Scope& s, const Node& grad_node, Output gg, Output g, Output y);
+
+Output same_op(const Scope& s, const Node& grad_node, Output gg, Output y) {
+  return Output(&s.add(grad_node.op, {gg, y}));
+}
+
+// ReluGrad: g where y > 0; a step in y, so nothing reaches y.
+Grads relu_second(const Scope& s, const Node& n, Output gg, Output, Output y) {
+  return {same_op(s, n, gg, y), ops::zeros_like(s, y)};
+}
+// SigmoidGrad: g y (1 - y); d/dy = g (1 - 2y).
+Grads sigmoid_second(const Scope& s, const Node& n, Output gg, Output g, Output y) {
+  auto one_minus_2y = ops::sub(s, ops::ones_like(s, y), ops::add(s, y, y));
+  return {same_op(s, n, gg, y), ops::mul(s, ops::mul(s, gg, g), one_minus_2y)};
+}
+// TanhGrad: g (1 - y^2); d/dy = -2 g y.
+Grads tanh_second(const Scope& s, const Node& n, Output gg, Output g, Output y) {
+  return {same_op(s, n, gg, y), ops::neg(s, ops::mul(s, ops::mul(s, gg, g), ops::add(s, y, y)))};
+}
+// EluGrad: g where y > 0, g (y + 1) elsewhere; d/dy = g where y <= 0.
+Grads elu_second(const Scope& s, const Node& n, Output gg, Output g, Output y) {
+  auto below = ops::cast(s, ops::less_equal(s, y, ops::zeros_like(s, y)), y.dtype());
+  return {same_op(s, n, gg, y), ops::mul(s, ops::mul(s, gg, g), below)};
+}
+
 template <class F>
-void register_activation(const std::string& name) {
+void register_activation(const std::string& name, SecondOrder second) {
   const std::string grad = name + "Grad";
   OpRegistry::global().add(OpDef{.name = name, .num_inputs = 1, .shape_fn = float_unary_shape});
   OpRegistry::global().add(OpDef{.name = grad, .num_inputs = 2, .shape_fn = float_unary_shape});
@@ -83,13 +114,16 @@ void register_activation(const std::string& name) {
   GradientRegistry::global().add(name, [grad](const Scope& s, const Node& n, const std::vector<Output>& g) {
     return std::vector<Output>{Output(&s.add(grad, {g[0], output_of(s, n)}))};
   });
+  GradientRegistry::global().add(grad, [second](const Scope& s, const Node& n, const Grads& gg) {
+    return second(s, n, gg[0], input_of(s, n, 0), input_of(s, n, 1));
+  });
 }
 
 const bool registered = [] {
-  register_activation<ReluF>("Relu");
-  register_activation<SigmoidF>("Sigmoid");
-  register_activation<TanhF>("Tanh");
-  register_activation<EluF>("Elu");
+  register_activation<ReluF>("Relu", relu_second);
+  register_activation<SigmoidF>("Sigmoid", sigmoid_second);
+  register_activation<TanhF>("Tanh", tanh_second);
+  register_activation<EluF>("Elu", elu_second);
   return true;
 }();
 

@@ -1,6 +1,7 @@
 #include "ops/nn/bias_add.hpp"
 
 #include "graph/gradients.hpp"
+#include "ops/array/array.hpp"
 #include "ops/kernel.hpp"
 
 namespace troupe {
@@ -115,6 +116,13 @@ TROUPE_REGISTER_KERNEL("BiasAddGrad", DeviceType::cpu, BiasAddGradKernel);
 TROUPE_REGISTER_GRADIENT("BiasAdd", [](const Scope& s, const Node& n, const std::vector<Output>& g) {
   auto format = get_attr<std::string>(n.attrs, "data_format", n.name);
   return std::vector<Output>{g[0], Output(&s.add("BiasAddGrad", {g[0]}, {{"data_format", format}}))};
+});
+
+// BiasAddGrad sums over all but the channel axis; its gradient broadcasts back along it.
+TROUPE_REGISTER_GRADIENT("BiasAddGrad", [](const Scope& s, const Node& n, const std::vector<Output>& g) {
+  auto format = get_attr<std::string>(n.attrs, "data_format", n.name);
+  auto backprop = input_of(s, n, 0);
+  return std::vector<Output>{ops::bias_add(s, ops::zeros_like(s, backprop), g[0], format)};
 });
 
 }  // namespace

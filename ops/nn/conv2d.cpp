@@ -244,6 +244,20 @@ TROUPE_REGISTER_GRADIENT("Conv2D", [](const Scope& s, const Node& n, const std::
                              Output(&s.add("Conv2DBackpropFilter", {in, f, g[0]}, attrs))};
 });
 
+// The backprops, for second derivatives. Both are bilinear: BackpropInput(in, f, g) in (f, g),
+// BackpropFilter(in, f, g) in (in, g); the remaining input gives only a shape. gg, the
+// gradient reaching a backprop's output, has the shape of in (resp. f).
+TROUPE_REGISTER_GRADIENT("Conv2DBackpropInput", [](const Scope& s, const Node& n, const std::vector<Output>& gg) {
+  auto f = input_of(s, n, 1), g = input_of(s, n, 2);
+  return std::vector<Output>{Output(), Output(&s.add("Conv2DBackpropFilter", {gg[0], f, g}, n.attrs)),
+                             Output(&s.add("Conv2D", {gg[0], f}, n.attrs))};
+});
+TROUPE_REGISTER_GRADIENT("Conv2DBackpropFilter", [](const Scope& s, const Node& n, const std::vector<Output>& gg) {
+  auto in = input_of(s, n, 0), g = input_of(s, n, 2);
+  return std::vector<Output>{Output(&s.add("Conv2DBackpropInput", {in, gg[0], g}, n.attrs)), Output(),
+                             Output(&s.add("Conv2D", {in, gg[0]}, n.attrs))};
+});
+
 }  // namespace
 
 Output ops::conv2d(const Scope& scope, Output input, Output filter, Conv2DOptions o) {

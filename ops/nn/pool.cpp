@@ -200,6 +200,12 @@ GradientFunction pool_gradient(const char* grad_op) {
 }
 TROUPE_REGISTER_GRADIENT("MaxPool", pool_gradient("MaxPoolGrad"));
 TROUPE_REGISTER_GRADIENT("AvgPool", pool_gradient("AvgPoolGrad"));
+// AvgPoolGrad(in, g) spreads g over the windows, the transpose of AvgPool: its gradient
+// w.r.t. g pools again; in gives only a shape. (MaxPoolGrad has no gradient: it would need
+// a kernel gathering at the argmax positions.)
+TROUPE_REGISTER_GRADIENT("AvgPoolGrad", [](const Scope& s, const Node& n, const std::vector<Output>& gg) {
+  return std::vector<Output>{Output(), Output(&s.add("AvgPool", {gg[0]}, n.attrs))};
+});
 
 Output pool(const Scope& scope, const char* op, Output input, const ops::PoolOptions& o) {
   return &scope.add(op, {input}, {{"ksize", o.ksize}, {"strides", o.strides}, {"padding", o.padding}});

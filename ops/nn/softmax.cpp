@@ -163,12 +163,29 @@ TROUPE_REGISTER_KERNEL("SparseSoftmaxCrossEntropyWithLogits", DeviceType::cpu, C
 TROUPE_REGISTER_KERNEL("SoftmaxCrossEntropyWithLogits", DeviceType::cpu, CrossEntropyKernel<false>);
 
 // d loss / d logits = backprop * g (per row); labels get none (sparse) or -g * log softmax.
+// A gradient reaching the backprop output (g[1], when the first gradient is differentiated
+// again) adds backprop's own derivatives: backprop = softmax * mass - labels, with mass = 1
+// for sparse labels, so d/d logits is the softmax gradient of g[1] times mass, and
+// d/d labels_j = sum(g[1] * softmax) - g[1]_j. gradients() fills a gradient that does not
+// reach an output with ZerosLike, and then there is nothing to add.
 std::vector<Output> xent_gradient(const Scope& s, const Node& n, const std::vector<Output>& g, bool sparse) {
+  auto logits = input_of(s, n, 0);
   auto backprop = output_of(s, n, 1);
   auto per_row = ops::reshape(s, g[0], {-1, 1});
   auto dlogits = ops::mul(s, backprop, per_row);
-  if (sparse) return {dlogits, Output()};
-  auto dlabels = ops::mul(s, ops::neg(s, ops::log_softmax(s, input_of(s, n, 0))), per_row);
+  Output dlabels;
+  if (!sparse) dlabels = ops::mul(s, ops::neg(s, ops::log_softmax(s, logits)), per_row);
+  if (g[1] && g[1].node()->op != "ZerosLike") {
+    auto softmax = ops::softmax(s, logits);
+    auto dot = ops::sum(s, ops::mul(s, g[1], softmax), std::vector<int64_t>{-1}, true);
+    auto through_softmax = ops::mul(s, ops::sub(s, g[1], dot), softmax);
+    if (!sparse) {
+      auto mass = ops::sum(s, input_of(s, n, 1), std::vector<int64_t>{-1}, true);
+      through_softmax = ops::mul(s, through_softmax, mass);
+      dlabels = ops::add(s, dlabels, ops::sub(s, dot, g[1]));
+    }
+    dlogits = ops::add(s, dlogits, through_softmax);
+  }
   return {dlogits, dlabels};
 }
 TROUPE_REGISTER_GRADIENT("SparseSoftmaxCrossEntropyWithLogits",
