@@ -3,6 +3,7 @@
 #include "graph/gradients.hpp"
 #include "ops/kernel.hpp"
 #include "ops/nn/conv2d.hpp"
+#include <algorithm>
 #include <optional>
 #include <unordered_map>
 
@@ -182,7 +183,51 @@ class PoolGradKernel final : public OpKernel {
   memory forward_dst_;  // the recomputed forward's output, unused but written
 };
 
+// MaxPoolGradGrad(input, grad_of_input): for each pooling window, the element of
+// grad_of_input where the input has its maximum (the first in row-major order on ties, as
+// oneDNN routes MaxPoolGrad's gradient). It is MaxPoolGrad's transpose in its gradient
+// argument, so each is the other's gradient. Plain loops: it serves second derivatives only.
+class MaxPoolGradGradKernel final : public OpKernel {
+ public:
+  explicit MaxPoolGradGradKernel(const Node& n) : attrs_(n.attrs) {}
+  void compute(KernelContext& ctx) override {
+    const Tensor& in = ctx.input(0);
+    const Tensor& gg = ctx.input(1);
+    attrs_.check();
+    if (in.shape().rank() != 4 || gg.shape() != in.shape() || in.dtype() != DType::float32 ||
+        gg.dtype() != DType::float32)
+      fail(ErrorCode::invalid_argument, "needs a float32 NCHW input and a gradient of its shape, got {} and {}",
+           in.describe(), gg.describe());
+    const Shape& s = in.shape();
+    const int64_t planes = s[0] * s[1], h = s[2], w = s[3];
+    auto win = attrs_.windows(h, w);
+    Tensor& out = ctx.allocate_output(0, DType::float32, Shape{s[0], s[1], win[0].out, win[1].out});
+    const float* px = in.data<float>();
+    const float* pg = gg.data<float>();
+    float* po = out.data<float>();
+    for (int64_t p = 0; p < planes; ++p) {
+      const float* x = px + p * h * w;
+      const float* g = pg + p * h * w;
+      for (int64_t oy = 0; oy < win[0].out; ++oy)
+        for (int64_t ox = 0; ox < win[1].out; ++ox) {
+          const int64_t y0 = oy * attrs_.strides[0] - win[0].pad_before;
+          const int64_t x0 = ox * attrs_.strides[1] - win[1].pad_before;
+          int64_t best = -1;
+          for (int64_t y = std::max<int64_t>(y0, 0); y < std::min(y0 + attrs_.ksize[0], h); ++y)
+            for (int64_t xx = std::max<int64_t>(x0, 0); xx < std::min(x0 + attrs_.ksize[1], w); ++xx)
+              if (best < 0 || x[y * w + xx] > x[best]) best = y * w + xx;
+          *po++ = best < 0 ? 0.0f : g[best];
+        }
+    }
+  }
+
+ private:
+  PoolAttrs attrs_;
+};
+
 TROUPE_REGISTER_OP(OpDef{.name = "MaxPool", .num_inputs = 1, .shape_fn = pool_shape});
+TROUPE_REGISTER_OP(OpDef{.name = "MaxPoolGradGrad", .num_inputs = 2, .shape_fn = pool_shape});
+TROUPE_REGISTER_KERNEL("MaxPoolGradGrad", DeviceType::cpu, MaxPoolGradGradKernel);
 TROUPE_REGISTER_OP(OpDef{.name = "AvgPool", .num_inputs = 1, .shape_fn = pool_shape});
 TROUPE_REGISTER_OP(OpDef{.name = "MaxPoolGrad", .num_inputs = 2,
                          .shape_fn = [](InferenceContext& c) { c.set_output(0, DType::float32, c.input_shape(0)); }});
@@ -200,11 +245,18 @@ GradientFunction pool_gradient(const char* grad_op) {
 }
 TROUPE_REGISTER_GRADIENT("MaxPool", pool_gradient("MaxPoolGrad"));
 TROUPE_REGISTER_GRADIENT("AvgPool", pool_gradient("AvgPoolGrad"));
-// AvgPoolGrad(in, g) spreads g over the windows, the transpose of AvgPool: its gradient
-// w.r.t. g pools again; in gives only a shape. (MaxPoolGrad has no gradient: it would need
-// a kernel gathering at the argmax positions.)
+// The pooling backprops, for second derivatives. Both are linear in g; in gives AvgPoolGrad
+// only a shape, and MaxPoolGrad the positions of the maxima, which move in steps (no
+// gradient). AvgPoolGrad spreads g over the windows, the transpose of AvgPool, so its
+// gradient pools again; MaxPoolGrad scatters g to the maxima, the transpose of gathering there.
 TROUPE_REGISTER_GRADIENT("AvgPoolGrad", [](const Scope& s, const Node& n, const std::vector<Output>& gg) {
   return std::vector<Output>{Output(), Output(&s.add("AvgPool", {gg[0]}, n.attrs))};
+});
+TROUPE_REGISTER_GRADIENT("MaxPoolGrad", [](const Scope& s, const Node& n, const std::vector<Output>& gg) {
+  return std::vector<Output>{Output(), Output(&s.add("MaxPoolGradGrad", {input_of(s, n, 0), gg[0]}, n.attrs))};
+});
+TROUPE_REGISTER_GRADIENT("MaxPoolGradGrad", [](const Scope& s, const Node& n, const std::vector<Output>& gg) {
+  return std::vector<Output>{Output(), Output(&s.add("MaxPoolGrad", {input_of(s, n, 0), gg[0]}, n.attrs))};
 });
 
 Output pool(const Scope& scope, const char* op, Output input, const ops::PoolOptions& o) {

@@ -5,6 +5,8 @@
 // oneDNN ops in float32 within check_gradient_f32's tolerance.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+
 #include "test/ops/gradient_check.hpp"
 #include "test/support/expect_error.hpp"
 
@@ -161,12 +163,42 @@ BOOST_AUTO_TEST_CASE(second_derivatives_of_conv2d_and_avg_pool_match_central_dif
       {rand_f32({1, 2, 5, 5})}, "square of a SAME avg_pool");
 }
 
+namespace {
+
+// float32 values k / 10 (k = -n/2 ... n/2 - 1) in random order: every two differ by at least
+// 0.1, so central differences with a step of 0.01 never move a pooling window's maximum.
+Tensor distinct_f32(Shape shape) {
+  std::vector<float> v(std::size_t(shape.num_elements()));
+  for (std::size_t k = 0; k < v.size(); ++k) v[k] = (float(k) - float(v.size() / 2)) / 10;
+  std::shuffle(v.begin(), v.end(), rng);
+  return Tensor::from_vector<float>(v, shape);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(second_derivatives_of_max_pool_match_central_differences_of_the_first) {
+  check_second_order_f32([](const Scope& s, const V& x) { return weighted_sum(s, ops::square(s, ops::max_pool(s, x[0]))); },
+                         {distinct_f32({1, 2, 4, 4})}, "square of a 2x2 VALID max_pool");
+  const ops::PoolOptions same{.ksize = {3, 3}, .strides = {2, 2}, .padding = "SAME"};
+  check_second_order_f32(
+      [same](const Scope& s, const V& x) { return weighted_sum(s, ops::square(s, ops::max_pool(s, x[0], same))); },
+      {distinct_f32({1, 1, 5, 5})}, "square of an overlapping SAME max_pool");
+  // MaxPoolGradGrad gathers where MaxPoolGrad scatters: its gradient w.r.t. its second input.
+  const Tensor input = distinct_f32({1, 1, 5, 5});
+  testing::check_gradient_f32(
+      [input, same](const Scope& s, const V& x) {
+        return Output(&s.add("MaxPoolGradGrad", {ops::constant(s, input), x[0]},
+                             {{"ksize", same.ksize}, {"strides", same.strides}, {"padding", same.padding}}));
+      },
+      {testing::rand_f32({1, 1, 5, 5})}, "MaxPoolGradGrad");
+}
+
 BOOST_AUTO_TEST_CASE(a_second_derivative_through_an_op_without_a_gradient_is_refused_naming_the_op_and_node) {
   auto root = Scope::root();
-  auto x = ops::placeholder(root, DType::float32, {1, 1, 4, 4});
-  auto y = ops::max_pool(root.with_op_name("pool"), x);
+  auto x = ops::placeholder(root, DType::float32, {1, 3, 2, 2});
+  auto y = ops::lrn(root.with_op_name("norm"), x, {.depth_radius = 1});
   auto g = gradients(root, {ops::sum(root, ops::square(root, y))}, {x})[0];
   auto m = error_of([&] { gradients(root, {ops::sum(root, g)}, {x}); }, ErrorCode::unimplemented);
-  BOOST_TEST(contains(m, "MaxPoolGrad"), m);
+  BOOST_TEST(contains(m, "'LRNGrad'"), m);
   BOOST_TEST(contains(m, "gradients/"), m);
 }
