@@ -88,6 +88,25 @@ std::vector<Output> gradients(const Scope& outer, const std::vector<Output>& ys,
       if (!to_y[in.node]) to_y[in.node] = 1, stack.push_back(in.node);
   }
 
+  // A while loop's gradient reads the forward values it needs from stacks (StackPush in the
+  // forward loop, StackPop in the gradient loop), joined by no data edge: differentiating such
+  // a gradient again would miss how those values depend on the xs and give a wrong result,
+  // so it is refused.
+  std::map<std::string, int> pushed;  // stack name -> the node whose value it saves
+  for (int id = 0; id < n; ++id)
+    if (g.node(id).op == "StackPush" && !g.node(id).inputs.empty())
+      pushed[get_attr_or<std::string>(g.node(id).attrs, "stack_name", "")] = g.node(id).inputs[0].node;
+  for (int id = 0; id < n; ++id) {
+    const Node& pop = g.node(id);
+    if (pop.op != "StackPop" || !to_y[id]) continue;
+    auto it = pushed.find(get_attr_or<std::string>(pop.attrs, "stack_name", ""));
+    if (it != pushed.end() && from_x[it->second])
+      fail(ErrorCode::unimplemented,
+           "gradients: second derivatives through the gradient of a while loop are not supported: "
+           "{} reads the saved values of '{}', which depend on an x",
+           pop.describe(), g.node(it->second).name);
+  }
+
   Scope scope = outer.sub("gradients");
   std::map<Endpoint, std::vector<Output>> partials;
   for (std::size_t i = 0; i < ys.size(); ++i) {

@@ -202,3 +202,22 @@ BOOST_AUTO_TEST_CASE(a_second_derivative_through_an_op_without_a_gradient_is_ref
   BOOST_TEST(contains(m, "'LRNGrad'"), m);
   BOOST_TEST(contains(m, "gradients/"), m);
 }
+
+BOOST_AUTO_TEST_CASE(a_second_derivative_through_the_gradient_of_a_while_loop_is_refused_naming_the_saved_value) {
+  // y = y0 * x^3 by a loop of products: the first derivative reads each iteration's product
+  // from a stack, which no data edge ties to x, so differentiating it again is refused
+  // rather than answered without that dependence.
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float32, Shape{});
+  auto y0 = ops::placeholder(root, DType::float32, Shape{});
+  auto out = ops::while_loop(
+      root, [](const Scope& s, const V& v) { return ops::less(s, v[0], ops::constant<int32_t>(s, 3)); },
+      [&](const Scope& s, const V& v) {
+        return V{ops::add(s, v[0], ops::constant<int32_t>(s, 1)), ops::mul(s, v[1], x)};
+      },
+      {ops::constant<int32_t>(root, 0), y0});
+  auto g = gradients(root, {out[1]}, {x})[0];
+  auto m = error_of([&] { gradients(root, {g}, {x}); }, ErrorCode::unimplemented);
+  BOOST_TEST(contains(m, "while loop"), m);
+  BOOST_TEST(contains(m, "StackPop"), m);
+}
