@@ -163,6 +163,19 @@ BOOST_AUTO_TEST_CASE(second_derivatives_of_conv2d_and_avg_pool_match_central_dif
       {rand_f32({1, 2, 5, 5})}, "square of a SAME avg_pool");
 }
 
+BOOST_AUTO_TEST_CASE(second_derivatives_through_both_branches_of_a_cond_match_central_differences_of_the_first) {
+  for (bool take_then : {true, false})
+    check_second_order(
+        [take_then](const Scope& s, const V& x) {
+          auto y = ops::cond(
+              s, ops::constant(s, take_then), {x[0], x[1]},
+              [](const Scope& b, const V& in) { return V{ops::mul(b, ops::tanh(b, in[0]), in[1])}; },
+              [](const Scope& b, const V& in) { return V{ops::mul(b, ops::exp(b, in[0]), ops::square(b, in[1]))}; })[0];
+          return weighted_sum(s, y);
+        },
+        {r({2, 3}), r({2, 3})}, take_then ? "then: tanh(x) y" : "else: exp(x) y^2", {0, 1});
+}
+
 namespace {
 
 // float32 values k / 10 (k = -n/2 ... n/2 - 1) in random order: every two differ by at least
