@@ -137,3 +137,21 @@ BOOST_AUTO_TEST_CASE(a_path_through_an_op_without_a_gradient_is_refused_naming_i
     BOOST_TEST(contains(e.what(), "LRNGrad"), e.what());
   }
 }
+
+BOOST_AUTO_TEST_CASE(gradients_of_floor_mod_and_truncate_mod_match_central_differences) {
+  using V = std::vector<Output>;
+  // a / b stays at least 0.05 away from an integer, where the remainders jump.
+  const Tensor a = Tensor::from_vector<double>({-3.7, -1.2, 0.3, 2.9, 5.55, -5.55}, {2, 3});
+  const Tensor b = Tensor::from_vector<double>({1.5, -0.7, 2.0, -1.1, 2.5, 2.5}, {2, 3});
+  check_gradient([](const Scope& s, const V& x) { return ops::floor_mod(s, x[0], x[1]); }, {a, b}, "floor_mod");
+  check_gradient([](const Scope& s, const V& x) { return ops::truncate_mod(s, x[0], x[1]); }, {a, b}, "truncate_mod");
+  check_gradient([](const Scope& s, const V& x) { return ops::floor_mod(s, x[0], x[1]); },
+                 {a, Tensor::from_vector<double>({1.5, -0.7, 2.0})}, "floor_mod with a broadcast divisor");
+}
+
+BOOST_AUTO_TEST_CASE(floor_div_and_truncate_div_pass_no_gradient) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float64, Shape{3});
+  auto g = gradients(root, {ops::sum(root, ops::add(root, ops::floor_div(root, x, x), ops::truncate_div(root, x, x)))}, {x});
+  BOOST_TEST(!g[0]);
+}
