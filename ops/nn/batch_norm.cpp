@@ -3,7 +3,11 @@
 #include <unordered_map>
 
 #include "graph/gradients.hpp"
+#include "ops/array/array.hpp"
+#include "ops/basic.hpp"
 #include "ops/kernel.hpp"
+#include "ops/math/elementwise.hpp"
+#include "ops/math/reduce.hpp"
 #include "ops/nn/dnnl.hpp"
 
 namespace troupe {
@@ -207,6 +211,47 @@ TROUPE_REGISTER_GRADIENT("FusedBatchNorm", [](const Scope& s, const Node& n, con
   Node& grad = s.add("FusedBatchNormGrad",
                      {g[0], input_of(s, n, 0), input_of(s, n, 1), input_of(s, n, 3), input_of(s, n, 4)}, n.attrs);
   return std::vector<Output>{Output(&grad, 0), Output(&grad, 1), Output(&grad, 2), Output(), Output()};
+});
+
+// FusedBatchNormGrad's gradient, for second derivatives: its outputs written again with
+// differentiable ops, whose gradient gradients() then builds. Per channel, over the axes A
+// (N, H, W), with x^ = (x - mean) / sqrt(variance + epsilon):
+//   training (the batch's mean and biased variance; inputs 3 and 4 are not read):
+//     dx = scale / sqrt(var + eps) * (dy - mean_A(dy) - x^ * mean_A(dy * x^))
+//   inference (the given mean and variance): dx = dy * scale / sqrt(var + eps)
+//   dscale = sum_A(dy * x^), doffset = sum_A(dy).
+TROUPE_REGISTER_GRADIENT("FusedBatchNormGrad", [](const Scope& s, const Node& n, const std::vector<Output>& gg) {
+  auto dy = input_of(s, n, 0), x = input_of(s, n, 1), scale = input_of(s, n, 2);
+  auto given_mean = input_of(s, n, 3), given_var = input_of(s, n, 4);
+  if (!x.shape().rank_known())
+    fail(ErrorCode::unimplemented, "needs x of known rank (NCHW or [N, C]), got {}", x.shape().to_string());
+  const bool nchw = x.shape().rank() == 4;
+  const std::vector<int64_t> axes = nchw ? std::vector<int64_t>{0, 2, 3} : std::vector<int64_t>{0};
+  auto per_channel = [&](Output v) { return ops::reshape(s, v, nchw ? std::vector<int64_t>{1, -1, 1, 1} : std::vector<int64_t>{1, -1}); };
+  const BnAttrs attrs(n.attrs);
+  Output mean, var;
+  if (attrs.training) {
+    mean = ops::mean(s, x, axes, true);
+    var = ops::mean(s, ops::square(s, ops::sub(s, x, mean)), axes, true);
+  } else {
+    mean = per_channel(given_mean);
+    var = per_channel(given_var);
+  }
+  auto inv_std = ops::div(s, ops::constant(s, 1.0f), ops::sqrt(s, ops::add(s, var, ops::constant(s, attrs.epsilon))));
+  auto x_hat = ops::mul(s, ops::sub(s, x, mean), inv_std);
+  auto gain = ops::mul(s, per_channel(scale), inv_std);
+  Output dx = attrs.training
+                  ? ops::mul(s, gain,
+                             ops::sub(s, ops::sub(s, dy, ops::mean(s, dy, axes, true)),
+                                      ops::mul(s, x_hat, ops::mean(s, ops::mul(s, dy, x_hat), axes, true))))
+                  : ops::mul(s, dy, gain);
+  auto dscale = ops::sum(s, ops::mul(s, dy, x_hat), axes);
+  auto doffset = ops::sum(s, dy, axes);
+  // stop_at_xs: dy itself depends on x through the forward pass; that path is the outer
+  // gradients()'s to walk, not this one's. The given mean and variance get none, as in
+  // FusedBatchNorm's own gradient.
+  auto grads = gradients(s, {dx, dscale, doffset}, {dy, x, scale}, {gg[0], gg[1], gg[2]}, {.stop_at_xs = true});
+  return std::vector<Output>{grads[0], grads[1], grads[2], Output(), Output()};
 });
 
 }  // namespace

@@ -234,3 +234,26 @@ BOOST_AUTO_TEST_CASE(a_second_derivative_through_the_gradient_of_a_while_loop_is
   BOOST_TEST(contains(m, "while loop"), m);
   BOOST_TEST(contains(m, "StackPop"), m);
 }
+
+BOOST_AUTO_TEST_CASE(second_derivatives_of_batch_norm_match_central_differences_of_the_first) {
+  using testing::rand_f32;
+  for (bool training : {true, false}) {
+    const ops::BatchNormOptions options{.epsilon = 1e-3, .is_training = training};
+    const std::string mode = training ? "training" : "inference";
+    // Inputs x, scale and offset; the given mean and variance are constants (batch_norm's
+    // gradient, as TensorFlow's, passes them none, and training does not read them).
+    auto bn = [options](const Scope& s, const V& x, Shape channels) {
+      auto mean = ops::constant(s, rand_f32(channels, -0.2f, 0.2f));
+      auto variance = ops::constant(s, rand_f32(channels, 0.5f, 1.5f));
+      return ops::batch_norm(s, x[0], x[1], x[2], mean, variance, options).y;
+    };
+    std::vector<Tensor> nchw = {rand_f32({3, 2, 2, 2}), rand_f32({2}, 0.5, 1.5), rand_f32({2})};
+    std::vector<Tensor> flat = {rand_f32({4, 3}), rand_f32({3}, 0.5, 1.5), rand_f32({3})};
+    check_second_order_f32(
+        [bn](const Scope& s, const V& x) { return weighted_sum(s, ops::square(s, bn(s, x, Shape{2}))); }, nchw,
+        "square of batch_norm, NCHW, " + mode, {0, 1});
+    check_second_order_f32(
+        [bn](const Scope& s, const V& x) { return weighted_sum(s, ops::tanh(s, bn(s, x, Shape{3}))); }, flat,
+        "tanh of batch_norm, [N, C], " + mode, {0, 1, 2});
+  }
+}
