@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "graph/gradients.hpp"
+#include "ops/array/array.hpp"
 #include "ops/kernel.hpp"
 
 namespace troupe {
@@ -150,6 +151,18 @@ TROUPE_REGISTER_GRADIENT("Concat", [](const Scope& s, const Node& n, const std::
   std::vector<Output> out;
   for (int i = 0; i < int(n.inputs.size()); ++i)
     out.push_back(&s.add("ConcatGradPart", inputs, {{"axis", n.attrs.at("axis")}, {"index", int64_t(i)}}));
+  return out;
+});
+
+// ConcatGradPart's gradient, for second derivatives: gg in its slot of g, zeros in the others
+// (the x_i give only shapes).
+TROUPE_REGISTER_GRADIENT("ConcatGradPart", [](const Scope& s, const Node& n, const std::vector<Output>& gg) {
+  const int64_t index = get_attr<int64_t>(n.attrs, "index", n.name);
+  std::vector<Output> parts;
+  for (int i = 1; i < int(n.inputs.size()); ++i)
+    parts.push_back(i - 1 == index ? gg[0] : ops::zeros_like(s, input_of(s, n, i)));
+  std::vector<Output> out(n.inputs.size());
+  out[0] = Output(&s.add("Concat", parts, {{"axis", n.attrs.at("axis")}}));
   return out;
 });
 

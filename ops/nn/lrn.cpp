@@ -1,10 +1,16 @@
 #include "ops/nn/lrn.hpp"
 
+#include <cstdlib>
 #include <optional>
 #include <unordered_map>
 
 #include "graph/gradients.hpp"
+#include "ops/array/array.hpp"
+#include "ops/array/shape_like.hpp"
+#include "ops/basic.hpp"
 #include "ops/kernel.hpp"
+#include "ops/math/elementwise.hpp"
+#include "ops/math/matmul.hpp"
 #include "ops/nn/dnnl.hpp"
 
 namespace troupe {
@@ -140,6 +146,33 @@ TROUPE_REGISTER_KERNEL("LRN", DeviceType::cpu, LrnKernel);
 TROUPE_REGISTER_KERNEL("LRNGrad", DeviceType::cpu, LrnGradKernel);
 TROUPE_REGISTER_GRADIENT("LRN", [](const Scope& s, const Node& n, const std::vector<Output>& g) {
   return std::vector<Output>{Output(&s.add("LRNGrad", {input_of(s, n, 0), g[0]}, n.attrs))};
+});
+
+// LRNGrad's gradient, for second derivatives. LRN is written again with differentiable ops
+// (the window sum across channels as a product with a band matrix, on [N*H*W, C]); LRNGrad(x,
+// g) is then that expression's gradient for g, and its own gradient the gradient of that.
+Output lrn_written_out(const Scope& s, Output x, const LrnAttrs& a) {
+  const PartialShape& shape = x.shape();
+  if (!shape.rank_known() || shape.rank() != 4 || shape.dim(1) < 0)
+    fail(ErrorCode::unimplemented, "needs NCHW input with a known channel count, got {}", shape.to_string());
+  const int64_t c = shape.dim(1);
+  Tensor band(DType::float32, Shape{c, c});
+  for (int64_t i = 0; i < c; ++i)
+    for (int64_t j = 0; j < c; ++j) band.data<float>()[i * c + j] = std::abs(i - j) <= a.radius ? 1.0f : 0.0f;
+  auto channels_last = ops::transpose(s, ops::square(s, x), {0, 2, 3, 1});
+  auto window_sums = ops::matmul(s, ops::reshape(s, channels_last, {-1, c}), ops::constant(s, band));
+  auto sums = ops::transpose(s, ops::reshape_like(s, window_sums, channels_last), {0, 3, 1, 2});
+  auto base = ops::add(s, ops::constant(s, a.bias), ops::mul(s, ops::constant(s, a.alpha), sums));
+  return ops::div(s, x, ops::pow(s, base, ops::constant(s, a.beta)));
+}
+
+TROUPE_REGISTER_GRADIENT("LRNGrad", [](const Scope& s, const Node& n, const std::vector<Output>& gg) {
+  auto x = input_of(s, n, 0), g = input_of(s, n, 1);
+  const LrnAttrs attrs(n.attrs);
+  // stop_at_xs: x and g may depend on each other through the forward pass, which is the
+  // outer gradients()'s to walk.
+  auto dx = gradients(s, {lrn_written_out(s, x, attrs)}, {x}, {g}, {.stop_at_xs = true})[0];
+  return gradients(s, {dx}, {x, g}, {gg[0]}, {.stop_at_xs = true});
 });
 
 }  // namespace
