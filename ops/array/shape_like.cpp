@@ -3,9 +3,9 @@
 #include "graph/gradients.hpp"
 #include "ops/array/array.hpp"
 #include "ops/kernel.hpp"
+#include "ops/math/broadcast.hpp"
 #include "ops/math/elementwise.hpp"
 #include "ops/math/reduce.hpp"
-#include "ops/math/broadcast.hpp"
 
 namespace troupe {
 namespace {

@@ -1,4 +1,5 @@
-// Add, Sub, Mul, Div, TruncateDiv, FloorDiv, TruncateMod, FloorMod, Pow, Maximum, Minimum and the comparisons, with broadcasting.
+// Add, Sub, Mul, Div, TruncateDiv, FloorDiv, TruncateMod, FloorMod, Pow, Maximum, Minimum and
+// the comparisons, with broadcasting.
 #include <cmath>
 #include <type_traits>
 
@@ -32,20 +33,20 @@ void check_integer_divisor(T a, T b, const char* what) {
 
 // Div truncates integer quotients toward zero (C++, and TensorFlow's Div and TruncateDiv
 // kernels); FloorDiv rounds them toward negative infinity (Python's //, tf.math.floordiv).
-struct DivF {
-  template <class T> static T f(T a, T b) {
-    if constexpr (std::is_integral_v<T>) check_integer_divisor(a, b, "division");
-    return a / b;
-  }
-};
 struct TruncateDivF {
   template <class T> static T f(T a, T b) {
     if constexpr (std::is_integral_v<T>) {
       check_integer_divisor(a, b, "division");
-      return a / b;
+      return T(a / b);
     } else {
       return std::trunc(a / b);
     }
+  }
+};
+struct DivF {
+  template <class T> static T f(T a, T b) {
+    if constexpr (std::is_integral_v<T>) return TruncateDivF::f(a, b);
+    else return a / b;
   }
 };
 struct FloorDivF {

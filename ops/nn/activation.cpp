@@ -4,8 +4,8 @@
 
 #include "graph/gradients.hpp"
 #include "ops/array/array.hpp"
-#include "ops/math/elementwise.hpp"
 #include "ops/kernel.hpp"
+#include "ops/math/elementwise.hpp"
 
 namespace troupe {
 namespace {
@@ -81,7 +81,7 @@ Output same_op(const Scope& s, const Node& grad_node, Output gg, Output y) {
   return Output(&s.add(grad_node.op, {gg, y}));
 }
 
-// ReluGrad: g where y > 0; a step in y, so nothing reaches y.
+// ReluGrad: g where y > 0; a step in y, whose derivative is zero.
 Grads relu_second(const Scope& s, const Node& n, Output gg, Output, Output y) {
   return {same_op(s, n, gg, y), ops::zeros_like(s, y)};
 }
