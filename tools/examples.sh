@@ -7,12 +7,14 @@
 # pkg-config. Each examples/NAME/ builds one executable named NAME that exits 0 on success.
 # Any failure stops the script with a message naming it. The prefix is removed at exit.
 #
-# Usage: tools/examples.sh [BUILD_DIR]   (default: $TROUPE_BUILD_DIR or build; built in full)
+# Usage: tools/examples.sh [BUILD_DIR]   (a full build; default: the repository's
+# $TROUPE_BUILD_DIR or build)
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:+$(cd "$1" && pwd)}  # relative to where the script is run from
 cd "$repo"
 source tools/env.sh
-build=$(cd "${1:-$TROUPE_BUILD_DIR}" && pwd)
+build=${build:-$(cd "$TROUPE_BUILD_DIR" && pwd)}
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/troupe-examples.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -31,8 +33,11 @@ headers=$(cd "$prefix/include/troupe" && find . -name '*.hpp' | sed 's|^\./||' |
 for h in $headers; do echo "#include \"$h\""; done >"$work/all_headers.cpp"
 g++ -std=c++20 -M -I"$prefix/include/troupe" "$work/all_headers.cpp" >"$work/deps" ||
   die "an installed header includes one that is not installed (see above)"
-if private=$(tr ' \\' '\n\n' <"$work/deps" | grep -E '/(caf|capnp|kj|oneapi|boost|cuda)/|dnnl|cblas|openblas'); then
-  die "installed headers include headers of libraries private to libtroupe.so:"$'\n'"$private"
+private_re='/(caf|capnp|kj|oneapi|boost|cuda)/|dnnl|cblas|openblas'
+if private=$(tr ' \\' '\n\n' <"$work/deps" | grep -E "$private_re"); then
+  culprits=$(cd "$prefix/include/troupe" && grep -rlE '^#include [<"](caf|capnp|kj|oneapi|boost|cuda|dnnl|cblas|openblas)' . || true)
+  die "installed headers include headers of libraries private to libtroupe.so (" \
+      "$(head -3 <<<"$private" | tr '\n' ' ')...), directly: ${culprits:-none, through another library}"
 fi
 g++ -std=c++20 -fsyntax-only -I"$prefix/include/troupe" "$work/all_headers.cpp" ||
   die "the installed headers do not compile together"
