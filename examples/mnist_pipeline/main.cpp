@@ -11,7 +11,7 @@
 //   mnist_pipeline [STEPS (default 300)] [DATA_DIR]
 //
 // Build and run against an installed Troupe (cmake --install build --prefix ~/troupe):
-//   cmake -S examples/mnist_pipeline -B /tmp/mnist_pipeline -DCMAKE_PREFIX_PATH=~/troupe
+//   cmake -S examples/mnist_pipeline -B /tmp/mnist_pipeline -DCMAKE_PREFIX_PATH=$HOME/troupe
 //   cmake --build /tmp/mnist_pipeline && /tmp/mnist_pipeline/mnist_pipeline
 #include <cstdio>
 #include <exception>

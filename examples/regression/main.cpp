@@ -7,7 +7,7 @@
 // unless w and b end within 0.05 of the true weights.
 //
 // Build and run against an installed Troupe (cmake --install build --prefix ~/troupe):
-//   cmake -S examples/regression -B /tmp/regression -DCMAKE_PREFIX_PATH=~/troupe
+//   cmake -S examples/regression -B /tmp/regression -DCMAKE_PREFIX_PATH=$HOME/troupe
 //   cmake --build /tmp/regression && /tmp/regression/regression
 #include <cmath>
 #include <cstdio>
