@@ -277,3 +277,28 @@ BOOST_AUTO_TEST_CASE(num_parameters_counts_the_trained_variables_and_leaves_the_
   BOOST_TEST(model.num_parameters() == (8 * 3 * 9 + 8) + 2 * 8 + (8 * 10 + 10) + 2 * 10);
   BOOST_TEST(model.num_non_trainable_parameters() == 2 * 8 + 2 * 10);
 }
+
+BOOST_AUTO_TEST_CASE(pooling_layers_pad_explicitly_and_count_the_padding_as_asked) {
+  // A 2x2 input of ones (of minus ones for max), 2x2 windows with stride 2 and one padding on
+  // every side: each window holds one input element and three padded ones.
+  auto root = Scope::root();
+  layers::Model model(root);
+  layers::Context ctx = model.context(layers::Mode::inference);
+  auto ones = ops::constant(root, Tensor::from_vector<float>({1, 1, 1, 1}, {1, 1, 2, 2}));
+  auto minus = ops::constant(root, Tensor::from_vector<float>({-1, -1, -1, -1}, {1, 1, 2, 2}));
+  layers::AvgPool2DLayer left_out(layers::AvgPool2D{.size = 2, .padding = "EXPLICIT", .pad = 1});
+  layers::AvgPool2DLayer counted(
+      layers::AvgPool2D{.size = 2, .padding = "EXPLICIT", .pad = 1, .count_include_pad = true});
+  layers::MaxPool2DLayer max(layers::MaxPool2D{.size = 2, .padding = "EXPLICIT", .pad = 1});
+  auto a = left_out(ctx, ones), b = counted(ctx, ones), c = max(ctx, minus);
+  BOOST_TEST(a.shape().to_string() == "[1,1,2,2]");
+  Session s(root);
+  auto out = s.run({a, b, c});
+  BOOST_TEST(out[0].to_vector<float>() == std::vector<float>(4, 1.0f), boost::test_tools::per_element());
+  BOOST_TEST(out[1].to_vector<float>() == std::vector<float>(4, 0.25f), boost::test_tools::per_element());
+  BOOST_TEST(out[2].to_vector<float>() == std::vector<float>(4, -1.0f), boost::test_tools::per_element());
+  layers::MaxPool2DLayer unpadded(layers::MaxPool2D{.size = 2, .pad = 1});
+  auto m = error_of([&] { unpadded(ctx, ones); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "layer 'model/max_pool_1' (max_pool)"), m);
+  BOOST_TEST(contains(m, "EXPLICIT"), m);
+}
