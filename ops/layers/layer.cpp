@@ -19,7 +19,9 @@ Output activate(const Scope& s, Output x, Activation a) {
 Output Context::variable(const std::string& name, Shape shape, const ops::Initializer& init, bool trainable) {
   auto v = ops::variable(scope_.with_op_name(name), shape, DType::float32, {.trainable = trainable});
   auto value = ops::initial_value(scope_.sub(name + "_init"), init, shape, DType::float32, model_->next_seed());
-  model_->inits_.push_back(ops::assign(scope_, v, value));
+  auto assign = ops::assign(scope_, v, value);
+  ops::set_initializer(v, assign);  // so ops::global_variables_initializer() runs it too
+  model_->inits_.push_back(assign);
   model_->variables_.push_back(v);
   model_->trainable_.push_back(trainable);
   return v;
