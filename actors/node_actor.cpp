@@ -457,7 +457,7 @@ void NodeActor::fire_queue_op(const Tag& tag, Tensor* inputs) {
     ask(dequeue_atom::value, tag.step, int64_t(n.scalar_value<int32_t>()),
         get_attr_or<bool>(node.attrs, "allow_smaller_final_batch", false));
   } else if (node.op == "QueueClose") {
-    ask(close_atom::value, get_attr_or<bool>(node.attrs, "cancel_pending_enqueues", false));
+    ask(close_atom::value, get_attr_or<bool>(node.attrs, "cancel_pending_enqueues", false), QueueReply{});
   } else {
     ask(size_atom::value);
   }

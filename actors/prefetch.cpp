@@ -46,7 +46,7 @@ Prefetcher::~Prefetcher() {
   if (!thread_.joinable()) return;
   stop_ = true;
   try {
-    impl_->ask(close_atom::value, true);  // wakes an enqueue waiting for room
+    impl_->ask(close_atom::value, true, QueueReply{});  // wakes an enqueue waiting for room
   } catch (...) {
   }
   thread_.join();
@@ -80,8 +80,25 @@ void Prefetcher::run(data::Pipeline pipeline) {
   } catch (...) {
     if (!stop_) error_ = std::current_exception();
   }
+  // The end of the input, or of a failed pipeline: then the steps that dequeue past the last
+  // element read fail with the pipeline's error, not with the end of the input.
+  QueueReply failure;
+  if (error_) {
+    try {
+      std::rethrow_exception(error_);
+    } catch (const Error& e) {
+      failure.code = e.code();
+      failure.message = fmt::format("the input pipeline feeding queue '{}' failed: {}", impl_->spec.name, e.what());
+    } catch (const std::exception& e) {
+      failure.code = ErrorCode::internal;
+      failure.message = fmt::format("the input pipeline feeding queue '{}' failed: {}", impl_->spec.name, e.what());
+    } catch (...) {
+      failure.code = ErrorCode::internal;
+      failure.message = fmt::format("the input pipeline feeding queue '{}' failed", impl_->spec.name);
+    }
+  }
   try {
-    impl_->ask(close_atom::value, false);  // the end of the input, or of a failed pipeline
+    impl_->ask(close_atom::value, false, std::move(failure));
   } catch (...) {
   }
 }

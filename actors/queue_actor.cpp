@@ -23,6 +23,7 @@ struct QueueState {
   std::deque<Enqueue> enqueues;
   std::deque<Dequeue> dequeues;
   bool closed = false;
+  QueueReply failure;  // why the queue was closed, when its producer failed (code != ok)
   std::mt19937_64 rng;
   static inline const char* name = "troupe.queue";
 
@@ -43,6 +44,7 @@ struct QueueState {
     return e;
   }
   QueueReply closed_error(int64_t wanted) const {
+    if (failure.code != ErrorCode::ok) return failure;
     return {{}, ErrorCode::out_of_range,
             fmt::format("queue '{}' is closed and has {} element(s), fewer than the {} requested", spec.name, size(),
                         std::max<int64_t>(wanted, 1))};
@@ -58,7 +60,8 @@ struct QueueState {
         QueueReply reply;
         if (available() >= want) {
           reply = serve(d.n, want);
-        } else if (closed && d.allow_smaller && d.n >= 0 && size() > 0 && enqueues.empty()) {
+        } else if (closed && failure.code == ErrorCode::ok && d.allow_smaller && d.n >= 0 && size() > 0 &&
+                   enqueues.empty()) {
           reply = serve(d.n, int64_t(size()));
         } else if (closed && enqueues.empty()) {
           reply = closed_error(d.n);
@@ -125,8 +128,9 @@ caf::behavior queue_behavior(caf::stateful_actor<QueueState>* self, QueueSpec sp
         st.pump();
         return promise;
       },
-      [self](close_atom, bool cancel_pending_enqueues) -> QueueReply {
+      [self](close_atom, bool cancel_pending_enqueues, QueueReply& failure) -> QueueReply {
         auto& st = self->state;
+        if (!st.closed) st.failure = std::move(failure);
         st.closed = true;
         if (cancel_pending_enqueues) {
           for (auto& e : st.enqueues)

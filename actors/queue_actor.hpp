@@ -3,7 +3,10 @@
 //   (enqueue_atom, step, components, many)   -> QueueReply {}          (waits while full)
 //   (dequeue_atom, step, n, allow_smaller)   -> QueueReply {components} (n < 0: one element;
 //                                               waits until there are enough, or closed)
-//   (close_atom, cancel_pending_enqueues)    -> QueueReply {}
+//   (close_atom, cancel_pending_enqueues, failure) -> QueueReply {}
+//                                               failure.code != ok: the producer failed; a
+//                                               dequeue the remaining elements cannot serve
+//                                               gets `failure` instead of out_of_range
 //   (size_atom)                              -> QueueReply {int32 size}
 //   (cancel_atom, step)                      drops the waiting requests of an aborted step
 // Requests that cannot be served wait as response promises inside the actor, so neither the

@@ -28,7 +28,47 @@ struct Session::Impl {
   std::shared_ptr<Executable> executable_for(const std::vector<Endpoint>& feeds,
                                              const std::vector<Endpoint>& fetches,
                                              const std::vector<int>& targets);
+  // What the node actors of `exes` hold and wait for; every actor is asked at once and the
+  // answers are awaited for at most `bound` (a node busy with a long kernel answers late).
+  std::vector<WaitingNode> waits_of(const std::vector<const Executable*>& exes, std::chrono::milliseconds bound) const;
+  // A step past its deadline: records who still waits, aborts it on every node, and returns
+  // the deadline_exceeded result naming them.
+  StepResult abort_late_step(const Executable& exe, uint64_t step, std::chrono::milliseconds timeout) const;
 };
+
+std::vector<WaitingNode> Session::Impl::waits_of(const std::vector<const Executable*>& exes,
+                                                 std::chrono::milliseconds bound) const {
+  std::vector<WaitingNode> out;
+  caf::scoped_actor self{runtime->system()};
+  using Handle = decltype(self->request(caf::actor{}, caf::duration{bound}, waits_atom::value));
+  std::vector<Handle> asked;
+  for (auto& exe : exes)
+    for (auto& a : exe->plan().actors)
+      if (a) asked.push_back(self->request(a, caf::duration{bound}, waits_atom::value));
+  for (auto& h : asked)
+    h.receive(
+        [&](std::vector<WaitReport>& reports) {
+          for (auto& r : reports) out.push_back({r.node, r.tag.step, r.received, r.expected, r.missing});
+        },
+        [&](caf::error&) {});
+  return out;
+}
+
+StepResult Session::Impl::abort_late_step(const Executable& exe, uint64_t step,
+                                          std::chrono::milliseconds timeout) const {
+  std::string waiting;
+  for (auto& w : waits_of({&exe}, std::chrono::milliseconds(2000))) {
+    if (w.step != step) continue;
+    waiting += fmt::format("\n  node '{}' has {} of {} inputs, waits for", w.node, w.received, w.expected);
+    for (std::size_t i = 0; i < w.missing.size(); ++i) waiting += (i ? ", " : " ") + w.missing[i];
+  }
+  std::string message = fmt::format("step {} did not finish within its deadline of {} ms and was aborted; ", step,
+                                    timeout.count());
+  message += waiting.empty() ? "no node was waiting for inputs (kernels were still running)"
+                             : "nodes still waiting:" + waiting;
+  caf::anon_send(exe.step_actor(), abort_atom::value, Tag{step, 0, 0}, int32_t(ErrorCode::deadline_exceeded), message);
+  return StepResult{{}, ErrorCode::deadline_exceeded, std::move(message)};
+}
 
 Endpoint Session::Impl::resolve_tensor(const std::string& name, const char* role) const {
   ParsedName p;
@@ -96,7 +136,7 @@ Session::~Session() {
 }
 
 std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<TensorName>& fetches,
-                                 const std::vector<OpName>& targets) {
+                                 const std::vector<OpName>& targets, const RunOptions& options) {
   Impl& im = *impl_;
   std::vector<Endpoint> feed_points, fetch_points;
   std::vector<int> target_ids;
@@ -129,14 +169,24 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
   }
   StepResult result;
   {
+    const auto timeout = options.timeout.count() > 0 ? options.timeout : im.options.operation_timeout;
     caf::scoped_actor self{im.runtime->system()};
     uint64_t step = im.next_step.fetch_add(1);
-    self->request(exe->step_actor(), caf::infinite, run_atom::value, step, std::move(feed_values))
-        .receive([&](StepResult& r) { result = std::move(r); },
-                 [&](caf::error& e) {
-                   result.code = ErrorCode::internal;
-                   result.message = "step actor failed: " + im.runtime->system().render(e);
-                 });
+    bool timed_out = false;
+    auto request = timeout.count() > 0
+                       ? self->request(exe->step_actor(), caf::duration{timeout}, run_atom::value, step,
+                                       std::move(feed_values))
+                       : self->request(exe->step_actor(), caf::infinite, run_atom::value, step, std::move(feed_values));
+    request.receive([&](StepResult& r) { result = std::move(r); },
+                    [&](caf::error& e) {
+                      if (e == caf::sec::request_timeout) {
+                        timed_out = true;
+                        return;
+                      }
+                      result.code = ErrorCode::internal;
+                      result.message = "step actor failed: " + im.runtime->system().render(e);
+                    });
+    if (timed_out) result = im.abort_late_step(*exe, step, timeout);
   }
   {
     std::lock_guard<std::mutex> lock(im.mutex);
@@ -158,26 +208,14 @@ void Session::prepare(const std::vector<TensorName>& feeds, const std::vector<Te
 }
 
 std::vector<WaitingNode> Session::waiting_nodes() const {
-  std::vector<std::shared_ptr<Executable>> exes;
+  std::vector<std::shared_ptr<Executable>> exes;  // kept alive while their actors are asked
   {
     std::lock_guard<std::mutex> lock(impl_->mutex);
     for (auto& [k, e] : impl_->executables) exes.push_back(e);
   }
-  std::vector<WaitingNode> out;
-  caf::scoped_actor self{impl_->runtime->system()};
-  for (auto& exe : exes) {
-    for (auto& a : exe->plan().actors) {
-      if (!a) continue;
-      self->request(a, std::chrono::seconds(10), waits_atom::value)
-          .receive(
-              [&](std::vector<WaitReport>& reports) {
-                for (auto& r : reports)
-                  out.push_back({r.node, r.tag.step, r.received, r.expected, r.missing});
-              },
-              [&](caf::error&) {});
-    }
-  }
-  return out;
+  std::vector<const Executable*> asked;
+  for (auto& e : exes) asked.push_back(e.get());
+  return impl_->waits_of(asked, std::chrono::seconds(10));
 }
 
 std::string Session::describe_waiting() const {

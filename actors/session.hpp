@@ -14,6 +14,7 @@
 // wrong dtype or shape, an unknown name, or a fetch that cannot be computed is refused before
 // the step starts. Variables live in the session's parameter shard and persist across runs.
 // The graph may grow between runs but must not change while run() is preparing an executable.
+#include <chrono>
 #include <memory>
 #include <string>
 #include <utility>
@@ -35,6 +36,17 @@ struct SessionOptions {
   int intra_op_threads = 0;
   int max_steps_in_flight = 16;  // back-pressure on concurrent run() calls
   bool allow_soft_placement = true;  // an op without a kernel on its requested device runs on the CPU
+  // A deadline for every run() that sets none itself (TensorFlow's
+  // ConfigProto.operation_timeout_in_ms); zero: none.
+  std::chrono::milliseconds operation_timeout{0};
+};
+
+// Options of one run() call.
+struct RunOptions {
+  // The step's deadline (TensorFlow's RunOptions.timeout_in_ms); zero: the session's
+  // operation_timeout. A step still running then is aborted on every node, and run() fails with
+  // deadline_exceeded, naming the nodes that were still waiting and for what.
+  std::chrono::milliseconds timeout{0};
 };
 
 // "node:port", "node" (port 0), or an Output.
@@ -84,7 +96,7 @@ class Session {
   Session& operator=(const Session&) = delete;
 
   std::vector<Tensor> run(const FeedList& feeds, const std::vector<TensorName>& fetches,
-                          const std::vector<OpName>& targets = {});
+                          const std::vector<OpName>& targets = {}, const RunOptions& options = {});
   std::vector<Tensor> run(const std::vector<TensorName>& fetches) { return run({}, fetches, {}); }
 
   // Builds the executable of a signature now (pruning, placement, kernels: e.g. a reader op

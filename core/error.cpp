@@ -17,6 +17,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::unavailable: return "unavailable";
     case ErrorCode::resource_exhausted: return "resource exhausted";
     case ErrorCode::data_loss: return "data loss";
+    case ErrorCode::deadline_exceeded: return "deadline exceeded";
   }
   return "unknown";
 }

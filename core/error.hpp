@@ -22,6 +22,7 @@ enum class ErrorCode : int {
   unavailable,
   resource_exhausted,
   data_loss,
+  deadline_exceeded,
 };
 
 const char* to_string(ErrorCode code);

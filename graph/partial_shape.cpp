@@ -51,6 +51,22 @@ PartialShape PartialShape::merge(const PartialShape& other) const {
   return from_dims(out);
 }
 
+PartialShape PartialShape::relaxed_with(const PartialShape& other) const {
+  if (!dims_ || !other.dims_ || dims_->size() != other.dims_->size()) return unknown();
+  auto out = *dims_;
+  for (std::size_t i = 0; i < out.size(); ++i)
+    if (out[i] != (*other.dims_)[i]) out[i] = -1;
+  return from_dims(out);
+}
+
+bool PartialShape::covers(const PartialShape& other) const {
+  if (!dims_) return true;
+  if (!other.dims_ || dims_->size() != other.dims_->size()) return false;
+  for (std::size_t i = 0; i < dims_->size(); ++i)
+    if ((*dims_)[i] >= 0 && (*dims_)[i] != (*other.dims_)[i]) return false;
+  return true;
+}
+
 std::string PartialShape::to_string() const {
   if (!dims_) return "?";
   std::string s = "[";

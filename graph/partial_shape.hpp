@@ -39,6 +39,12 @@ class PartialShape {
   bool compatible_with(const PartialShape& other) const;
   // The most specific shape compatible with both; throws when they conflict.
   PartialShape merge(const PartialShape& other) const;
+  // The most specific shape that both this and `other` satisfy (TensorFlow's
+  // most_specific_compatible_shape): dimensions that differ become unknown, a rank that differs
+  // makes the rank unknown. What a value has that may be either.
+  PartialShape relaxed_with(const PartialShape& other) const;
+  // Whether every shape `other` allows is one this allows (this is `other` or less specific).
+  bool covers(const PartialShape& other) const;
   std::string to_string() const;  // "?" for unknown rank, "[2,?]"
   friend bool operator==(const PartialShape& a, const PartialShape& b) { return a.dims_ == b.dims_; }
 

@@ -1,6 +1,7 @@
 #pragma once
-// Conversions between core types and their Cap'n Proto form (core/wire/*.capnp), and a
-// tensor's file/bytes form. Readers refuse unknown versions and inconsistent sizes.
+// Conversions between core types and their Cap'n Proto form (core/wire/*.capnp); a tensor's
+// bytes form is declared in core/wire/tensor_bytes.hpp. Readers refuse unknown versions and
+// inconsistent sizes. Internal: not installed, as it needs Cap'n Proto's headers.
 #include <string>
 #include <vector>
 
@@ -10,10 +11,10 @@
 
 #include "core/tensor.hpp"
 #include "core/wire/tensor.capnp.h"
+#include "core/wire/tensor_bytes.hpp"
 
 namespace troupe::wire_format {
 
-constexpr uint32_t kTensorVersion = 1;
 constexpr uint32_t kGraphVersion = 1;
 // One Data holds at most 2^29 - 1 bytes; tensors are split into chunks of this size.
 constexpr std::size_t kChunkBytes = std::size_t(256) << 20;
@@ -57,8 +58,5 @@ auto read_message(const unsigned char* data, std::size_t size, const std::string
     fail(ErrorCode::data_loss, "{}: not a valid {}: {}", where, what, e.what());
   }
 }
-
-std::vector<unsigned char> tensor_to_bytes(const Tensor& tensor);
-Tensor tensor_from_bytes(const unsigned char* data, std::size_t size, const std::string& where);
 
 }  // namespace troupe::wire_format

@@ -41,10 +41,17 @@ TROUPE_REGISTER_OP(OpDef{
     .shape_fn = [](InferenceContext& c) {
       if (c.num_inputs() < 1) c.error("needs at least one input");
       DType t = c.same_input_types();
+      // Either input may be the live one, so the output is what every input satisfies (a
+      // loop's Merge: what every iteration can have), unless the loop states its invariant.
       PartialShape shape = c.input_shape(0);
-      for (int i = 1; i < c.num_inputs(); ++i)
-        shape = shape.compatible_with(c.input_shape(i)) ? shape.merge(c.input_shape(i))
-                                                         : PartialShape::unknown();
+      for (int i = 1; i < c.num_inputs(); ++i) shape = shape.relaxed_with(c.input_shape(i));
+      if (c.has_attr("shape_invariant")) {
+        shape = c.attr<PartialShape>("shape_invariant");
+        for (int i = 0; i < c.num_inputs(); ++i)
+          if (!shape.covers(c.input_shape(i)))
+            c.error("input {} has shape {}, outside the shape invariant {}", i, c.input_shape(i).to_string(),
+                    shape.to_string());
+      }
       c.set_output(0, t, shape);
       c.set_output(1, DType::int32, Shape{});
     }});

@@ -47,10 +47,17 @@ struct WhileOptions {
   // k - parallel_iterations have finished.
   int parallel_iterations = 10;
   std::string name = "while";
+  // Per loop variable, the shapes it may take across iterations (TensorFlow's
+  // shape_invariants): empty, or one per variable. Without them a variable's shape is relaxed
+  // to what every iteration can have (start [2] and a body returning [?] give [?]); with them
+  // the variable has its invariant's shape, which must cover the value before the loop and the
+  // value the body returns, or the loop is refused as it is built.
+  std::vector<PartialShape> shape_invariants;
 };
 
 // while (cond(vars)) vars = body(vars); returns the final vars. cond returns a bool scalar;
-// body returns one Output per loop variable with the same dtype and a compatible shape. The
+// body returns one Output per loop variable with the same dtype (shapes: see
+// WhileOptions::shape_invariants). The
 // functions may use any tensor of the graph: values from outside the loop reach every
 // iteration as loop invariants, and loops and conds may nest to any depth. Every node cond
 // and body build runs once per iteration (each is given a control input from the iteration's

@@ -416,6 +416,29 @@ const bool loop_gradient_registered = [] {
   return true;
 }();
 
+// The body was built against the loop variables' shapes before the loop; each Merge now also
+// sees what the body returns and may have relaxed (start [2], body returns [?]). Inferring the
+// loop's nodes again, in order, until nothing changes gives every node of the loop a shape
+// that holds in every iteration. Each round only makes shapes less specific, so it ends.
+void relax_loop_shapes(Graph& g, const LoopNodes& l, int end) {
+  for (int round = 0;; ++round) {
+    bool changed = false;
+    for (int id = l.start; id < end; ++id) {
+      Node& n = g.node(id);
+      auto before = n.output_shapes;
+      try {
+        infer_shapes(g, n);
+      } catch (const Error& e) {
+        fail(e.code(), "while_loop '{}': with the loop variables' shapes relaxed to what every iteration can have: {}",
+             l.frame, e.what());
+      }
+      changed |= n.output_shapes != before;
+    }
+    if (!changed) return;
+    if (round == 64) fail(ErrorCode::internal, "while_loop '{}': the loop's shapes do not settle", l.frame);
+  }
+}
+
 }  // namespace
 
 namespace ops {
@@ -447,13 +470,26 @@ std::vector<Output> while_loop(const Scope& scope, const LoopCondition& cond, co
   l.parallel_iterations = o.parallel_iterations;
   l.start = g.size();
 
+  auto& invariants = o.shape_invariants;
+  TROUPE_CHECK_ARG(invariants.empty() || invariants.size() == loop_vars.size(),
+                   "while_loop '{}': {} shape invariants for {} loop variables", l.frame, invariants.size(),
+                   loop_vars.size());
   std::vector<Output> merged;
   for (std::size_t i = 0; i < loop_vars.size(); ++i) {
     TROUPE_CHECK_ARG(bool(loop_vars[i]), "while_loop '{}': loop variable {} is an empty Output", l.frame, i);
+    AttrMap merge_attrs;
+    if (!invariants.empty()) {
+      TROUPE_CHECK_ARG(invariants[i].covers(loop_vars[i].shape()),
+                       "while_loop '{}': the shape invariant {} of loop variable {} does not cover its shape "
+                       "before the loop, {}",
+                       l.frame, invariants[i].to_string(), i, loop_vars[i].shape().to_string());
+      merge_attrs["shape_invariant"] = invariants[i];
+    }
     Scope v = s.sub("var_" + std::to_string(i));
     auto e = enter(v.with_op_name("enter"), loop_vars[i], l.frame, o.parallel_iterations);
     // The second input becomes the NextIteration once the body exists.
-    auto m = merge(v.with_op_name("merge"), {e, e});
+    Node& merge_node = v.with_op_name("merge").add("Merge", {e, e}, merge_attrs);
+    std::vector<Output> m{Output(&merge_node, 0), Output(&merge_node, 1)};
     l.enters.push_back(e.node()->id);
     l.merges.push_back(m[0].node()->id);
     merged.push_back(m[0]);
@@ -484,15 +520,17 @@ std::vector<Output> while_loop(const Scope& scope, const LoopCondition& cond, co
     TROUPE_CHECK_ARG(out[i].dtype() == loop_vars[i].dtype(),
                      "while_loop '{}': loop variable {} is {} before the loop but the body returns {}", l.frame, i,
                      name_of(loop_vars[i].dtype()), name_of(out[i].dtype()));
-    TROUPE_CHECK_ARG(out[i].shape().compatible_with(loop_vars[i].shape()),
-                     "while_loop '{}': loop variable {} has shape {} before the loop but the body returns {}",
-                     l.frame, i, loop_vars[i].shape().to_string(), out[i].shape().to_string());
+    TROUPE_CHECK_ARG(invariants.empty() || invariants[i].covers(out[i].shape()),
+                     "while_loop '{}': loop variable {} has the shape invariant {} but the body returns {}; "
+                     "state a less specific invariant (an unknown dimension is -1)",
+                     l.frame, i, invariants[i].to_string(), out[i].shape().to_string());
     auto next = next_iteration(s.sub("var_" + std::to_string(i) + "_next").with_op_name("next_iteration"), out[i],
                                o.parallel_iterations);
     g.update_input(l.merges[i], 1, next.endpoint());
     l.next_iterations.push_back(next.node()->id);
   }
   int end = g.size();
+  relax_loop_shapes(g, l, end);
   claim_frame(g, l, end);
   capture_outside_values(s, l, end);
   trigger_each_iteration(g, l);

@@ -15,21 +15,32 @@ namespace {
 using dnnl::memory;
 
 struct PoolAttrs {
-  std::vector<int64_t> ksize, strides;
+  std::vector<int64_t> ksize, strides, paddings;
   std::string padding;
+  bool count_include_pad;
   explicit PoolAttrs(const AttrMap& a)
       : ksize(get_attr_or<std::vector<int64_t>>(a, "ksize", {2, 2})),
         strides(get_attr_or<std::vector<int64_t>>(a, "strides", {2, 2})),
-        padding(get_attr_or<std::string>(a, "padding", "VALID")) {}
+        paddings(get_attr_or<std::vector<int64_t>>(a, "explicit_paddings", {0, 0, 0, 0})),
+        padding(get_attr_or<std::string>(a, "padding", "VALID")),
+        count_include_pad(get_attr_or<bool>(a, "count_include_pad", false)) {}
   void check() const {
     if (ksize.size() != 2 || strides.size() != 2 || ksize[0] < 1 || ksize[1] < 1 || strides[0] < 1 || strides[1] < 1)
       fail(ErrorCode::invalid_argument, "ksize and strides must be two positive numbers each");
-    if (padding != "SAME" && padding != "VALID")
-      fail(ErrorCode::invalid_argument, "padding must be SAME or VALID, got '{}'", padding);
+    if (padding != "SAME" && padding != "VALID" && padding != "EXPLICIT")
+      fail(ErrorCode::invalid_argument, "padding must be SAME, VALID or EXPLICIT, got '{}'", padding);
+    if (padding != "EXPLICIT") return;
+    if (paddings.size() != 4) fail(ErrorCode::invalid_argument, "explicit_paddings must have 4 entries");
+    for (int i = 0; i < 4; ++i)
+      if (paddings[i] < 0 || paddings[i] >= ksize[i / 2])
+        fail(ErrorCode::invalid_argument,
+             "explicit_paddings [{},{},{},{}] must be >= 0 and smaller than the window {}x{} along their dimension",
+             paddings[0], paddings[1], paddings[2], paddings[3], ksize[0], ksize[1]);
   }
-  std::array<Window, 2> windows(int64_t h, int64_t w) const {
-    return {window(h, ksize[0], strides[0], 1, padding, 0, 0), window(w, ksize[1], strides[1], 1, padding, 0, 0)};
+  Window window_of(int d, int64_t in) const {
+    return window(in, ksize[d], strides[d], 1, padding, paddings[2 * d], paddings[2 * d + 1]);
   }
+  std::array<Window, 2> windows(int64_t h, int64_t w) const { return {window_of(0, h), window_of(1, w)}; }
 };
 
 void pool_shape(InferenceContext& c) {
@@ -49,7 +60,7 @@ void pool_shape(InferenceContext& c) {
   std::vector<int64_t> out = {in.dim(0), in.dim(1), -1, -1};
   for (int d = 0; d < 2; ++d)
     if (in.dim(2 + d) >= 0) {
-      out[2 + d] = window(in.dim(2 + d), a.ksize[d], a.strides[d], 1, a.padding, 0, 0).out;
+      out[2 + d] = a.window_of(d, in.dim(2 + d)).out;
       if (out[2 + d] <= 0) c.error("the window {}x{} does not fit the input {}", a.ksize[0], a.ksize[1], in.to_string());
     }
   c.set_output(0, DType::float32, PartialShape::from_dims(out));
@@ -75,7 +86,8 @@ struct PoolPlan {
     dst = memory::desc(dnnl_cpu::dims(out), memory::data_type::f32, memory::format_tag::nchw);
     src_blocked = dnnl_cpu::blocked_nchw_desc(in);
     dst_blocked = dnnl_cpu::blocked_nchw_desc(out);
-    dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_training, algorithm(), src_blocked, dst_blocked,
+    alg = algorithm(a);
+    dnnl::pooling_forward::desc desc(dnnl::prop_kind::forward_training, alg, src_blocked, dst_blocked,
                                      {a.strides[0], a.strides[1]}, {a.ksize[0], a.ksize[1]},
                                      {win[0].pad_before, win[1].pad_before}, {win[0].pad_after, win[1].pad_after});
     fwd = dnnl::pooling_forward::primitive_desc(desc, dnnl_cpu::attrs(), dnnl_cpu::engine());
@@ -86,9 +98,12 @@ struct PoolPlan {
     kernel = {a.ksize[0], a.ksize[1]};
     strides = {a.strides[0], a.strides[1]};
   }
-  static dnnl::algorithm algorithm() {
-    return kMax ? dnnl::algorithm::pooling_max : dnnl::algorithm::pooling_avg_exclude_padding;
+  static dnnl::algorithm algorithm(const PoolAttrs& a) {
+    if (kMax) return dnnl::algorithm::pooling_max;
+    return a.count_include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                               : dnnl::algorithm::pooling_avg_exclude_padding;
   }
+  dnnl::algorithm alg;
   memory::dims pad_l, pad_r, kernel, strides;
   memory workspace;  // kept for later steps of the same shape
 };
@@ -142,7 +157,7 @@ class PoolGradKernel final : public OpKernel {
       if (g.shape() != plan_->out)
         fail(ErrorCode::invalid_argument, "gradient {} does not match the pooling's output {}", g.describe(),
              plan_->out.to_string());
-      dnnl::pooling_backward::desc desc(PoolPlan<kMax>::algorithm(), plan_->src_blocked, plan_->dst_blocked,
+      dnnl::pooling_backward::desc desc(plan_->alg, plan_->src_blocked, plan_->dst_blocked,
                                         plan_->strides, plan_->kernel, plan_->pad_l, plan_->pad_r);
       bwd_pd_ = dnnl::pooling_backward::primitive_desc(desc, dnnl_cpu::attrs(), dnnl_cpu::engine(), plan_->fwd);
       fwd_ = dnnl::pooling_forward(plan_->fwd);
@@ -260,12 +275,18 @@ TROUPE_REGISTER_GRADIENT("MaxPoolGradGrad", [](const Scope& s, const Node& n, co
 });
 
 Output pool(const Scope& scope, const char* op, Output input, const ops::PoolOptions& o) {
-  return &scope.add(op, {input}, {{"ksize", o.ksize}, {"strides", o.strides}, {"padding", o.padding}});
+  AttrMap attrs{{"ksize", o.ksize}, {"strides", o.strides}, {"padding", o.padding}};
+  if (o.padding == "EXPLICIT") attrs["explicit_paddings"] = o.explicit_paddings;
+  if (o.count_include_pad) attrs["count_include_pad"] = true;
+  return &scope.add(op, {input}, std::move(attrs));
 }
 
 }  // namespace
 
-Output ops::max_pool(const Scope& scope, Output input, PoolOptions o) { return pool(scope, "MaxPool", input, o); }
+Output ops::max_pool(const Scope& scope, Output input, PoolOptions o) {
+  TROUPE_CHECK_ARG(!o.count_include_pad, "max_pool takes no count_include_pad (it is avg_pool's)");
+  return pool(scope, "MaxPool", input, o);
+}
 Output ops::avg_pool(const Scope& scope, Output input, PoolOptions o) { return pool(scope, "AvgPool", input, o); }
 
 }  // namespace troupe

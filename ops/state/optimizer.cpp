@@ -229,6 +229,7 @@ GlobalStep global_step(const Scope& scope) {
   auto v = variable(scope.with_op_name("global_step"), Shape{}, DType::int64,
                     {.shared_name = "global_step", .trainable = false});
   auto init = assign(scope.with_op_name("global_step/init"), v, constant(scope, int64_t(0)));
+  set_initializer(v, init);
   return {v, init.node()};
 }
 
@@ -251,13 +252,13 @@ Output step_decay(const Scope& scope, double learning_rate, Output global_step, 
 
 }  // namespace ops
 
-Optimizer Optimizer::sgd(double lr) {
+Optimizer Optimizer::sgd(LearningRate lr) {
   Optimizer o;
   o.learning_rate_ = lr;
   return o;
 }
 
-Optimizer Optimizer::momentum(double lr, double m, bool nesterov) {
+Optimizer Optimizer::momentum(LearningRate lr, double m, bool nesterov) {
   Optimizer o = sgd(lr);
   o.spec_.kind = OptimizerKind::momentum;
   o.spec_.momentum = m;
@@ -265,14 +266,14 @@ Optimizer Optimizer::momentum(double lr, double m, bool nesterov) {
   return o;
 }
 
-Optimizer Optimizer::adagrad(double lr, double initial_accumulator) {
+Optimizer Optimizer::adagrad(LearningRate lr, double initial_accumulator) {
   Optimizer o = sgd(lr);
   o.spec_.kind = OptimizerKind::adagrad;
   o.spec_.initial_accumulator = initial_accumulator;
   return o;
 }
 
-Optimizer Optimizer::adadelta(double lr, double rho, double epsilon) {
+Optimizer Optimizer::adadelta(LearningRate lr, double rho, double epsilon) {
   Optimizer o = sgd(lr);
   o.spec_.kind = OptimizerKind::adadelta;
   o.spec_.rho = rho;
@@ -280,7 +281,7 @@ Optimizer Optimizer::adadelta(double lr, double rho, double epsilon) {
   return o;
 }
 
-Optimizer Optimizer::rmsprop(double lr, double decay, double momentum, double epsilon) {
+Optimizer Optimizer::rmsprop(LearningRate lr, double decay, double momentum, double epsilon) {
   Optimizer o = sgd(lr);
   o.spec_.kind = OptimizerKind::rmsprop;
   o.spec_.rho = decay;
@@ -289,7 +290,7 @@ Optimizer Optimizer::rmsprop(double lr, double decay, double momentum, double ep
   return o;
 }
 
-Optimizer Optimizer::adam(double lr, double beta1, double beta2, double epsilon) {
+Optimizer Optimizer::adam(LearningRate lr, double beta1, double beta2, double epsilon) {
   Optimizer o = sgd(lr);
   o.spec_.kind = OptimizerKind::adam;
   o.spec_.beta1 = beta1;
@@ -298,15 +299,30 @@ Optimizer Optimizer::adam(double lr, double beta1, double beta2, double epsilon)
   return o;
 }
 
-Optimizer& Optimizer::with_learning_rate(Output learning_rate) {
-  schedule_ = learning_rate;
-  return *this;
-}
 
 Node* Optimizer::minimize(const Scope& scope, Output loss, std::vector<Output> variables,
                           Output global_step) const {
-  if (variables.empty()) variables = ops::trainable_variables(scope.graph());
-  TROUPE_CHECK_ARG(!variables.empty(), "minimize: the graph has no trainable variables");
+  if (variables.empty()) {
+    variables = ops::trainable_variables(scope.graph());
+    if (variables.empty()) {
+      // Say what was found: a model whose variables are all integers has variables, just none
+      // that gradients can train.
+      std::vector<std::string> found;
+      const Graph& g = scope.graph();
+      for (int i = 0; i < g.size(); ++i) {
+        const Node& n = g.node(i);
+        if (n.op == "VariableV2" && get_attr_or<bool>(n.attrs, "trainable", true))
+          found.push_back(fmt::format("'{}' ({})", n.name, name_of(n.output_types[0])));
+      }
+      TROUPE_CHECK_ARG(found.empty(), "minimize: the trainable variables found are not floating point ({}); "
+                       "gradients exist only for float16, float32 and float64 variables",
+                       fmt::join(found, ", "));
+      fail(ErrorCode::invalid_argument, "minimize: the graph has no trainable variables");
+    }
+  }
+  for (auto& v : variables)
+    TROUPE_CHECK_ARG(v && is_floating(v.dtype()), "minimize: variable '{}' is {}; only floating-point variables "
+                     "can be trained", v ? v.node()->name : "(empty)", v ? name_of(v.dtype()) : "nothing");
   auto grads = gradients(scope, {loss}, variables);
   return apply_gradients(scope, grads, variables, global_step);
 }
@@ -316,7 +332,11 @@ Node* Optimizer::apply_gradients(const Scope& scope, const std::vector<Output>& 
   TROUPE_CHECK_ARG(grads.size() == variables.size(), "apply_gradients: {} gradients for {} variables",
                    grads.size(), variables.size());
   Scope s = scope.sub(spec_.name());
-  Output lr = schedule_ ? schedule_ : ops::constant(s.with_op_name("learning_rate"), float(learning_rate_));
+  Output lr = learning_rate_.tensor ? learning_rate_.tensor
+                                    : ops::constant(s.with_op_name("learning_rate"), float(learning_rate_.value));
+  TROUPE_CHECK_ARG(is_floating(lr.dtype()) && (!lr.shape().rank_known() || lr.shape().rank() == 0),
+                   "{}: the learning rate must be a floating-point scalar, got {} {} ('{}')", spec_.name(),
+                   name_of(lr.dtype()), lr.shape().to_string(), lr.name());
   // Each update waits for the nodes of the gradient computation that read its variable (the
   // backward op that multiplies by the weights runs beside the one that yields their
   // gradient): the shard then updates the weights in place instead of copying them because a

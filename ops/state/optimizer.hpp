@@ -59,19 +59,26 @@ Output step_decay(const Scope& scope, double learning_rate, Output global_step, 
 
 }  // namespace ops
 
+// An optimizer's learning rate: a number, or a floating-point scalar computed in the graph (a
+// schedule such as ops::exponential_decay). There is one, given where the optimizer is made:
+// Optimizer::momentum(0.01, 0.9) or Optimizer::momentum(schedule, 0.9).
+struct LearningRate {
+  LearningRate(double v) : value(v) {}
+  LearningRate(Output t) : tensor(t) {}
+  double value = 0;
+  Output tensor;  // when set, the rate
+};
+
 class Optimizer {
  public:
-  static Optimizer sgd(double learning_rate);
-  static Optimizer momentum(double learning_rate, double momentum, bool nesterov = false);
-  static Optimizer adagrad(double learning_rate, double initial_accumulator = 0.1);
-  static Optimizer adadelta(double learning_rate = 1.0, double rho = 0.95, double epsilon = 1e-6);
-  static Optimizer rmsprop(double learning_rate, double decay = 0.9, double momentum = 0.0,
+  static Optimizer sgd(LearningRate learning_rate);
+  static Optimizer momentum(LearningRate learning_rate, double momentum, bool nesterov = false);
+  static Optimizer adagrad(LearningRate learning_rate, double initial_accumulator = 0.1);
+  static Optimizer adadelta(LearningRate learning_rate = 1.0, double rho = 0.95, double epsilon = 1e-6);
+  static Optimizer rmsprop(LearningRate learning_rate, double decay = 0.9, double momentum = 0.0,
                            double epsilon = 1e-10);
-  static Optimizer adam(double learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
+  static Optimizer adam(LearningRate learning_rate = 0.001, double beta1 = 0.9, double beta2 = 0.999,
                         double epsilon = 1e-8);
-
-  // A learning rate computed in the graph (a schedule), instead of the constant.
-  Optimizer& with_learning_rate(Output learning_rate);
 
   // The train op: gradients of loss for `variables` (default: all trainable ones), one update
   // per variable, and, if given, global_step incremented once the updates are done.
@@ -85,8 +92,7 @@ class Optimizer {
 
  private:
   OptimizerSpec spec_;
-  double learning_rate_ = 0.01;
-  Output schedule_;
+  LearningRate learning_rate_ = 0.01;
 };
 
 }  // namespace troupe

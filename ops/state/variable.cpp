@@ -1,6 +1,9 @@
 #include "ops/state/variable.hpp"
 
+#include <map>
+
 #include "graph/gradients.hpp"
+#include "ops/basic.hpp"
 #include "ops/kernel.hpp"
 
 namespace troupe {
@@ -96,6 +99,76 @@ Output variable(const Scope& scope, PartialShape shape, DType dtype, VariableOpt
   AttrMap attrs{{"shape", std::move(shape)}, {"dtype", dtype}, {"trainable", options.trainable}};
   if (!options.shared_name.empty()) attrs.emplace("shared_name", options.shared_name);
   return &scope.add("VariableV2", {}, std::move(attrs), "Variable");
+}
+
+namespace {
+
+constexpr const char* kInitializerAttr = "_initializer";
+
+// The variables of the graph, once each (reads of a variable are VariableV2 nodes too), with
+// the node that carries the initializer if any does.
+std::vector<Output> all_variables(const Graph& g) {
+  std::map<std::string, Output> by_name;
+  std::vector<std::string> order;
+  for (int i = 0; i < g.size(); ++i) {
+    Node& n = const_cast<Node&>(g.node(i));
+    if (n.op != "VariableV2") continue;
+    auto [it, added] = by_name.emplace(variable_name(n), Output(&n, 0));
+    if (added) order.push_back(it->first);
+    else if (!initializer_of(g, it->second) && initializer_of(g, Output(&n, 0))) it->second = Output(&n, 0);
+  }
+  std::vector<Output> out;
+  for (auto& name : order) out.push_back(by_name.at(name));
+  return out;
+}
+
+}  // namespace
+
+Output variable(const Scope& scope, Output initial_value, VariableOptions options) {
+  TROUPE_CHECK_ARG(bool(initial_value), "variable: the initial value is an empty Output");
+  TROUPE_CHECK_ARG(initial_value.shape().fully_defined(),
+                   "variable: the initial value '{}' has shape {}; a variable needs a fully defined shape",
+                   initial_value.name(), initial_value.shape().to_string());
+  auto v = variable(scope, initial_value.shape(), initial_value.dtype(), options);
+  const std::string relative = v.node()->name.substr(scope.prefix().size());  // added under the prefix
+  set_initializer(v, assign(scope.with_op_name(relative + "/initializer"), v, initial_value));
+  return v;
+}
+
+void set_initializer(Output variable, Output init) {
+  TROUPE_CHECK_ARG(variable && variable.node()->op == "VariableV2", "set_initializer needs the output of a Variable, got {}",
+                   variable ? variable.node()->describe() : "an empty Output");
+  TROUPE_CHECK_ARG(bool(init), "set_initializer: the initializer of '{}' is an empty Output", variable.node()->name);
+  variable.node()->attrs[kInitializerAttr] = init.node()->name;
+}
+
+Node* initializer_of(const Graph& graph, const Output& variable) {
+  if (!variable) return nullptr;
+  auto it = variable.node()->attrs.find(kInitializerAttr);
+  if (it == variable.node()->attrs.end()) return nullptr;
+  return const_cast<Node*>(graph.find(std::get<std::string>(it->second)));
+}
+
+Node* variables_initializer(const Scope& scope, const std::vector<Output>& variables) {
+  std::vector<Output> inits;
+  std::vector<std::string> missing;
+  for (auto& v : variables) {
+    TROUPE_CHECK_ARG(v && v.node()->op == "VariableV2", "variables_initializer: {} is not a variable",
+                     v ? v.node()->describe() : "an empty Output");
+    if (Node* init = initializer_of(scope.graph(), v)) inits.push_back(Output(init, 0));
+    else missing.push_back("'" + variable_name(*v.node()) + "'");
+  }
+  TROUPE_CHECK_ARG(missing.empty(),
+                   "variables_initializer: {} {} no initial value (make a variable with "
+                   "ops::variable(scope, initial_value), or record its initializer with ops::set_initializer)",
+                   fmt::join(missing, ", "), missing.size() == 1 ? "has" : "have");
+  return group(scope.with_op_name("init"), inits);
+}
+
+Node* global_variables_initializer(const Scope& scope) {
+  auto variables = all_variables(scope.graph());
+  TROUPE_CHECK_ARG(!variables.empty(), "global_variables_initializer: the graph has no variables");
+  return variables_initializer(scope, variables);
 }
 
 Output read_variable(const Scope& scope, Output variable) {

@@ -12,6 +12,20 @@ struct VariableOptions {
   bool trainable = true;    // included in Optimizer::minimize's default variables
 };
 Output variable(const Scope& scope, PartialShape shape, DType dtype, VariableOptions options = {});
+// A variable with an initial value, as tf.Variable(initial_value): its dtype and shape are the
+// value's, and an Assign of the value ("<name>/initializer") is recorded as its initializer,
+// which global_variables_initializer() and variables_initializer() run.
+Output variable(const Scope& scope, Output initial_value, VariableOptions options = {});
+// Records `init` (an op that sets the variable, typically an Assign) as the variable's initializer.
+void set_initializer(Output variable, Output init);
+// The variable's recorded initializer, or nullptr.
+Node* initializer_of(const Graph& graph, const Output& variable);
+// One target that runs the initializers of every variable of the graph (TensorFlow's
+// tf.compat.v1.global_variables_initializer); a variable without a recorded initializer is
+// refused, naming it, rather than left for a later step to find uninitialised.
+Node* global_variables_initializer(const Scope& scope);
+// The same for the given variables only.
+Node* variables_initializer(const Scope& scope, const std::vector<Output>& variables);
 // Another read of the variable: a node of its own, so that control dependencies of `scope`
 // order it (e.g. after an assign). The Variable node itself reads whenever its step starts it.
 Output read_variable(const Scope& scope, Output variable);

@@ -3,11 +3,15 @@
 
 #include "actors/session.hpp"
 #include "ops/all.hpp"
+#include "ops/data/queue.hpp"
 #include "test/support/expect_error.hpp"
+#include "test/support/settles.hpp"
 
 using namespace troupe;
 using troupe::testing::contains;
 using troupe::testing::error_of;
+using troupe::testing::settles;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -166,4 +170,48 @@ BOOST_AUTO_TEST_CASE(prepare_builds_the_executable_before_the_first_run) {
   s.run({{f.x, Tensor::from_vector<float>({1, 2}, {1, 2})}}, {f.y});
   BOOST_TEST(s.num_executables() == 1);
   BOOST_CHECK_THROW(s.prepare({}, {"no_such_node:0"}), Error);
+}
+
+BOOST_AUTO_TEST_CASE(a_step_past_its_deadline_is_aborted_naming_the_nodes_still_waiting) {
+  auto root = Scope::root();
+  auto q = ops::Queue::fifo(root, {DType::float32}, {PartialShape{}}, {.shared_name = "late"});
+  auto next = q.dequeue(root.with_op_name("next"))[0];
+  auto doubled = ops::mul(root.with_op_name("doubled"), next, ops::constant(root, 2.0f));
+  Session s(root);
+  auto m = error_of([&] { s.run({}, {doubled}, {}, {.timeout = 100ms}); }, ErrorCode::deadline_exceeded);
+  BOOST_TEST(contains(m, "did not finish within its deadline of 100 ms and was aborted"), m);
+  BOOST_TEST(contains(m, "node 'next'"), m);
+  BOOST_TEST_MESSAGE(m);
+  BOOST_TEST(settles(s), s.describe_waiting());
+  // The aborted step withdrew its dequeue: the next element goes to the next step.
+  auto put = q.enqueue(root, {ops::constant(root, 21.0f)});
+  s.run({}, {}, {put});
+  BOOST_TEST(s.run({doubled})[0].scalar_value<float>() == 42.0f);
+}
+
+BOOST_AUTO_TEST_CASE(an_endless_loop_is_stopped_by_the_sessions_operation_timeout) {
+  auto root = Scope::root();
+  auto out = ops::while_loop(
+      root, [](const Scope& s, const std::vector<Output>& v) { return ops::greater_equal(s, v[0], ops::constant(s, 0)); },
+      [](const Scope& s, const std::vector<Output>& v) {
+        return std::vector<Output>{ops::add(s, v[0], ops::constant(s, 1))};
+      },
+      {ops::constant(root, 0)}, {.name = "forever"});
+  auto x = ops::placeholder(root.with_op_name("x"), DType::float32, Shape{});
+  auto y = ops::neg(root, x);
+  Session s(root, {.operation_timeout = 200ms});
+  auto m = error_of([&] { s.run({out[0]}); }, ErrorCode::deadline_exceeded);
+  BOOST_TEST(contains(m, "deadline of 200 ms"), m);
+  BOOST_TEST(settles(s), "the aborted loop keeps no frame:\n" << s.describe_waiting());
+  BOOST_TEST(s.run({{x, Tensor::scalar(3.0f)}}, {y})[0].scalar_value<float>() == -3.0f);
+  // A run's own timeout wins over the session's.
+  auto own = error_of([&] { s.run({}, {out[0]}, {}, {.timeout = 50ms}); }, ErrorCode::deadline_exceeded);
+  BOOST_TEST(contains(own, "deadline of 50 ms"), own);
+}
+
+BOOST_AUTO_TEST_CASE(a_step_within_its_deadline_returns_its_fetches) {
+  Fixture f;
+  Session s(f.root, {.operation_timeout = 10s});
+  auto out = s.run({{f.x, Tensor::from_vector<float>({1, 2}, {1, 2})}}, {f.y}, {}, {.timeout = 10s});
+  BOOST_TEST(out[0].scalar_value<float>() == 5.0f);
 }

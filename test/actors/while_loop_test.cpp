@@ -232,6 +232,65 @@ BOOST_AUTO_TEST_CASE(a_body_that_changes_a_loop_variables_dtype_is_refused) {
   BOOST_TEST(contains(m, "loop variable 0 is int32 before the loop but the body returns float32"), m);
 }
 
+// Start [2]; each iteration appends p, whose length is known only when fed: the loop's value
+// has a different length in every iteration, so its shape is [?], not the [2] it started with.
+struct GrowingLoop {
+  Scope root = Scope::root();
+  Output p = ops::placeholder(root.with_op_name("p"), DType::float32, PartialShape{-1});
+  Output out(ops::WhileOptions o = {}) {
+    return ops::while_loop(
+        root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 2)); },
+        [&](const Scope& s, const Vars& v) {
+          return Vars{ops::add(s, v[0], i32(s, 1)), ops::concat(s, {v[1], p}, 0)};
+        },
+        {i32(root, 0), ops::constant<float>(root, {1, 2}, Shape{2})}, o)[1];
+  }
+};
+
+BOOST_AUTO_TEST_CASE(a_loop_variable_whose_body_returns_a_less_specific_shape_is_relaxed) {
+  GrowingLoop l;
+  auto v = l.out();
+  BOOST_TEST(v.shape().to_string() == "[?]");
+  // A MatMul that only fits the start shape is refused when it is built, not when it runs.
+  auto row = ops::reshape(l.root, v, {1, -1});
+  auto w = ops::constant<float>(l.root, {1, 1}, Shape{2, 1});
+  BOOST_TEST(ops::matmul(l.root, row, w).shape().to_string() == "[1,1]");
+  Session session(l.root);
+  auto out = session.run({{l.p, Tensor::from_vector<float>({3}, {1})}}, {v})[0];
+  BOOST_TEST(out.to_string() == Tensor::from_vector<float>({1, 2, 3, 3}, {4}).to_string());
+}
+
+BOOST_AUTO_TEST_CASE(a_merge_of_two_shapes_is_what_both_satisfy) {
+  auto root = Scope::root();
+  auto pred = ops::placeholder(root.with_op_name("pred"), DType::boolean, Shape{});
+  auto y = ops::cond(
+      root, pred, {},
+      [](const Scope& s, const Vars&) { return Vars{ops::constant<float>(s, {1, 2}, Shape{2})}; },
+      [](const Scope& s, const Vars&) { return Vars{ops::constant<float>(s, {1, 2, 3}, Shape{3})}; })[0];
+  BOOST_TEST(y.shape().to_string() == "[?]");
+}
+
+BOOST_AUTO_TEST_CASE(shape_invariants_state_the_loop_variables_shapes) {
+  GrowingLoop l;
+  auto v = l.out({.shape_invariants = {Shape{}, PartialShape{-1}}});
+  BOOST_TEST(v.shape().to_string() == "[?]");
+  Session session(l.root);
+  BOOST_TEST(session.run({{l.p, Tensor::from_vector<float>({5, 6}, {2})}}, {v})[0].num_elements() == 6);
+}
+
+BOOST_AUTO_TEST_CASE(a_shape_invariant_the_body_does_not_keep_is_refused_naming_the_variable) {
+  GrowingLoop l;
+  auto m = error_of([&] { l.out({.shape_invariants = {Shape{}, Shape{2}}}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "loop variable 1 has the shape invariant [2] but the body returns [?]"), m);
+  GrowingLoop k;
+  auto start = error_of([&] { k.out({.shape_invariants = {Shape{}, Shape{3}}}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(start, "the shape invariant [3] of loop variable 1 does not cover its shape before the loop, [2]"),
+             start);
+  GrowingLoop c;
+  auto count = error_of([&] { c.out({.shape_invariants = {Shape{}}}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(count, "1 shape invariants for 2 loop variables"), count);
+}
+
 BOOST_AUTO_TEST_CASE(fetching_a_value_inside_a_loop_is_refused) {
   auto root = Scope::root();
   Output inside;

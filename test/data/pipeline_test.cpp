@@ -113,7 +113,7 @@ BOOST_AUTO_TEST_CASE(a_prefetcher_feeds_a_queue_that_the_graph_dequeues_to_the_e
   BOOST_TEST(prefetch.elements() == 3);
 }
 
-BOOST_AUTO_TEST_CASE(a_failing_pipeline_ends_the_input_and_join_says_why) {
+BOOST_AUTO_TEST_CASE(a_failing_pipeline_fails_the_step_that_dequeues_past_it_with_its_error) {
   auto root = Scope::root();
   auto q = ops::Queue::fifo(root, {DType::int32}, {PartialShape{}}, {.shared_name = "failing"});
   auto next = q.dequeue(root)[0];
@@ -125,7 +125,10 @@ BOOST_AUTO_TEST_CASE(a_failing_pipeline_ends_the_input_and_join_says_why) {
   Prefetcher prefetch(s, q, broken);
   BOOST_TEST(s.run({next})[0].scalar_value<int32_t>() == 0);
   BOOST_TEST(s.run({next})[0].scalar_value<int32_t>() == 1);
-  error_of([&] { s.run({next}); }, ErrorCode::out_of_range);
+  auto step = error_of([&] { s.run({next}); }, ErrorCode::data_loss);
+  BOOST_TEST(contains(step, "the input pipeline feeding queue 'failing' failed: element 2 is corrupt"), step);
+  auto again = error_of([&] { s.run({next}); }, ErrorCode::data_loss);  // not the end of the input
+  BOOST_TEST(contains(again, "element 2 is corrupt"), again);
   auto m = error_of([&] { prefetch.join(); }, ErrorCode::data_loss);
   BOOST_TEST(contains(m, "element 2 is corrupt"), m);
 }
@@ -136,7 +139,8 @@ BOOST_AUTO_TEST_CASE(a_pipeline_element_the_queue_does_not_take_fails_the_prefet
   auto next = q.dequeue(root)[0];
   Session s(root);
   Prefetcher prefetch(s, q, numbers(3));
-  error_of([&] { s.run({next}); }, ErrorCode::out_of_range);
+  auto step = error_of([&] { s.run({next}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(step, "component 0 is int32, the queue takes float32"), step);
   auto m = error_of([&] { prefetch.join(); }, ErrorCode::invalid_argument);
   BOOST_TEST(contains(m, "component 0 is int32, the queue takes float32"), m);
 }

@@ -168,3 +168,100 @@ BOOST_AUTO_TEST_CASE(a_pooling_window_larger_than_its_input_is_refused_naming_th
   BOOST_TEST(contains(m, "3x3"), m);
   BOOST_TEST(contains(m, "[1,3,2,2]"), m);
 }
+
+namespace {
+
+// Naive pooling with explicit paddings (top, bottom, left, right): the maximum of the input
+// elements in each window, or their sum over the count of them (or over the whole window).
+std::vector<double> naive_pool(const Tensor& x, const ops::PoolOptions& o, bool max, Shape& out) {
+  auto& s = x.shape();
+  auto& p = o.explicit_paddings;
+  Window h = window(s[2], o.ksize[0], o.strides[0], 1, "EXPLICIT", p[0], p[1]);
+  Window w = window(s[3], o.ksize[1], o.strides[1], 1, "EXPLICIT", p[2], p[3]);
+  out = Shape{s[0], s[1], h.out, w.out};
+  std::vector<double> y;
+  for (int64_t nc = 0; nc < s[0] * s[1]; ++nc)
+    for (int64_t oy = 0; oy < h.out; ++oy)
+      for (int64_t ox = 0; ox < w.out; ++ox) {
+        double m = -1e30, sum = 0;
+        int64_t count = 0;
+        for (int64_t ky = 0; ky < o.ksize[0]; ++ky)
+          for (int64_t kx = 0; kx < o.ksize[1]; ++kx) {
+            int64_t iy = oy * o.strides[0] - p[0] + ky, ix = ox * o.strides[1] - p[2] + kx;
+            if (iy < 0 || iy >= s[2] || ix < 0 || ix >= s[3]) continue;
+            double v = x.data<float>()[(nc * s[2] + iy) * s[3] + ix];
+            m = std::max(m, v);
+            sum += v;
+            ++count;
+          }
+        if (max) y.push_back(m);
+        else y.push_back(sum / double(o.count_include_pad ? o.ksize[0] * o.ksize[1] : count));
+      }
+  return y;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(pooling_with_explicit_padding_matches_a_naive_reference_for_both_average_conventions) {
+  const std::vector<std::pair<ops::PoolOptions, std::string>> cases = {
+      {{.ksize = {3, 3}, .strides = {2, 2}, .padding = "EXPLICIT", .explicit_paddings = {1, 1, 1, 1}},
+       "3x3/2 pad 1 (ResNet's stem pool)"},
+      {{.ksize = {3, 2}, .strides = {1, 2}, .padding = "EXPLICIT", .explicit_paddings = {2, 0, 1, 1}},
+       "3x2, strides 1x2, asymmetric padding"},
+      {{.ksize = {2, 2}, .strides = {2, 2}, .padding = "EXPLICIT", .explicit_paddings = {1, 1, 1, 1}},
+       "2x2/2 pad 1: corner windows hold one element"},
+  };
+  for (auto& [base, what] : cases)
+    for (bool include : {false, true}) {
+      auto o = base;
+      o.count_include_pad = include;
+      const std::string name = what + (include ? ", padding counted" : ", padding left out");
+      auto root = Scope::root();
+      auto x = ops::placeholder(root, DType::float32, {2, 3, 7, 6});
+      ops::PoolOptions max_options = o;
+      max_options.count_include_pad = false;
+      auto mx = ops::max_pool(root, x, max_options);
+      auto av = ops::avg_pool(root, x, o);
+      auto xv = rand_f32({2, 3, 7, 6});
+      Shape out;
+      auto want_max = naive_pool(xv, o, true, out);
+      auto want_avg = naive_pool(xv, o, false, out);
+      BOOST_TEST(mx.shape().to_string() == out.to_string(), name);
+      BOOST_TEST(av.shape().to_string() == out.to_string(), name);
+      Session s(root);
+      auto got = s.run({{x, xv}}, {mx, av});
+      expect_close(got[0], want_max, "max " + name);
+      expect_close(got[1], want_avg, "avg " + name);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(gradients_of_pooling_with_explicit_padding_match_central_differences) {
+  Tensor spread(DType::float32, Shape{1, 2, 5, 5});
+  std::vector<int> order(50);
+  std::iota(order.begin(), order.end(), 0);
+  std::shuffle(order.begin(), order.end(), troupe::testing::test_rng());
+  // Negative values too: a padded position must never win the maximum.
+  for (int i = 0; i < 50; ++i) spread.data<float>()[i] = 0.1f * float(order[i]) - 3.0f;
+  ops::PoolOptions o{.ksize = {3, 3}, .strides = {2, 2}, .padding = "EXPLICIT", .explicit_paddings = {1, 1, 2, 0}};
+  check_gradient_f32([=](const Scope& s, const std::vector<Output>& x) { return ops::max_pool(s, x[0], o); }, {spread},
+                     "max, explicit");
+  for (bool include : {false, true}) {
+    auto a = o;
+    a.count_include_pad = include;
+    check_gradient_f32([=](const Scope& s, const std::vector<Output>& x) { return ops::avg_pool(s, x[0], a); },
+                       {rand_f32({1, 2, 5, 5})}, include ? "avg, explicit, padding counted" : "avg, explicit");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_explicit_pool_padding_as_large_as_the_window_is_refused_naming_the_node) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float32, {1, 3, 8, 8});
+  auto m = error_of(
+      [&] {
+        ops::avg_pool(root.with_op_name("pool1"), x,
+                      {.ksize = {2, 2}, .strides = {2, 2}, .padding = "EXPLICIT", .explicit_paddings = {2, 2, 0, 0}});
+      },
+      ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "'pool1'"), m);
+  BOOST_TEST(contains(m, "[2,2,0,0]"), m);
+}

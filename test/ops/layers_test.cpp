@@ -206,3 +206,18 @@ BOOST_AUTO_TEST_CASE(a_cnn_with_batch_norm_and_average_pooling_trains_on_a_synth
   }
   BOOST_TEST(last < 0.5f * first, "loss " << first << " -> " << last);
 }
+
+BOOST_AUTO_TEST_CASE(global_variables_initializer_initialises_a_layers_model_and_other_variables) {
+  auto root = Scope::root();
+  layers::Sequential model(root, 1);
+  model.add(layers::Dense{.units = 3}).add(layers::BatchNorm{});
+  auto x = ops::placeholder(root, DType::float32, {-1, 2});
+  auto y = model(x, layers::Mode::inference);
+  auto scale = ops::variable(root.with_op_name("scale"), ops::constant(root, 2.0f));
+  auto out = ops::mul(root, y, scale);
+  Session s(root);
+  s.run({}, {}, {ops::global_variables_initializer(root)});
+  BOOST_TEST(s.variable_names().size() == 7u);  // kernel, bias, gamma, beta, two moving statistics, scale
+  auto r = s.run({{x, Tensor::from_vector<float>({1, 2}, {1, 2})}}, {out})[0];
+  BOOST_TEST(r.shape().to_string() == "[1,3]");
+}

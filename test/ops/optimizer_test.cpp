@@ -149,7 +149,7 @@ BOOST_AUTO_TEST_CASE(a_schedule_drives_the_update) {
   auto gs = ops::global_step(root);
   auto loss = ops::mul(root, w, ops::constant(root, 1.0f));  // gradient 1
   auto lr = ops::step_decay(root, 1.0, gs.value, 1, 0.5);    // 1, 0.5, 0.25, ...
-  auto train = Optimizer::sgd(0).with_learning_rate(lr).minimize(root, loss, {}, gs.value);
+  auto train = Optimizer::sgd(lr).minimize(root, loss, {}, gs.value);
   Session s(root);
   s.run({}, {}, {ops::assign(root, w, ops::constant(root, 0.0f)), gs.init});
   for (int i = 0; i < 3; ++i) s.run({}, {}, {train});
@@ -172,4 +172,25 @@ BOOST_AUTO_TEST_CASE(minimizing_a_loss_that_no_variable_affects_is_refused) {
   auto loss = ops::sum(root, ops::constant<float>(root, {1, 2}, {2}));
   auto m = error_of([&] { Optimizer::sgd(0.1).minimize(root, loss); }, ErrorCode::invalid_argument);
   BOOST_TEST(contains(m, "no variable receives a gradient"), m);
+}
+
+BOOST_AUTO_TEST_CASE(minimizing_a_model_whose_only_variable_is_an_integer_says_it_is_not_floating_point) {
+  auto root = Scope::root();
+  auto counts = ops::variable(root.with_op_name("counts"), Shape{2}, DType::int32);
+  auto loss = ops::sum(root, counts);
+  auto m = error_of([&] { Optimizer::sgd(0.1).minimize(root, loss); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "not floating point"), m);
+  BOOST_TEST(contains(m, "'counts' (int32)"), m);
+  auto named = error_of([&] { Optimizer::sgd(0.1).minimize(root, loss, {counts}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(named, "variable 'counts' is int32"), named);
+}
+
+BOOST_AUTO_TEST_CASE(a_learning_rate_that_is_not_a_float_scalar_is_refused_naming_it) {
+  auto root = Scope::root();
+  auto w = ops::variable(root.with_op_name("w"), Shape{}, DType::float32);
+  auto lr = ops::constant<int32_t>(root.with_op_name("rate"), {1, 2}, {2});
+  auto m = error_of([&] { Optimizer::momentum(lr, 0.9).minimize(root, ops::square(root, w)); },
+                    ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "learning rate must be a floating-point scalar"), m);
+  BOOST_TEST(contains(m, "rate"), m);
 }

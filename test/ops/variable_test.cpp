@@ -202,3 +202,47 @@ BOOST_AUTO_TEST_CASE(a_first_assign_of_a_value_of_unknown_static_shape_is_checke
                     ErrorCode::invalid_argument);
   BOOST_TEST(contains(m, "square"), m);
 }
+
+BOOST_AUTO_TEST_CASE(global_variables_initializer_runs_every_variables_initial_value) {
+  auto root = Scope::root();
+  auto w = ops::variable(root.with_op_name("w"), ops::constant<float>(root, {1, 2, 3, 4}, {2, 2}));
+  auto layer = root.sub("layer");
+  auto b = ops::variable(layer.with_op_name("b"), ops::constant<int32_t>(layer, {7}, {1}));
+  auto again = ops::read_variable(root, w);  // a second node of w: not a second variable
+  auto gs = ops::global_step(root);
+  BOOST_TEST(w.shape().to_string() == "[2,2]");
+  BOOST_TEST(b.node()->name == "layer/b");
+  BOOST_TEST(ops::initializer_of(root.graph(), b)->name == "layer/b/initializer");
+  Session session(root);
+  session.run({}, {}, {ops::global_variables_initializer(root)});
+  auto out = session.run({w, b, again, gs.value});
+  BOOST_TEST(out[0].to_string() == Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2}).to_string());
+  BOOST_TEST(out[1].data<int32_t>()[0] == 7);
+  BOOST_TEST(out[2].to_string() == out[0].to_string());
+  BOOST_TEST(out[3].scalar_value<int64_t>() == 0);
+  BOOST_TEST(session.variable_names().size() == 3u);
+}
+
+BOOST_AUTO_TEST_CASE(variables_initializer_runs_only_the_chosen_variables) {
+  auto root = Scope::root();
+  auto a = ops::variable(root.with_op_name("a"), ops::constant(root, 1.0f));
+  auto b = ops::variable(root.with_op_name("b"), ops::constant(root, 2.0f));
+  Session session(root);
+  session.run({}, {}, {ops::variables_initializer(root, {a})});
+  BOOST_TEST(session.run({a})[0].scalar_value<float>() == 1.0f);
+  auto m = error_of([&] { session.run({b}); }, ErrorCode::failed_precondition);
+  BOOST_TEST(contains(m, "not initialised"), m);
+}
+
+BOOST_AUTO_TEST_CASE(an_initializer_of_all_variables_refuses_a_variable_without_an_initial_value) {
+  auto root = Scope::root();
+  ops::variable(root.with_op_name("a"), ops::constant(root, 1.0f));
+  ops::variable(root.with_op_name("bare"), {2}, DType::float32);
+  auto m = error_of([&] { ops::global_variables_initializer(root); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "'bare' has no initial value"), m);
+  auto partial = error_of([] {
+    auto r = Scope::root();
+    ops::variable(r.with_op_name("p"), ops::placeholder(r, DType::float32, PartialShape{-1}));
+  }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(partial, "needs a fully defined shape"), partial);
+}

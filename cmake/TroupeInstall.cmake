@@ -1,0 +1,56 @@
+# `cmake --install build --prefix P`: the library (and the CUDA module, when built) in P/lib,
+# the public headers under P/include/troupe/ in the source layout, the programs in P/bin, a
+# CMake package (find_package(Troupe CONFIG) -> Troupe::troupe) and troupe.pc. Nothing
+# installed refers to the build tree, and every path is relative to P, so the prefix may move.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+# The public headers: every header of these folders except the internal ones below, which
+# include CAF, Cap'n Proto or oneDNN. A program using Troupe then needs only fmt's headers
+# besides ours; tools/examples.sh checks that no installed header reaches the others.
+set(TROUPE_INTERNAL_HEADERS
+  actors/device_actor.hpp actors/executable.hpp actors/messages.hpp actors/node_actor.hpp
+  actors/param_shard.hpp actors/queue_actor.hpp actors/runtime.hpp actors/scheduler.hpp
+  actors/step_actor.hpp core/wire/convert.hpp ops/nn/dnnl.hpp)
+file(GLOB_RECURSE TROUPE_PUBLIC_HEADERS CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}
+     actors/*.hpp core/*.hpp devices/*.hpp graph/*.hpp ops/*.hpp)
+list(REMOVE_ITEM TROUPE_PUBLIC_HEADERS ${TROUPE_INTERNAL_HEADERS})
+foreach(header IN LISTS TROUPE_PUBLIC_HEADERS)
+  get_filename_component(dir ${header} DIRECTORY)
+  install(FILES ${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/troupe/${dir})
+endforeach()
+
+# The programs find libtroupe.so beside them; DT_RPATH (not RUNPATH, see the top-level file)
+# also covers libtroupe.so's own dependencies. The library keeps the directories outside the
+# system's it was linked from (OpenBLAS's, CUDA's for the module).
+file(RELATIVE_PATH _troupe_bin_to_lib /${CMAKE_INSTALL_BINDIR} /${CMAKE_INSTALL_LIBDIR})
+set(_troupe_programs troupe-demo troupe-fashion-mnist troupe-bench)
+set_target_properties(${_troupe_programs} PROPERTIES INSTALL_RPATH "$ORIGIN/${_troupe_bin_to_lib}")
+set_target_properties(troupe PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON EXPORT_NAME troupe)
+install(TARGETS ${_troupe_programs} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS troupe EXPORT TroupeTargets
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/troupe)
+# devices/cuda_module.cpp loads the module from the directory libtroupe.so was loaded from.
+if(TARGET troupe_cuda)
+  set_target_properties(troupe_cuda PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+  install(TARGETS troupe_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
+
+set(_troupe_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/Troupe)
+install(EXPORT TroupeTargets NAMESPACE Troupe:: DESTINATION ${_troupe_cmake_dir})
+configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/TroupeConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/TroupeConfig.cmake
+                              INSTALL_DESTINATION ${_troupe_cmake_dir})
+# 0.x: a minor version may break the API.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/TroupeConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/TroupeConfig.cmake ${PROJECT_BINARY_DIR}/TroupeConfigVersion.cmake
+        DESTINATION ${_troupe_cmake_dir})
+
+# troupe.pc finds the prefix from its own place (${pcfiledir}), as the prefix is only known
+# at install time (cmake --install --prefix).
+file(RELATIVE_PATH TROUPE_PC_TO_PREFIX /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
+string(REGEX REPLACE "/$" "" TROUPE_PC_TO_PREFIX "${TROUPE_PC_TO_PREFIX}")
+configure_file(${PROJECT_SOURCE_DIR}/cmake/troupe.pc.in ${PROJECT_BINARY_DIR}/troupe.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/troupe.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
