@@ -4,6 +4,8 @@
 //                        --steps S --warmup W [--json]
 //   troupe-bench loop --iterations N [--parallel 1,10] [--body trivial,independent] [--json]
 //   troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]
+//   troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]
+//   troupe-bench checkpoint --train --dir DIR [--steps S] [--warmup W] [--json]
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -16,6 +18,7 @@ int executor_main(int argc, char** argv);
 int convnet_main(int argc, char** argv);
 int loop_main(int argc, char** argv);
 int pipeline_main(int argc, char** argv);
+int checkpoint_main(int argc, char** argv);
 }
 
 int main(int argc, char** argv) {
@@ -27,7 +30,9 @@ int main(int argc, char** argv) {
                  "[--device cpu|gpu] [--steps S] [--warmup W] [--threads T] [--json]\n"
                  "       troupe-bench loop --iterations N [--parallel 1,10] [--body trivial,independent] "
                  "[--steps S] [--warmup W] [--threads T] [--json]\n"
-                 "       troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]\n");
+                 "       troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]\n"
+                 "       troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]\n"
+                 "       troupe-bench checkpoint --train --dir DIR [--steps S] [--warmup W] [--threads T] [--json]\n");
     return 2;
   };
   if (argc < 2) return usage();
@@ -36,6 +41,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], "convnet") == 0) return troupe::bench::convnet_main(argc - 1, argv + 1);
     if (std::strcmp(argv[1], "loop") == 0) return troupe::bench::loop_main(argc - 1, argv + 1);
     if (std::strcmp(argv[1], "pipeline") == 0) return troupe::bench::pipeline_main(argc - 1, argv + 1);
+    if (std::strcmp(argv[1], "checkpoint") == 0) return troupe::bench::checkpoint_main(argc - 1, argv + 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe-bench: %s\n", e.what());
     return 1;
