@@ -463,3 +463,31 @@ BOOST_AUTO_TEST_CASE(checkpoints_beyond_max_to_keep_are_removed) {
   BOOST_TEST(fs::exists(dir / "ckpt/ckpt-2"));
   BOOST_TEST(latest_checkpoint(dir / "ckpt").value_or("") == dir / "ckpt/ckpt-3");
 }
+
+BOOST_AUTO_TEST_CASE(a_variable_of_open_shape_restores_the_saved_shape_if_it_fits) {
+  TempDir dir;
+  std::string path;
+  {
+    auto root = Scope::root();
+    auto v = ops::variable(root.with_op_name("v"), PartialShape{-1, 2}, DType::float32);
+    Session s(root);
+    s.run({}, {}, {ops::assign(root, v, ops::constant(root, std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{3, 2}))});
+    path = Saver(s).save(dir / "ckpt", 1);
+  }
+  {
+    auto root = Scope::root();
+    auto v = ops::variable(root.with_op_name("v"), PartialShape{-1, 2}, DType::float32);
+    Session s(root);
+    Saver(s).restore(path);
+    auto value = s.run({v})[0];
+    BOOST_TEST(value.shape() == (Shape{3, 2}));
+    BOOST_TEST(values_of(value) == (std::vector<float>{1, 2, 3, 4, 5, 6}), boost::test_tools::per_element());
+  }
+  auto root = Scope::root();
+  ops::variable(root.with_op_name("v"), PartialShape{-1, 3}, DType::float32);
+  Session s(root);
+  auto message = error_of([&] { Saver(s).restore(path); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(message, "variable 'v' has shape [3,2]"), message);
+  BOOST_TEST(contains(message, path), message);
+  BOOST_TEST(s.variable_names().empty());
+}
