@@ -5,10 +5,12 @@
 //     crc32c, fsync, publish) --steps times, and restores each checkpoint after dropping its
 //     files from the page cache; reports GB/s (median). bench/peers/compare_checkpoint.sh runs
 //     dd and torch.save/torch.load on the same bytes beside it.
-//   troupe-bench checkpoint --train --dir DIR [--steps 200] [--warmup 20] [--json]
-//     the Fashion-MNIST CNN of troupe-fashion-mnist (synthetic batches of 64): the median step
-//     time without a save, and of the steps that ran entirely while a background save
-//     (Saver::save_async of the model and its momentum slots, one after another) was writing.
+//   troupe-bench checkpoint --train --dir DIR [--save-every 10] [--other-state-mib 0] [--steps 200]
+//                           [--warmup 20] [--json]
+//     the Fashion-MNIST CNN of troupe-fashion-mnist (synthetic batches of 64) with a background
+//     save (Saver::save_async of the model, its momentum slots and M MiB of other state) started
+//     every N steps: the median time of the steps that start while a save is in flight against
+//     that of the others, at least S of each, from one run.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -78,8 +80,16 @@ int throughput(const CommonFlags& common, const std::string& dir, int64_t mib, i
   return 0;
 }
 
-int training(const CommonFlags& common, const std::string& dir) {
+int training(const CommonFlags& common, const std::string& dir, int64_t ballast_mib, int every) {
   auto root = Scope::root();
+  // Other state the checkpoint holds besides the model (an embedding table, a second model):
+  // it makes a save last many steps, so that steps in the middle of a save are measured.
+  Output ballast_init;
+  if (ballast_mib > 0) {
+    const int64_t n = ballast_mib * 1048576 / 4;
+    auto b = ops::variable(root.with_op_name("ballast"), {n}, DType::float32, {.trainable = false});
+    ballast_init = ops::assign(root, b, ops::random_uniform(root, {n}, DType::float32, 0, 1, {.seed = 3}));
+  }
   auto images = ops::random_uniform(root, {64, 1, 28, 28}, DType::float32, 0, 1, {.seed = 1});
   auto labels = ops::cast(root, ops::random_uniform(root, {64}, DType::float32, 0, 10, {.seed = 2}), DType::int32);
   layers::Sequential model(root, 1);
@@ -94,37 +104,36 @@ int training(const CommonFlags& common, const std::string& dir) {
   auto train = Optimizer::momentum(0.01, 0.9).minimize(root, loss);
   Session session(root, {.threads = common.threads});
   session.run({}, {}, {model.initializer()});
+  if (ballast_init) session.run({}, {}, {ballast_init});
   for (int i = 0; i < common.warmup; ++i) session.run({}, {}, {train});
   Saver saver(session, {.max_to_keep = 2});
+  // One run, steps and saves interleaved as in training: a save every `every` steps, in the
+  // background. A step that starts while a save is in flight counts as "during" (it also pays
+  // for the copies its updates make of the buffers the save still holds); the others as quiet.
   std::vector<double> quiet, during;
-  for (int i = 0; i < common.steps; ++i) {
-    auto t = Clock::now();
-    session.run({}, {}, {train});
-    quiet.push_back(seconds_since(t));
-  }
+  std::future<std::string> pending;
   int64_t saves = 0;
-  std::future<std::string> pending = saver.save_async(dir, ++saves);
-  while (int(during.size()) < common.steps) {
-    if (pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) {
-      pending.get();
-      pending = saver.save_async(dir, ++saves);
-    }
+  for (int i = 0; int(during.size()) < common.steps || int(quiet.size()) < common.steps; ++i) {
+    if (pending.valid() && pending.wait_for(std::chrono::seconds(0)) == std::future_status::ready) pending.get();
+    if (!pending.valid() && i % every == 0) pending = saver.save_async(dir, ++saves);
+    const bool saving = pending.valid();
     auto t = Clock::now();
     session.run({}, {}, {train});
-    double s = seconds_since(t);
-    // Only steps that ran entirely while the save was writing count.
-    if (pending.wait_for(std::chrono::seconds(0)) != std::future_status::ready) during.push_back(s);
+    (saving ? during : quiet).push_back(seconds_since(t));
   }
-  pending.get();
+  if (pending.valid()) pending.get();
   auto q = summarize(quiet), d = summarize(during);
   if (common.json)
     std::printf("{\"system\":\"troupe\",\"benchmark\":\"checkpoint_train\",\"model\":\"cnn\",\"batch\":64,"
-                "\"median_step_ms\":%.3f,\"median_step_ms_during_save\":%.3f,\"saves\":%lld,\"ratio\":%.3f}\n",
-                q.median * 1e3, d.median * 1e3, (long long)saves, d.median / q.median);
+                "\"other_state_mib\":%lld,\"save_every\":%d,\"median_step_ms\":%.3f,\"median_step_ms_during_save\":%.3f,"
+                "\"steps\":%zu,\"steps_during_save\":%zu,\"saves\":%lld,\"ratio\":%.3f}\n",
+                (long long)ballast_mib, every, q.median * 1e3, d.median * 1e3, quiet.size(), during.size(),
+                (long long)saves, d.median / q.median);
   else
-    std::printf("checkpoint --train: CNN step %.2f ms without a save, %.2f ms during a background save "
-                "(%.1f%%; %lld saves, %d steps each)\n",
-                q.median * 1e3, d.median * 1e3, 100 * (d.median / q.median - 1), (long long)saves, common.steps);
+    std::printf("checkpoint --train: CNN step %.2f ms without a save (%zu steps), %.2f ms during a background save "
+                "(%zu steps) of the model and %lld MiB of other state, a save every %d steps: %+.1f%% (%lld saves)\n",
+                q.median * 1e3, quiet.size(), d.median * 1e3, during.size(), (long long)ballast_mib, every,
+                100 * (d.median / q.median - 1), (long long)saves);
   return 0;
 }
 
@@ -136,19 +145,24 @@ int checkpoint_main(int argc, char** argv) {
   int64_t mib = 256;
   int tensors = 8, shards = 1;
   bool train = false;
+  int64_t other_mib = 0;
+  int every = 10;
   parse_flags(argc, argv, common, [&](const std::string& k, const std::function<std::string()>& value) {
     if (k == "--dir") dir = value();
     else if (k == "--mib") mib = std::stoll(value());
     else if (k == "--tensors") tensors = std::stoi(value());
     else if (k == "--shards") shards = std::stoi(value());
     else if (k == "--train") train = true;
+    else if (k == "--other-state-mib") other_mib = std::stoll(value());
+    else if (k == "--save-every") every = std::stoi(value());
     else return false;
     return true;
   });
   TROUPE_CHECK_ARG(!dir.empty(), "checkpoint needs --dir DIR (the checkpoints are written there)");
-  TROUPE_CHECK_ARG(mib > 0 && tensors > 0 && shards > 0, "--mib, --tensors and --shards must be positive");
+  TROUPE_CHECK_ARG(mib > 0 && tensors > 0 && shards > 0 && every > 0,
+                   "--mib, --tensors, --shards and --save-every must be positive");
   if (common.steps == 0) common.steps = train ? 200 : 3;
-  return train ? training(common, dir) : throughput(common, dir, mib, tensors, shards);
+  return train ? training(common, dir, other_mib, every) : throughput(common, dir, mib, tensors, shards);
 }
 
 }  // namespace troupe::bench

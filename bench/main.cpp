@@ -5,7 +5,7 @@
 //   troupe-bench loop --iterations N [--parallel 1,10] [--body trivial,independent] [--json]
 //   troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]
 //   troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]
-//   troupe-bench checkpoint --train --dir DIR [--steps S] [--warmup W] [--json]
+//   troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--json]
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
                  "[--steps S] [--warmup W] [--threads T] [--json]\n"
                  "       troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]\n"
                  "       troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]\n"
-                 "       troupe-bench checkpoint --train --dir DIR [--steps S] [--warmup W] [--threads T] [--json]\n");
+                 "       troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--threads T] [--json]\n");
     return 2;
   };
   if (argc < 2) return usage();

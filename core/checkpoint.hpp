@@ -88,6 +88,11 @@ std::string begin_save(const std::string& dir, int64_t global_step);
 //    distinct file names. A full disk is resource_exhausted naming ENOSPC and the file.
 std::vector<IndexEntry> write_data_file(const std::string& temp_dir, const std::string& file_name,
                                         const std::vector<SavedTensor>& tensors);
+// The same, letting go of each tensor's value as soon as its bytes are written: a parameter
+// shard that updates a variable after that does not have to copy it (the snapshot no longer
+// holds its buffer).
+std::vector<IndexEntry> write_data_file(const std::string& temp_dir, const std::string& file_name,
+                                        std::vector<SavedTensor>&& tensors);
 
 // 3. Checks that the entries cover every variable's rows exactly once with one dtype and full
 //    shape, writes the index, fsyncs, renames the temporary directory to dir/ckpt-<step> (an

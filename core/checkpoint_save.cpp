@@ -254,8 +254,11 @@ std::string begin_save(const std::string& dir, int64_t global_step) {
   return path;
 }
 
-std::vector<IndexEntry> write_data_file(const std::string& temp_dir, const std::string& file_name,
-                                        const std::vector<SavedTensor>& tensors) {
+namespace {
+
+// `release`: drop each tensor's value once written (the tensors are the caller's to give up).
+std::vector<IndexEntry> write_tensors(const std::string& temp_dir, const std::string& file_name,
+                                      std::vector<SavedTensor>& tensors, bool release) {
   std::string path = join(temp_dir, file_name);
   TROUPE_CHECK_ARG(detail::is_plain_file_name(file_name) && file_name != kIndexFileName,
                    "checkpoint data file '{}' must be a plain file name other than '{}'",
@@ -282,6 +285,7 @@ std::vector<IndexEntry> write_data_file(const std::string& temp_dir, const std::
       e.offset = offset;
       e.crc32c = crc;
       offset += e.length;
+      if (release) tensors[i].value = Tensor();
     }
     detail::fsync_fd(fd.get(), path);
     fd.close_checked(path);
@@ -291,6 +295,20 @@ std::vector<IndexEntry> write_data_file(const std::string& temp_dir, const std::
     throw;
   }
   return entries;
+}
+
+}  // namespace
+
+std::vector<IndexEntry> write_data_file(const std::string& temp_dir, const std::string& file_name,
+                                        const std::vector<SavedTensor>& tensors) {
+  std::vector<SavedTensor> shared = tensors;  // shares the buffers; nothing is copied
+  return write_tensors(temp_dir, file_name, shared, false);
+}
+
+std::vector<IndexEntry> write_data_file(const std::string& temp_dir, const std::string& file_name,
+                                        std::vector<SavedTensor>&& tensors) {
+  std::vector<SavedTensor> owned = std::move(tensors);
+  return write_tensors(temp_dir, file_name, owned, true);
 }
 
 std::string publish(const std::string& dir, const std::string& temp_dir, int64_t global_step,
