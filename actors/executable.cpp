@@ -3,6 +3,7 @@
 #include "actors/node_actor.hpp"
 #include "actors/runtime.hpp"
 #include "actors/step_actor.hpp"
+#include "ops/state/variable.hpp"
 
 namespace troupe {
 namespace {
@@ -128,7 +129,7 @@ std::size_t StackStore::size() const {
 
 Executable::Executable(caf::actor_system& system, const Graph& graph,
                        const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
-                       const std::vector<int>& targets, caf::actor shard,
+                       const std::vector<int>& targets, const ShardOf& shard_of,
                        const ExecutableOptions& options)
     : system_(&system) {
   Subgraph sub = eliminate_common_subexpressions(extract_subgraph(graph, feeds, fetches, targets));
@@ -136,7 +137,6 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
   plan_ = std::make_shared<ExecPlan>();
   ExecPlan& p = *plan_;
   p.graph = sub.graph;
-  p.shard = std::move(shard);
   p.args = sub.args;
   p.num_fetches = int(sub.fetches.size());
   p.num_targets = int(sub.targets.size());
@@ -238,6 +238,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
       if (!options.runtime) fail(ErrorCode::internal, "{}: no runtime to find its queue in", np.where);
       np.queue = options.runtime->queue(QueueSpec::from(n.attrs, n.name));
     }
+    if (n.op_def->variable_op && np.active) np.shard = shard_of(variable_name(n));
     if (np.active && !n.op_def->variable_op && !n.op_def->queue_op && !n.op_def->fires_on_first_live_input &&
         !n.op_def->frame_op) {
       try {
@@ -320,10 +321,10 @@ Executable::~Executable() {
     node.outputs.clear();
     node.control_outputs.clear();
     node.queue = nullptr;
+    node.shard = nullptr;
   }
   plan_->actors.clear();
   plan_->step_actor = nullptr;
-  plan_->shard = nullptr;
 }
 
 }  // namespace troupe

@@ -8,6 +8,7 @@
 // The ExecPlan below is written while the Executable is being built and is read-only from the
 // moment the first message is sent; node actors read it without locks. Destroying the
 // Executable stops all its actors; it must not happen while a step is in flight.
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -78,6 +79,7 @@ struct NodePlan {
   int frame_exits = 0;           // enter: how many Exits the loop has here (its frame's lifetime)
   uint64_t stack_hash = 0;       // stack roles: hash of the stack name
   caf::actor queue;              // queue: the queue actor
+  caf::actor shard;              // a variable op: the parameter shard holding its variable
   std::vector<std::string> input_names;  // per data slot, for wait reports
   std::string where;  // "Add 'x' on /job:localhost/task:0/device:CPU:0", prefixed to errors
 };
@@ -87,7 +89,6 @@ struct ExecPlan {
   std::vector<NodePlan> nodes;  // indexed like graph's nodes
   std::vector<caf::actor> actors;  // per node; empty for inactive nodes
   caf::actor step_actor;
-  caf::actor shard;
   std::vector<int> sources;  // nodes started by the step actor's start signal
   std::vector<int> args;     // the _Arg node of each feed
   int num_fetches = 0;
@@ -104,11 +105,14 @@ struct ExecutableOptions {
   Runtime* runtime = nullptr;  // where queues live; needed by graphs with queue ops
 };
 
+// The parameter shard that holds a variable (by shared name).
+using ShardOf = std::function<caf::actor(const std::string& variable)>;
+
 class Executable {
  public:
   Executable(caf::actor_system& system, const Graph& graph, const std::vector<Endpoint>& feeds,
              const std::vector<Endpoint>& fetches, const std::vector<int>& targets,
-             caf::actor shard, const ExecutableOptions& options);
+             const ShardOf& shard_of, const ExecutableOptions& options);
   ~Executable();
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;

@@ -93,6 +93,22 @@ struct ShardReply {
   std::string message;
 };
 
+// One optimizer's state for one variable in a parameter shard: its slots (spec.num_slots() of
+// them, shaped like the variable) and how many updates it has applied.
+struct OptimizerState {
+  std::string variable;
+  OptimizerSpec spec;
+  std::vector<Tensor> slots;
+  int64_t step = 0;
+};
+
+// A parameter shard's variables and optimizer states: what a snapshot replies (sharing the
+// buffers) and what a restore assigns.
+struct ShardContents {
+  std::vector<std::pair<std::string, Tensor>> variables;
+  std::vector<OptimizerState> optimizers;
+};
+
 // One line of "who waits on whom": a node holding a tag whose inputs have not all arrived.
 struct WaitReport {
   std::string node;
@@ -110,6 +126,8 @@ using update_atom = caf::atom_constant<caf::atom("update")>;
 using waits_atom = caf::atom_constant<caf::atom("waits")>;
 using names_atom = caf::atom_constant<caf::atom("names")>;
 using apply_atom = caf::atom_constant<caf::atom("apply")>;
+using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
+using restore_atom = caf::atom_constant<caf::atom("restore")>;
 
 // Sends input(tag, slot, value) without a sender. From inside an actor pass its context():
 // the receiver is then scheduled on the sending worker (CAF's anon_send, which has no
@@ -126,6 +144,8 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Value)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::OptimizerSpec)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::StepResult)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::ShardReply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::ShardContents)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::OptimizerState>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::WaitReport)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::WaitReport>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Tensor)

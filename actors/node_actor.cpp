@@ -390,12 +390,12 @@ void NodeActor::fire_variable_op(const Tag& tag, Tensor* inputs) {
   if (node.op == "ApplyGradient") {
     const Tensor& lr = inputs[1];
     double rate = lr.dtype() == DType::float64 ? lr.scalar_value<double>() : double(lr.scalar_value<float>());
-    request(plan_->shard, caf::infinite, apply_atom::value, name, optimizer_spec_of(node), inputs[0], rate)
+    request(me_->shard, caf::infinite, apply_atom::value, name, optimizer_spec_of(node), inputs[0], rate)
         .then(on_reply, on_error);
     return;
   }
   if (node.op == "VariableV2") {
-    request(plan_->shard, caf::infinite, read_atom::value, name).then(on_reply, on_error);
+    request(me_->shard, caf::infinite, read_atom::value, name).then(on_reply, on_error);
   } else {
     bool validate = get_attr_or<bool>(node.attrs, "validate_shape", true);
     const auto& declared = get_attr<PartialShape>(node.attrs, "shape", node.name);
@@ -405,7 +405,7 @@ void NodeActor::fire_variable_op(const Tag& tag, Tensor* inputs) {
                                inputs[0].describe(), name, declared.to_string()));
       return;
     }
-    request(plan_->shard, caf::infinite, update_atom::value, name,
+    request(me_->shard, caf::infinite, update_atom::value, name,
             int32_t(variable_update_of(node.op)), inputs[0],
             get_attr_or<bool>(node.attrs, "validate_shape", true))
         .then(on_reply, on_error);

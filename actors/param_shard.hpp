@@ -5,12 +5,25 @@
 //   (apply_atom, name, OptimizerSpec, grad, learning_rate) -> ShardReply{} after one optimizer
 //                                                      step on the variable and its slots
 //   (names_atom)                                    -> the variable names it holds
+//   (snapshot_atom, vector<OptimizerState> wanted)  -> ShardContents: every variable it holds,
+//                                                      and the state of each wanted optimizer
+//                                                      (variable, spec) whose variable it holds
+//   (restore_atom, ShardContents)                   -> ShardReply{} once all of it is assigned
 // kind is a VariableUpdate: assign replaces (and creates) the value; add and sub change it in
-// place. A read hands out the buffer itself (no copy); an in-place update of a buffer that a
-// reader still holds first copies it, so a value once read never changes under its reader.
+// place. A read or a snapshot hands out the buffers themselves (no copy); an in-place update
+// of a buffer that a reader still holds first copies it, the variable's and each optimizer
+// slot's alike, so a value once read never changes under its reader: a checkpoint written
+// from a snapshot while training goes on sees the values of the moment of the snapshot.
+// A restore is one message, so no step sees half of it; it replaces values, slots and step
+// counts (they were checked by the Saver before). A snapshot of an optimizer that has not yet
+// run on a variable holds its initial slots (what its first update would create) and step 0.
 // Errors (an uninitialised read, a dtype or shape that does not fit) come back in the reply.
+#include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "actors/messages.hpp"
 
@@ -28,5 +41,32 @@ struct ParamShardState {
 };
 
 caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self);
+
+// The parameter shards of one session, and which of them holds each variable: round robin
+// over the variables in the order the graph defines them (the k-th distinct shared name of a
+// VariableV2 node goes to shard k % size()), so the consecutive parts of a partitioned
+// variable land on consecutive shards and the same program always places a variable on the
+// same shard. A name the graph does not define (yet) takes the next shard in the round.
+// Thread-safe; the graph must not change while a name is being looked up (as for run()).
+class ParamShards {
+ public:
+  ParamShards(caf::actor_system& system, std::shared_ptr<const Graph> graph, int count);
+  ~ParamShards();  // stops the shards
+  ParamShards(const ParamShards&) = delete;
+  ParamShards& operator=(const ParamShards&) = delete;
+
+  int size() const { return int(shards_.size()); }
+  const caf::actor& at(int index) const { return shards_.at(std::size_t(index)); }
+  int index_of(const std::string& variable) const;
+  const caf::actor& of(const std::string& variable) const { return at(index_of(variable)); }
+
+ private:
+  std::vector<caf::actor> shards_;
+  std::shared_ptr<const Graph> graph_;
+  mutable std::mutex mutex_;
+  mutable std::unordered_map<std::string, int> index_;
+  mutable int scanned_nodes_ = 0;  // graph nodes [0, scanned_nodes_) have been assigned
+  mutable int next_ = 0;
+};
 
 }  // namespace troupe

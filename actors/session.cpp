@@ -1,5 +1,6 @@
 #include "actors/session.hpp"
 
+#include <algorithm>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -15,7 +16,7 @@ struct Session::Impl {
   std::shared_ptr<Graph> graph;
   SessionOptions options;
   std::shared_ptr<Runtime> runtime;
-  caf::actor shard;
+  std::shared_ptr<ParamShards> shards;
 
   mutable std::mutex mutex;
   std::condition_variable slot_free;
@@ -107,7 +108,8 @@ std::shared_ptr<Executable> Session::Impl::executable_for(const std::vector<Endp
     if (it != executables.end()) return it->second;
   }
   // Built outside the lock: another thread may build the same one; the first stored wins.
-  auto exe = std::make_shared<Executable>(runtime->system(), *graph, feeds, fetches, targets, shard,
+  auto exe = std::make_shared<Executable>(runtime->system(), *graph, feeds, fetches, targets,
+                                          [this](const std::string& v) { return shards->of(v); },
                                           ExecutableOptions{options.allow_soft_placement, runtime.get()});
   std::lock_guard<std::mutex> lock(mutex);
   return executables.emplace(key, std::move(exe)).first->second;
@@ -120,7 +122,7 @@ Session::Session(std::shared_ptr<Graph> graph, SessionOptions options) : impl_(n
   impl_->graph = std::move(graph);
   impl_->options = options;
   impl_->runtime = Runtime::get(options.threads, options.inter_op_threads, options.intra_op_threads);
-  impl_->shard = impl_->runtime->system().spawn(param_shard);
+  impl_->shards = std::make_shared<ParamShards>(impl_->runtime->system(), impl_->graph, options.num_param_shards);
 }
 
 Session::Session(const Scope& scope, SessionOptions options) : Session(scope.graph_ptr(), options) {}
@@ -131,8 +133,7 @@ Session::~Session() {
     impl_->slot_free.wait(lock, [&] { return impl_->in_flight == 0; });
   }
   impl_->executables.clear();
-  caf::anon_send_exit(impl_->shard, caf::exit_reason::user_shutdown);
-  impl_->shard = nullptr;
+  impl_->shards.reset();
 }
 
 std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<TensorName>& fetches,
@@ -255,13 +256,20 @@ int Session::steps_in_flight() const {
 std::vector<std::string> Session::variable_names() const {
   std::vector<std::string> names;
   caf::scoped_actor self{impl_->runtime->system()};
-  self->request(impl_->shard, std::chrono::seconds(10), names_atom::value)
-      .receive([&](std::vector<std::string>& n) { names = std::move(n); }, [&](caf::error&) {});
+  for (int i = 0; i < impl_->shards->size(); ++i)
+    self->request(impl_->shards->at(i), std::chrono::seconds(10), names_atom::value)
+        .receive([&](std::vector<std::string>& n) { names.insert(names.end(), n.begin(), n.end()); },
+                 [&](caf::error&) {});
+  std::sort(names.begin(), names.end());
   return names;
 }
 
 const Graph& Session::graph() const { return *impl_->graph; }
 
 const std::shared_ptr<Runtime>& Session::runtime() const { return impl_->runtime; }
+
+const std::shared_ptr<ParamShards>& Session::param_shards() const { return impl_->shards; }
+
+const SessionOptions& Session::options() const { return impl_->options; }
 
 }  // namespace troupe

@@ -12,7 +12,8 @@
 // own step, and at most `max_steps_in_flight` steps run at a time (the rest wait). A failed
 // step throws troupe::Error naming the node, its op, its device and the cause; a feed of the
 // wrong dtype or shape, an unknown name, or a fetch that cannot be computed is refused before
-// the step starts. Variables live in the session's parameter shard and persist across runs.
+// the step starts. Variables live in the session's parameter shards and persist across runs;
+// actors/saver.hpp saves them to a checkpoint and restores them.
 // The graph may grow between runs but must not change while run() is preparing an executable.
 #include <chrono>
 #include <memory>
@@ -39,6 +40,12 @@ struct SessionOptions {
   // A deadline for every run() that sets none itself (TensorFlow's
   // ConfigProto.operation_timeout_in_ms); zero: none.
   std::chrono::milliseconds operation_timeout{0};
+  // How many parameter shards (actors) hold the session's variables. Each variable lives on
+  // one: round robin over the variables in the order the graph defines them, so the parts of
+  // a partitioned variable (ops::partitioned_variable) spread over the shards. Updates of
+  // variables on different shards run in parallel, and a checkpoint's save writes one data
+  // file per shard, in parallel (actors/saver.hpp).
+  int num_param_shards = 1;
 };
 
 // Options of one run() call.
@@ -86,6 +93,7 @@ struct WaitingNode {
 };
 
 class Runtime;
+class ParamShards;
 
 class Session {
  public:
@@ -114,11 +122,14 @@ class Session {
 
   int num_executables() const;
   int steps_in_flight() const;
-  // Names of the variables initialised in this session's parameter shard.
+  // Names of the variables initialised in this session's parameter shards, sorted.
   std::vector<std::string> variable_names() const;
   const Graph& graph() const;
   // The process's runtime this session runs on (internal: actors/runtime.hpp).
   const std::shared_ptr<Runtime>& runtime() const;
+  // The parameter shards holding this session's variables (internal: actors/param_shard.hpp).
+  const std::shared_ptr<ParamShards>& param_shards() const;
+  const SessionOptions& options() const;
 
  private:
   struct Impl;

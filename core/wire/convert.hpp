@@ -32,10 +32,12 @@ std::vector<unsigned char> message_to_bytes(capnp::MessageBuilder& message);
 
 // Reads the Cap'n Proto message in `data` with root type Root and returns f(root reader).
 // Anything malformed (a size that is not whole words, a bad pointer, a failure inside f other
-// than a troupe::Error) is refused as data_loss: "<where>: not a valid <what>: ...".
+// than a troupe::Error) is refused as data_loss: "<where>: not a valid <what>: ...". Reading
+// stops at `traversal_limit_words` words read (each read counts, so repeated reads too).
 template <class Root, class F>
 auto read_message(const unsigned char* data, std::size_t size, const std::string& where,
-                  const char* what, F&& f) -> decltype(f(std::declval<typename Root::Reader>())) {
+                  const char* what, F&& f, uint64_t traversal_limit_words = kTraversalLimitWords)
+    -> decltype(f(std::declval<typename Root::Reader>())) {
   if (size % sizeof(capnp::word) != 0)
     fail(ErrorCode::data_loss, "{}: {} bytes is not a whole number of Cap'n Proto words", where,
          size);
@@ -44,7 +46,7 @@ auto read_message(const unsigned char* data, std::size_t size, const std::string
   std::memcpy(words.begin(), data, size);
   try {
     capnp::ReaderOptions options;
-    options.traversalLimitInWords = kTraversalLimitWords;
+    options.traversalLimitInWords = traversal_limit_words;
     capnp::FlatArrayMessageReader reader(words, options);
     if (reader.getEnd() != words.end())
       fail(ErrorCode::data_loss, "{}: not a valid {}: {} bytes follow the message", where, what,

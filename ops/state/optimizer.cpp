@@ -148,6 +148,16 @@ int OptimizerSpec::num_slots() const {
 
 const char* OptimizerSpec::name() const { return kind_names[int(kind)]; }
 
+const char* OptimizerSpec::slot_name(int k) const {
+  TROUPE_CHECK_ARG(k >= 0 && k < num_slots(), "optimizer '{}' has {} slot(s), asked for slot {}", name(),
+                   num_slots(), k);
+  switch (kind) {
+    case OptimizerKind::rmsprop: return k == 0 ? "ms" : "mom";
+    case OptimizerKind::adam: return k == 0 ? "m" : "v";
+    default: return k == 0 ? "accumulator" : "accumulator_update";
+  }
+}
+
 namespace {
 
 template <class T>

@@ -24,7 +24,11 @@ struct OptimizerSpec {
   double epsilon = 1e-8;
 
   int num_slots() const;
-  const char* name() const;
+  const char* name() const;  // "momentum", "adam", ...
+  // The name of slot k, as a checkpoint saves it ("<variable>/<name()>/<slot_name(k)>"):
+  // momentum and adagrad "accumulator"; adadelta "accumulator", "accumulator_update";
+  // rmsprop "ms", "mom"; adam "m", "v".
+  const char* slot_name(int k) const;
 };
 
 // Applies one update in place: var and slots (num_slots() of them, shaped like var, created

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "graph/gradients.hpp"
+#include "ops/array/concat.hpp"
 #include "ops/basic.hpp"
 #include "ops/kernel.hpp"
 
@@ -64,6 +65,20 @@ const std::string& variable_name(const Node& node) {
     if (!name.empty()) return name;
   }
   return node.name;
+}
+
+namespace {
+constexpr const char* kPartitionOfAttr = "_partition_of";
+constexpr const char* kPartitionShapeAttr = "_partition_full_shape";
+constexpr const char* kPartitionRowAttr = "_partition_row_begin";
+}  // namespace
+
+std::optional<VariablePartition> partition_of(const Node& variable) {
+  auto it = variable.attrs.find(kPartitionOfAttr);
+  if (it == variable.attrs.end()) return std::nullopt;
+  return VariablePartition{std::get<std::string>(it->second),
+                           get_attr<PartialShape>(variable.attrs, kPartitionShapeAttr, variable.name).to_shape(),
+                           get_attr<int64_t>(variable.attrs, kPartitionRowAttr, variable.name)};
 }
 
 VariableUpdate variable_update_of(const std::string& op) {
@@ -188,6 +203,35 @@ Output assign_add(const Scope& scope, Output variable, Output delta) {
 }
 Output assign_sub(const Scope& scope, Output variable, Output delta) {
   return update(scope, "AssignSub", variable, delta, true);
+}
+
+PartitionedVariable partitioned_variable(const Scope& scope, const std::string& name, Output initial_value,
+                                         int num_parts, VariableOptions options) {
+  TROUPE_CHECK_ARG(bool(initial_value), "partitioned_variable '{}': the initial value is an empty Output", name);
+  const PartialShape& shape = initial_value.shape();
+  TROUPE_CHECK_ARG(shape.fully_defined() && shape.rank() >= 1,
+                   "partitioned_variable '{}': the initial value '{}' has shape {}; it needs a fully defined "
+                   "shape of rank 1 or more",
+                   name, initial_value.name(), shape.to_string());
+  TROUPE_CHECK_ARG(num_parts >= 1 && shape.dim(0) % num_parts == 0,
+                   "partitioned_variable '{}': {} rows do not split evenly into {} part(s)", name, shape.dim(0),
+                   num_parts);
+  const std::string full = options.shared_name.empty() ? scope.prefix() + name : options.shared_name;
+  std::vector<Output> rows = num_parts == 1 ? std::vector<Output>{initial_value}
+                                            : split(scope.with_op_name(name + "/split"), initial_value, 0, num_parts);
+  PartitionedVariable out;
+  for (int k = 0; k < num_parts; ++k) {
+    VariableOptions part_options = options;
+    if (!options.shared_name.empty()) part_options.shared_name = fmt::format("{}/part_{}", full, k);
+    Output part = variable(scope.with_op_name(fmt::format("{}/part_{}", name, k)), rows[k], part_options);
+    AttrMap& attrs = part.node()->attrs;
+    attrs[kPartitionOfAttr] = full;
+    attrs[kPartitionShapeAttr] = shape;
+    attrs[kPartitionRowAttr] = int64_t(k * (shape.dim(0) / num_parts));
+    out.parts.push_back(part);
+  }
+  out.value = num_parts == 1 ? out.parts[0] : concat(scope.with_op_name(name), out.parts, 0);
+  return out;
 }
 
 }  // namespace ops

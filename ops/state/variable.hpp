@@ -3,6 +3,10 @@
 // reads the current value; Assign, AssignAdd and AssignSub change it and output the new value.
 // None has a kernel: the node actor turns each into a message to the shard that owns the
 // variable (actors/param_shard.hpp), which applies it in place.
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "graph/scope.hpp"
 
 namespace troupe::ops {
@@ -34,12 +38,35 @@ Output assign(const Scope& scope, Output variable, Output value, bool validate_s
 Output assign_add(const Scope& scope, Output variable, Output delta);
 Output assign_sub(const Scope& scope, Output variable, Output delta);
 
+// A variable split by rows over num_parts variables (TensorFlow's partitioned variables), so
+// that its parts live on several parameter shards (SessionOptions::num_param_shards). Part k
+// is the variable "<prefix><name>/part_<k>" holding rows [k*r, (k+1)*r) of the whole, r =
+// rows / num_parts (the rows must divide evenly), initialised from those rows of
+// `initial_value`. A checkpoint saves the parts as slices of one variable "<prefix><name>",
+// so it restores into any other split of it, or into an unsplit variable of that name, and
+// the reverse (actors/saver.hpp).
+struct PartitionedVariable {
+  std::vector<Output> parts;
+  Output value;  // the whole: the parts concatenated along the rows
+};
+PartitionedVariable partitioned_variable(const Scope& scope, const std::string& name, Output initial_value,
+                                         int num_parts, VariableOptions options = {});
+
 }  // namespace troupe::ops
 
 namespace troupe {
 
 // The name a variable op's variable has in its shard: attr "shared_name", else the node's name.
 const std::string& variable_name(const Node& node);
+
+// Where a part of a partitioned variable lies in the whole, read from its Variable node's
+// attributes; nullopt for an unsplit variable.
+struct VariablePartition {
+  std::string full_name;
+  Shape full_shape;
+  int64_t row_begin = 0;
+};
+std::optional<VariablePartition> partition_of(const Node& variable);
 
 enum class VariableUpdate { assign, add, sub };
 VariableUpdate variable_update_of(const std::string& op);

@@ -61,7 +61,8 @@ BOOST_AUTO_TEST_CASE(a_loop_whose_body_spans_two_devices_sends_its_values_inside
   auto runtime = Runtime::get(0);
   auto shard = runtime->system().spawn(param_shard);
   {
-    Executable exe(runtime->system(), l.root.graph(), {l.n.endpoint()}, {l.out[1].endpoint()}, {}, shard,
+    Executable exe(runtime->system(), l.root.graph(), {l.n.endpoint()}, {l.out[1].endpoint()}, {},
+                   [&](const std::string&) { return shard; },
                    {.runtime = runtime.get()});
     int sends = 0, recvs = 0;
     const Graph& g = *exe.plan().graph;

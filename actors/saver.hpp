@@ -1,0 +1,89 @@
+#pragma once
+// Saver: saves a session's variables to a checkpoint and restores them (TensorFlow's
+// tf.train.Saver).
+//
+//   Saver saver(session, {.max_to_keep = 5});
+//   std::string path = saver.save("ckpt", step);        // "ckpt/ckpt-<step>"
+//   if (auto latest = latest_checkpoint("ckpt")) saver.restore(*latest);
+//
+// What is saved: every variable of the session's graph by shared name, and for each variable
+// an optimizer updates (an ApplyGradient node in the graph) that optimizer's state: its slots
+// as "<variable>/<optimizer>/<slot>" (e.g. "w/momentum/accumulator", "w/adam/m", "w/adam/v";
+// OptimizerSpec::slot_name) and its update count as "<variable>/<optimizer>/step", an int64
+// scalar (plain SGD keeps no state and saves none). The parts of a partitioned variable
+// (ops::partitioned_variable) are saved as row slices of one variable, their slots likewise,
+// and their step count once. A save refuses (failed_precondition) while a variable of the
+// graph is not initialised, naming it, as TensorFlow's does.
+//
+// How a save runs: every parameter shard snapshots its variables and slots in one message
+// (sharing the buffers: the shard copies a buffer before its next update while the snapshot
+// holds it), then one thread per shard writes that shard's data file into a temporary
+// directory, in parallel and off the actor scheduler's threads, and the checkpoint is
+// published at once (core/checkpoint.hpp: one rename; the pointer file "checkpoint" then names
+// it; checkpoints beyond the newest max_to_keep are removed). save_async() returns once the
+// snapshot is taken: training steps run while it writes, and the checkpoint holds the values of
+// the moment of the snapshot. One save runs at a time per Saver: a second save waits until the
+// one in flight has finished writing. A save that fails (a full disk, a directory that cannot
+// be written) throws, leaves the published checkpoints as they were and the session as it was.
+//
+// Restore reads and verifies every tensor first (checksums, dtypes, shapes), and only then
+// assigns them, all in one message per shard: a restore that fails changes no variable.
+// Variables are matched by name; a split variable is assembled from whichever saved slices
+// cover its rows (saved whole and restored into parts, or the reverse, or into another
+// number of parts). A variable of the graph missing from the checkpoint, a dtype or shape that
+// does not fit, or a corrupt file is refused with a troupe::Error naming the checkpoint's file
+// and the variable; variables the checkpoint has and the graph does not are reported. Restoring
+// initialises variables not yet initialised, so a resumed program need not run the
+// initializers first. Restore while no step runs: a step running meanwhile may see some
+// shards restored and others not.
+#include <cstdint>
+#include <future>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/session.hpp"
+
+namespace troupe {
+
+struct SaverOptions {
+  // Published checkpoints kept in the directory; older ones are removed after each save.
+  int max_to_keep = 5;
+};
+
+struct RestoreReport {
+  std::string path;                 // the checkpoint restored
+  int64_t global_step = 0;          // the step it was saved at
+  std::vector<std::string> restored;  // the names assigned (variables, slots, step counts)
+  std::vector<std::string> extra;   // in the checkpoint, not in the session's graph: not restored
+};
+
+class Saver {
+ public:
+  explicit Saver(Session& session, SaverOptions options = {});
+  ~Saver();  // waits for a save in flight
+  Saver(const Saver&) = delete;
+  Saver& operator=(const Saver&) = delete;
+
+  // Saves into `dir` (created if need be) as "<dir>/ckpt-<global_step>"; returns that path.
+  std::string save(const std::string& dir, int64_t global_step);
+  // The same, with the step read from the variable `global_step` (ops::global_step) in the
+  // same snapshot as the values saved.
+  std::string save(const std::string& dir, const Output& global_step);
+  // Takes the snapshot now (a refusal, such as an uninitialised variable, throws here) and
+  // writes it in the background; the future gives the published path, or the error.
+  std::future<std::string> save_async(const std::string& dir, int64_t global_step);
+  std::future<std::string> save_async(const std::string& dir, const Output& global_step);
+
+  RestoreReport restore(const std::string& path);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// The newest checkpoint published in `dir`, or nullopt when there is none.
+std::optional<std::string> latest_checkpoint(const std::string& dir);
+
+}  // namespace troupe
