@@ -189,6 +189,13 @@ std::future<std::string> Saver::Impl::save_async(const std::string& dir, std::op
       std::vector<checkpoint::IndexEntry> all;
       for (auto& e : entries) all.insert(all.end(), e.begin(), e.end());
       done.set_value(checkpoint::publish(dir, temp, step, std::move(all), max_to_keep));
+    } catch (const Error& e) {
+      files.clear();
+      if (!temp.empty()) checkpoint::abandon(temp);
+      done.set_exception(std::make_exception_ptr(Error(
+          e.code(), fmt::format("Saver: the save of step {} into '{}' failed; the checkpoints published there are "
+                                "unchanged: {}",
+                                step, dir, e.what()))));
     } catch (...) {
       files.clear();
       if (!temp.empty()) checkpoint::abandon(temp);
@@ -246,8 +253,9 @@ RestoreReport Saver::restore(const std::string& path) {
     auto it = saved.find(v.name);
     if (it == saved.end()) return Shape{};
     if (!v.shape.compatible_with(it->second->full_shape))
-      fail(ErrorCode::invalid_argument, "checkpoint '{}': variable '{}' was saved with shape {}; the graph's has shape {}",
-           where, v.name, it->second->full_shape.to_string(), v.shape.to_string());
+      fail(ErrorCode::invalid_argument,
+           "Saver: cannot restore '{}', no variable was changed: {}: variable '{}' has shape {}, the graph's has shape {}",
+           path, where, v.name, it->second->full_shape.to_string(), v.shape.to_string());
     return it->second->full_shape;
   };
   auto rows_of = [](const GraphVariable& v) -> int64_t { return v.partition ? v.shape.dim(0) : -1; };
@@ -262,12 +270,17 @@ RestoreReport Saver::restore(const std::string& path) {
     ask(step_entry(v.saved_name(), o.spec), DType::int64, Shape{}, 0, -1);
   }
   if (!missing.empty())
-    fail(ErrorCode::not_found,
-         "checkpoint '{}' has no {} (the session's graph has it); nothing was restored", where,
-         fmt::format("{} {}", missing.size() == 1 ? "variable" : "variables", fmt::join(missing, ", ")));
+    fail(ErrorCode::not_found, "Saver: cannot restore '{}', no variable was changed: {} has no {} {} (the session's graph has {})",
+         path, where, missing.size() == 1 ? "variable" : "variables", fmt::join(missing, ", "),
+         missing.size() == 1 ? "it" : "them");
 
   // Everything is read and checked before anything is assigned.
-  std::vector<Tensor> values = checkpoint::read(path, requests);
+  std::vector<Tensor> values;
+  try {
+    values = checkpoint::read(path, requests);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("Saver: cannot restore '{}', no variable was changed: {}", path, e.what()));
+  }
 
   const ParamShards& shards = *impl_->session.param_shards();
   std::vector<ShardContents> contents(std::size_t(shards.size()));

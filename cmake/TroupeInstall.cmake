@@ -24,7 +24,7 @@ endforeach()
 # also covers libtroupe.so's own dependencies. The library keeps the directories outside the
 # system's it was linked from (OpenBLAS's, CUDA's for the module).
 file(RELATIVE_PATH _troupe_bin_to_lib /${CMAKE_INSTALL_BINDIR} /${CMAKE_INSTALL_LIBDIR})
-set(_troupe_programs troupe-demo troupe-fashion-mnist troupe-bench)
+set(_troupe_programs troupe-demo troupe-fashion-mnist troupe-bench troupe-checkpoint)
 set_target_properties(${_troupe_programs} PROPERTIES INSTALL_RPATH "$ORIGIN/${_troupe_bin_to_lib}")
 set_target_properties(troupe PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON EXPORT_NAME troupe)
 install(TARGETS ${_troupe_programs} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

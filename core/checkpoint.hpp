@@ -112,6 +112,10 @@ Index read_index(const std::string& checkpoint_path);
 // the pointer file.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
 
+// The published checkpoints in `dir` (directories ckpt-<step>), by increasing step; empty
+// when there are none or no `dir`.
+std::vector<std::string> all_checkpoints(const std::string& dir);
+
 // What a restore asks for: the whole variable (rows = -1) or rows [row_begin, row_begin + rows).
 struct Request {
   std::string name;

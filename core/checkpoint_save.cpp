@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <bit>
 #include <cerrno>
 #include <chrono>
@@ -95,6 +96,17 @@ std::optional<TempName> parse_temp_name(const std::string& name) {
   if (fields[2].find_first_not_of("0123456789") != std::string::npos || fields[2].size() > 9)
     return std::nullopt;
   return TempName{std::stol(fields[2]), name.substr(pos)};
+}
+
+// The step of a published checkpoint's directory name "ckpt-<step>" (no sign, no leading
+// zeros); nullopt for any other name.
+std::optional<int64_t> checkpoint_step(const std::string& name) {
+  if (name.rfind(kCheckpointPrefix, 0) != 0) return std::nullopt;
+  std::string digits = name.substr(std::char_traits<char>::length(kCheckpointPrefix));
+  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos ||
+      (digits.size() > 1 && digits[0] == '0'))
+    return std::nullopt;
+  return std::stoll(digits);
 }
 
 bool process_alive(long pid) { return ::kill(pid_t(pid), 0) == 0 || errno == EPERM; }
@@ -185,10 +197,16 @@ void rename_into_place(const std::string& temp_dir, const std::string& final_pat
   if (err != EINVAL && err != ENOSYS) fail_errno(err, "renaming " + temp_dir + " to " + final_path);
   // A file system without renameat2's flags: move an existing checkpoint aside first.
   if (fs::exists(final_path, ec)) {
-    std::string aside = join(dir, temp_name("drop", step));
-    if (::rename(final_path.c_str(), aside.c_str()) != 0)
-      fail_errno(errno, "moving " + final_path + " aside to " + aside);
+    std::string name = temp_name("drop", step);
+    std::string aside = join(dir, name);
+    set_live(name, true);
+    if (::rename(final_path.c_str(), aside.c_str()) != 0) {
+      int rename_err = errno;
+      set_live(name, false);
+      fail_errno(rename_err, "moving " + final_path + " aside to " + aside);
+    }
     fs::remove_all(aside, ec);
+    set_live(name, false);
   }
   if (::rename(temp_dir.c_str(), final_path.c_str()) != 0)
     fail_errno(errno, "renaming " + temp_dir + " to " + final_path);
@@ -199,18 +217,12 @@ void rename_into_place(const std::string& temp_dir, const std::string& final_pat
 void remove_old_checkpoints(const std::string& dir, int64_t kept_step, int max_to_keep) {
   if (max_to_keep <= 0) return;
   std::vector<int64_t> steps;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    std::string name = it->path().filename().string();
-    if (name.rfind(kCheckpointPrefix, 0) != 0) continue;
-    std::string digits = name.substr(std::char_traits<char>::length(kCheckpointPrefix));
-    if (digits.empty() || digits.size() > 18 ||
-        digits.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    int64_t step = std::stoll(digits);
-    if (step != kept_step && fmt::format("{}{}", kCheckpointPrefix, step) == name) steps.push_back(step);
+  for (const auto& path : all_checkpoints(dir)) {
+    int64_t step = checkpoint_step(fs::path(path).filename().string()).value();
+    if (step != kept_step) steps.push_back(step);
   }
   std::sort(steps.rbegin(), steps.rend());
+  std::error_code ec;
   for (std::size_t i = std::size_t(max_to_keep - 1); i < steps.size(); ++i) {
     std::string name = temp_name("drop", steps[i]);
     std::string aside = join(dir, name);
@@ -232,8 +244,13 @@ std::string begin_save(const std::string& dir, int64_t global_step) {
   remove_dead_temporaries(dir);
   std::string name = temp_name("ckpt", global_step);
   std::string path = join(dir, name);
-  if (::mkdir(path.c_str(), 0755) != 0) fail_errno(errno, "creating " + path);
+  // Live before it exists: a cleanup on another thread must never take it for a dead one.
   set_live(name, true);
+  if (::mkdir(path.c_str(), 0755) != 0) {
+    int err = errno;
+    set_live(name, false);
+    fail_errno(err, "creating " + path);
+  }
   return path;
 }
 
@@ -326,6 +343,21 @@ std::string publish(const std::string& dir, const std::string& temp_dir, int64_t
   write_pointer(dir, global_step);
   remove_old_checkpoints(dir, global_step, max_to_keep);
   return final_path;
+}
+
+std::vector<std::string> all_checkpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string name = it->path().filename().string();
+    auto step = checkpoint_step(name);
+    std::error_code type_ec;
+    if (step && it->is_directory(type_ec)) found.emplace_back(*step, join(dir, name));
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> paths;
+  for (auto& [step, path] : found) paths.push_back(std::move(path));
+  return paths;
 }
 
 void abandon(const std::string& temp_dir) noexcept {

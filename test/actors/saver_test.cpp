@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -58,6 +59,25 @@ class DirectoryLock {
 
  private:
   int fd_;
+};
+
+// A tmpfs of the given size mounted on `dir` for the test's duration (where the test may mount).
+class SmallDisk {
+ public:
+  SmallDisk(const std::string& dir, const char* options) : dir_(dir) {
+    fs::create_directories(dir);
+    mounted_ = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, options) == 0;
+  }
+  SmallDisk(const SmallDisk&) = delete;
+  SmallDisk& operator=(const SmallDisk&) = delete;
+  ~SmallDisk() {
+    if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
+  }
+  bool mounted() const { return mounted_; }
+
+ private:
+  std::string dir_;
+  bool mounted_ = false;
 };
 
 std::vector<float> values_of(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.num_elements()}; }
@@ -184,6 +204,7 @@ BOOST_AUTO_TEST_CASE(a_corrupt_tensor_fails_the_restore_naming_the_file_and_chan
   corrupt(path, "w/momentum/accumulator");
 
   auto message = error_of([&] { Saver(s).restore(path); }, ErrorCode::data_loss);
+  BOOST_TEST_MESSAGE(message);
   BOOST_TEST(contains(message, path), message);
   BOOST_TEST(contains(message, "w/momentum/accumulator"), message);
   BOOST_TEST(m.weights(s) == w, boost::test_tools::per_element());
@@ -208,6 +229,7 @@ BOOST_AUTO_TEST_CASE(a_dtype_mismatch_fails_the_restore_naming_the_variable_and_
   Session s(root);
   s.run({}, {}, {ops::global_variables_initializer(root)});
   auto message = error_of([&] { Saver(s).restore(path); }, ErrorCode::invalid_argument);
+  BOOST_TEST_MESSAGE(message);
   BOOST_TEST(contains(message, path), message);
   BOOST_TEST(contains(message, "'b'"), message);
   BOOST_TEST(values_of(s.run({w})[0]) == std::vector<float>(12, 5.0f), boost::test_tools::per_element());
@@ -230,6 +252,7 @@ BOOST_AUTO_TEST_CASE(a_variable_missing_from_the_checkpoint_is_refused_naming_it
   Session s(root);
   s.run({}, {}, {ops::global_variables_initializer(root)});
   auto message = error_of([&] { Saver(s).restore(path); }, ErrorCode::not_found);
+  BOOST_TEST_MESSAGE(message);
   BOOST_TEST(contains(message, path), message);
   BOOST_TEST(contains(message, "'c'"), message);
   BOOST_TEST(s.run({w})[0].scalar_value<float>() == 2.0f);
@@ -378,6 +401,7 @@ BOOST_AUTO_TEST_CASE(a_save_into_an_unwritable_place_fails_clearly_and_training_
     saver.save(bad, 2);
     BOOST_ERROR("a save under a regular file succeeded");
   } catch (const Error& e) {
+    BOOST_TEST_MESSAGE(e.what());
     BOOST_TEST(contains(e.what(), dir / "file"), e.what());
   }
   m.train_step(s);
@@ -386,12 +410,40 @@ BOOST_AUTO_TEST_CASE(a_save_into_an_unwritable_place_fails_clearly_and_training_
   BOOST_TEST(saver.save(dir / "ckpt", 3) == dir / "ckpt/ckpt-3");
 }
 
+BOOST_AUTO_TEST_CASE(a_full_disk_fails_the_save_keeps_the_previous_checkpoint_and_training_goes_on) {
+  TempDir dir;
+  SmallDisk disk(dir / "small", "size=1m");
+  if (!disk.mounted()) {
+    BOOST_TEST_MESSAGE("skipped: cannot mount a tmpfs here");
+    return;
+  }
+  auto root = Scope::root();
+  const int64_t n = int64_t(1) << 17;  // 512 KiB: one checkpoint fits, two do not
+  auto big = ops::variable(root.with_op_name("big"), ops::fill(root, Shape{n}, ops::constant(root, 1.0f)));
+  auto bump = ops::assign_add(root, big, ops::fill(root, Shape{n}, ops::constant(root, 1.0f)));
+  Session s(root);
+  s.run({}, {}, {ops::global_variables_initializer(root)});
+  Saver saver(s);
+  const std::string first = saver.save(dir / "small", 1);
+  s.run({}, {}, {bump});
+  auto message = error_of([&] { saver.save(dir / "small", 2); }, ErrorCode::resource_exhausted);
+  BOOST_TEST_MESSAGE(message);
+  BOOST_TEST(contains(message, "ENOSPC"), message);
+  BOOST_TEST(contains(message, dir / "small"), message);
+  BOOST_TEST(latest_checkpoint(dir / "small").value_or("") == first);
+  s.run({}, {}, {bump});
+  BOOST_TEST(s.run({big})[0].data<float>()[0] == 3.0f);
+  saver.restore(first);
+  BOOST_TEST(s.run({big})[0].data<float>()[n - 1] == 1.0f);
+}
+
 BOOST_AUTO_TEST_CASE(a_save_is_refused_while_a_variable_is_not_initialised) {
   TempDir dir;
   Model m(Optimizer::momentum(0.05, 0.9));
   Session s(m.root);
   s.run({}, {}, {ops::variables_initializer(m.root.sub("only_b"), {m.b})});
   auto message = error_of([&] { Saver(s).save(dir / "ckpt", 1); }, ErrorCode::failed_precondition);
+  BOOST_TEST_MESSAGE(message);
   BOOST_TEST(contains(message, "'w'"), message);
   BOOST_TEST(contains(message, "'global_step'"), message);
   BOOST_TEST(!fs::exists(dir / "ckpt/ckpt-1"));
@@ -410,4 +462,32 @@ BOOST_AUTO_TEST_CASE(checkpoints_beyond_max_to_keep_are_removed) {
   BOOST_TEST(!fs::exists(dir / "ckpt/ckpt-1"));
   BOOST_TEST(fs::exists(dir / "ckpt/ckpt-2"));
   BOOST_TEST(latest_checkpoint(dir / "ckpt").value_or("") == dir / "ckpt/ckpt-3");
+}
+
+BOOST_AUTO_TEST_CASE(a_variable_of_open_shape_restores_the_saved_shape_if_it_fits) {
+  TempDir dir;
+  std::string path;
+  {
+    auto root = Scope::root();
+    auto v = ops::variable(root.with_op_name("v"), PartialShape{-1, 2}, DType::float32);
+    Session s(root);
+    s.run({}, {}, {ops::assign(root, v, ops::constant(root, std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{3, 2}))});
+    path = Saver(s).save(dir / "ckpt", 1);
+  }
+  {
+    auto root = Scope::root();
+    auto v = ops::variable(root.with_op_name("v"), PartialShape{-1, 2}, DType::float32);
+    Session s(root);
+    Saver(s).restore(path);
+    auto value = s.run({v})[0];
+    BOOST_TEST(value.shape() == (Shape{3, 2}));
+    BOOST_TEST(values_of(value) == (std::vector<float>{1, 2, 3, 4, 5, 6}), boost::test_tools::per_element());
+  }
+  auto root = Scope::root();
+  ops::variable(root.with_op_name("v"), PartialShape{-1, 3}, DType::float32);
+  Session s(root);
+  auto message = error_of([&] { Saver(s).restore(path); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(message, "variable 'v' has shape [3,2]"), message);
+  BOOST_TEST(contains(message, path), message);
+  BOOST_TEST(s.variable_names().empty());
 }

@@ -317,6 +317,8 @@ BOOST_AUTO_TEST_CASE(max_to_keep_keeps_the_newest_and_removes_only_after_a_publi
   for (const auto& e : fs::directory_iterator(dir.path())) names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());
   BOOST_TEST(names == (std::vector<std::string>{"checkpoint", "ckpt-3", "ckpt-4"}), fmt::format("{}", fmt::join(names, " ")));
+  BOOST_TEST(ck::all_checkpoints(dir.path()) ==
+             (std::vector<std::string>{dir.path() + "/ckpt-3", dir.path() + "/ckpt-4"}));
 
   // A publish that fails (an entry naming a data file that is not there) removes nothing.
   std::string temp = ck::begin_save(dir.path(), 5);
@@ -336,7 +338,9 @@ BOOST_AUTO_TEST_CASE(max_to_keep_keeps_the_newest_and_removes_only_after_a_publi
   BOOST_TEST(ck::read(dir.path() + "/ckpt-3", {whole("w", again)})[0].data<float>()[0] == 42.0f);
   // max_to_keep <= 0 keeps everything.
   for (int64_t step = 10; step <= 12; ++step) save(dir.path(), step, {{"w", iota(1, 1), {}, 0}}, 0);
+  BOOST_TEST(ck::all_checkpoints(dir.path()).size() == 4u);
   for (int64_t step : {3, 10, 11, 12}) BOOST_TEST(fs::exists(dir.path() + "/ckpt-" + std::to_string(step)));
+  BOOST_TEST(ck::all_checkpoints(dir.path() + "/nothing-here").empty());
 }
 
 BOOST_AUTO_TEST_CASE(a_dead_temporary_directory_is_removed_by_the_next_begin_save) {
