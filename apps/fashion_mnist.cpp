@@ -209,12 +209,15 @@ int main(int argc, char** argv) {
       }
     }
     const data::Position from{.epoch = global_step / steps, .elements = global_step % steps};
+    if (from.epoch >= a.epochs) {
+      std::printf("nothing left to train: the checkpoint is at step %lld, the end of epoch %d\n", (long long)global_step,
+                  a.epochs);
+      return 0;
+    }
     std::optional<Prefetcher> prefetcher;
     std::unique_ptr<data::Iterator> batches;
-    if (from.epoch < a.epochs) {
-      if (queue) prefetcher.emplace(session, *queue, pipeline, from);
-      else batches = pipeline.begin(from);
-    }
+    if (queue) prefetcher.emplace(session, *queue, pipeline, from);
+    else batches = pipeline.begin(from);
     // Saves in the background (training goes on while it writes); one save at a time, and each
     // save's error surfaces at the next save or at the end.
     std::future<std::string> saving;

@@ -3,7 +3,8 @@
 # ends with the same train loss and test accuracy, to the last printed digit (the loss printed
 # with 9 significant digits, the accuracy a count of hits over 10,000), as
 #   (a) 1 epoch, a stop with a checkpoint at its end, and a resumed run for the second;
-#   (b) a stop in the middle of epoch 1 (step 700 of 938) and a resumed run for the rest.
+#   (b) a stop in the middle of epoch 1 (step 700 of 938) and a resumed run for the rest;
+# and a third run on (b)'s directory finds nothing left to train.
 # Why exactly: with one scheduler thread and single-threaded kernels every sum runs in the same
 # order in every run; the checkpoint holds the weights and the momentum slots bit for bit; the
 # input resumes at the same batch of the same sequence (each epoch's order is fixed by (seed,
@@ -45,6 +46,9 @@ got=$(last "$work/b2.out")
 echo "(b) resumed in the middle of epoch 1: $got"
 [[ $got == "$expected" ]] || { echo "FAIL: (b) differs from the uninterrupted run"; status=1; }
 [[ -d $work/b/ckpt-1876 ]] || { echo "FAIL: no checkpoint saved at the end (step 1876)"; ls "$work/b"; status=1; }
+run --checkpoint-dir "$work/b" >"$work/b3.out"
+grep -q '^nothing left to train: the checkpoint is at step 1876' "$work/b3.out" ||
+  { echo "FAIL: a run after the last epoch trained again"; cat "$work/b3.out"; status=1; }
 
 [[ $status == 0 ]] && echo "PASS: resumed runs end as the uninterrupted one"
 exit $status
