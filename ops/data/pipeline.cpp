@@ -233,7 +233,7 @@ Pipeline Pipeline::repeat(int64_t epochs) const {
       *in = epochs < 0 || *epoch < epochs ? up(*epoch) : nullptr;
     };
     return iterator(
-        [epoch, in, next_pass]() -> std::optional<Element> {
+        [in, next_pass]() -> std::optional<Element> {
           while (*in) {
             if (auto e = (*in)->next()) return e;
             next_pass();
