@@ -36,10 +36,10 @@ struct Prefetcher::Impl {
   }
 };
 
-Prefetcher::Prefetcher(Session& session, const ops::Queue& queue, data::Pipeline pipeline)
+Prefetcher::Prefetcher(Session& session, const ops::Queue& queue, data::Pipeline pipeline, data::Position from)
     : impl_(new Impl{session.runtime(), queue.spec(), nullptr}) {
   impl_->queue = impl_->runtime->queue(impl_->spec);
-  thread_ = std::thread([this, pipeline = std::move(pipeline)]() mutable { run(std::move(pipeline)); });
+  thread_ = std::thread([this, from, pipeline = std::move(pipeline)]() mutable { run(std::move(pipeline), from); });
 }
 
 Prefetcher::~Prefetcher() {
@@ -52,7 +52,7 @@ Prefetcher::~Prefetcher() {
   thread_.join();
 }
 
-void Prefetcher::run(data::Pipeline pipeline) {
+void Prefetcher::run(data::Pipeline pipeline, data::Position from) {
   try {
     // Up to `window` enqueues travel unanswered, so reading goes on while the queue actor waits
     // for a scheduler thread (a kernel may hold the only one); the queue keeps the elements
@@ -68,7 +68,7 @@ void Prefetcher::run(data::Pipeline pipeline) {
       impl_->await(oldest);
       ++elements_;
     };
-    auto it = pipeline.begin();
+    auto it = pipeline.begin(from);
     while (!stop_) {
       auto element = it->next();
       if (!element) break;

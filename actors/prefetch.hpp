@@ -25,7 +25,9 @@ namespace troupe {
 
 class Prefetcher {
  public:
-  Prefetcher(Session& session, const ops::Queue& queue, data::Pipeline pipeline);
+  // Reads the pipeline from `from` on (Pipeline::begin(Position)): a resumed run starts where
+  // the interrupted one stopped.
+  Prefetcher(Session& session, const ops::Queue& queue, data::Pipeline pipeline, data::Position from = {});
   // Stops early if still running: closes the queue (cancelling a waiting enqueue) and joins.
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
@@ -36,7 +38,7 @@ class Prefetcher {
 
  private:
   struct Impl;
-  void run(data::Pipeline pipeline);
+  void run(data::Pipeline pipeline, data::Position from);
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> elements_{0};

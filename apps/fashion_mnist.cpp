@@ -4,18 +4,26 @@
 // batched) that a Prefetcher runs on its own thread into a queue the graph dequeues from, so
 // reading overlaps the steps (--prefetch 0: read in the training loop and fed instead). The
 // test input is read inside the graph (DatasetBatches).
+//
+// With --checkpoint-dir DIR it saves a checkpoint (actors/saver.hpp: weights, optimizer slots;
+// the global step is the checkpoint's step) every --save-every-steps steps and at the end, and
+// a run that finds a checkpoint in DIR resumes from it: the restored weights, and the input
+// from the same place in the same sequence (the epoch and batch follow from the global step,
+// since every epoch has the same number of batches, and each epoch's order from (seed, epoch)).
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <future>
 #include <string>
 #include <thread>
 
 #include <optional>
 
 #include "actors/prefetch.hpp"
+#include "actors/saver.hpp"
 #include "actors/session.hpp"
 #include "ops/all.hpp"
 #include "ops/data/batch_reader.hpp"
@@ -39,7 +47,14 @@ struct Args {
   bool json = false;
   std::string data = "/usr/share/datasets/fashion-mnist";
   int prefetch = 8;               // batches read ahead; 0: read in the training loop
-  int64_t shuffle_buffer = 10000;  // examples
+  // Examples; the whole training set by default, so each epoch is a uniform reshuffle as in
+  // PyTorch's recipe (bench/peers/fashion_mnist_torch.py). A smaller buffer shuffles only
+  // locally, which lost a point of test accuracy (docs/performance.md, issue 12).
+  int64_t shuffle_buffer = 60000;
+  std::string checkpoint_dir;   // empty: no checkpoints
+  int64_t save_every_steps = -1;  // -1: 500 with a checkpoint dir; 0: only at the end
+  int stop_after_epochs = 0;      // 0: run every epoch; N: save and stop after epoch N
+  int64_t stop_after_steps = 0;   // 0: no stop; N: save and stop at global step N (mid-epoch too)
 };
 
 void usage() {
@@ -47,7 +62,8 @@ void usage() {
                "usage: troupe-fashion-mnist [--model cnn|mlp] [--epochs N] [--batch N]\n"
                "         [--optimizer sgd|momentum|adam|adagrad|rmsprop] [--lr X] [--momentum X]\n"
                "         [--seed N] [--threads N] [--data DIR] [--prefetch BATCHES] [--shuffle-buffer N]\n"
-               "         [--json]\n");
+               "         [--checkpoint-dir DIR] [--save-every-steps N] [--stop-after-epochs N]\n"
+               "         [--stop-after-steps N] [--json]\n");
 }
 
 Args parse(int argc, char** argv) {
@@ -69,6 +85,10 @@ Args parse(int argc, char** argv) {
     else if (k == "--data") a.data = value();
     else if (k == "--prefetch") a.prefetch = std::stoi(value());
     else if (k == "--shuffle-buffer") a.shuffle_buffer = std::stoll(value());
+    else if (k == "--checkpoint-dir") a.checkpoint_dir = value();
+    else if (k == "--save-every-steps") a.save_every_steps = std::stoll(value());
+    else if (k == "--stop-after-epochs") a.stop_after_epochs = std::stoi(value());
+    else if (k == "--stop-after-steps") a.stop_after_steps = std::stoll(value());
     else if (k == "--json") a.json = true;
     else if (k == "--help" || k == "-h") {
       usage();
@@ -82,6 +102,11 @@ Args parse(int argc, char** argv) {
   if (a.epochs < 1 || a.batch < 1) fail(ErrorCode::invalid_argument, "--epochs and --batch must be positive");
   if (a.prefetch < 0 || a.shuffle_buffer < 1)
     fail(ErrorCode::invalid_argument, "--prefetch must be 0 or more and --shuffle-buffer positive");
+  if (a.save_every_steps < -1 || a.stop_after_epochs < 0 || a.stop_after_steps < 0)
+    fail(ErrorCode::invalid_argument, "--save-every-steps and the --stop-after options must not be negative");
+  if (a.save_every_steps == -1) a.save_every_steps = a.checkpoint_dir.empty() ? 0 : 500;
+  if (a.save_every_steps > 0 && a.checkpoint_dir.empty())
+    fail(ErrorCode::invalid_argument, "--save-every-steps needs --checkpoint-dir");
   return a;
 }
 
@@ -168,10 +193,42 @@ int main(int argc, char** argv) {
     if (queue) session.prepare({}, {loss}, {train});
     else session.prepare({train_in[0], train_in[1]}, {loss}, {train});
     session.prepare({}, {correct});
+
+    const int64_t train_size = 60000, test_size = 10000;
+    const int64_t steps = (train_size + a.batch - 1) / a.batch;
+    // The steps done so far; a resumed run starts at (epoch, batch) = divmod(global_step, steps).
+    int64_t global_step = 0;
+    std::optional<Saver> saver;
+    if (!a.checkpoint_dir.empty()) {
+      saver.emplace(session, SaverOptions{.max_to_keep = 5});
+      if (auto latest = latest_checkpoint(a.checkpoint_dir)) {
+        global_step = saver->restore(*latest).global_step;
+        std::printf("resumed from step %lld (epoch %lld, batch %lld) of %s\n", (long long)global_step,
+                    (long long)(global_step / steps + 1), (long long)(global_step % steps), latest->c_str());
+        std::fflush(stdout);
+      }
+    }
+    const data::Position from{.epoch = global_step / steps, .elements = global_step % steps};
+    if (from.epoch >= a.epochs) {
+      std::printf("nothing left to train: the checkpoint is at step %lld, the end of epoch %d\n", (long long)global_step,
+                  a.epochs);
+      return 0;
+    }
     std::optional<Prefetcher> prefetcher;
     std::unique_ptr<data::Iterator> batches;
-    if (queue) prefetcher.emplace(session, *queue, pipeline);
-    else batches = pipeline.begin();
+    if (queue) prefetcher.emplace(session, *queue, pipeline, from);
+    else batches = pipeline.begin(from);
+    // Saves in the background (training goes on while it writes); one save at a time, and each
+    // save's error surfaces at the next save or at the end.
+    std::future<std::string> saving;
+    int64_t saved_step = global_step;  // the newest step in the checkpoint dir (when resumed)
+    auto save = [&](bool wait) {
+      if (saving.valid()) saving.get();
+      if (global_step != saved_step || !latest_checkpoint(a.checkpoint_dir))
+        saving = saver->save_async(a.checkpoint_dir, global_step);
+      saved_step = global_step;
+      if (wait && saving.valid()) saving.get();
+    };
     // One training step on the next batch, from the queue or read here and fed.
     auto train_step = [&]() -> float {
       if (prefetcher) return session.run({}, {loss}, {train})[0].scalar_value<float>();
@@ -181,21 +238,24 @@ int main(int argc, char** argv) {
           .scalar_value<float>();
     };
 
-    const int64_t train_size = 60000, test_size = 10000;
-    const int64_t steps = (train_size + a.batch - 1) / a.batch;
     if (!a.json)
       std::printf("training %s (%lld parameters) on Fashion-MNIST: %d epochs of %lld steps, batch %d, %s lr %g\n",
                   a.model.c_str(), (long long)model.num_parameters(), a.epochs, (long long)steps, a.batch,
                   a.optimizer.c_str(), a.lr);
     double total_seconds = 0, last_accuracy = 0;
-    for (int epoch = 1; epoch <= a.epochs; ++epoch) {
+    int64_t stop_step = int64_t(a.stop_after_epochs > 0 ? std::min(a.epochs, a.stop_after_epochs) : a.epochs) * steps;
+    if (a.stop_after_steps > 0) stop_step = std::min(stop_step, a.stop_after_steps);
+    for (int epoch = int(from.epoch) + 1; epoch <= a.epochs && global_step < stop_step; ++epoch) {
       auto start = std::chrono::steady_clock::now();
-      double loss_sum = 0;
+      double loss_sum = 0;  // over this run's steps of the epoch (a resumed epoch: from its batch on)
       int64_t seen = 0;
-      for (int64_t step = 1; step <= steps; ++step) {
+      for (int64_t step = epoch == from.epoch + 1 ? from.elements + 1 : 1; step <= steps && global_step < stop_step;
+           ++step) {
         int64_t b = std::min<int64_t>(a.batch, train_size - (step - 1) * a.batch);
         float l = train_step();
         if (!std::isfinite(l)) fail(ErrorCode::aborted, "the loss diverged ({}) at epoch {} step {}", l, epoch, step);
+        ++global_step;
+        if (a.save_every_steps > 0 && global_step % a.save_every_steps == 0) save(false);
         loss_sum += double(l) * double(b);
         seen += b;
         double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -204,12 +264,13 @@ int main(int argc, char** argv) {
           double rate = double(seen) / elapsed;
           std::string line = fmt::format("epoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} examples/s  ETA {}",
                                          epoch, a.epochs, step, steps, loss_sum / double(seen), rate,
-                                         clock_text(double(train_size - seen) / rate));
+                                         clock_text(double(train_size - (step * a.batch)) / rate));
           if (tty) std::printf("\r%-90s", line.c_str());
           else std::printf("%s\n", line.c_str());
           std::fflush(stdout);
         }
       }
+      if (global_step % steps != 0) break;  // stopped inside the epoch: no evaluation
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       total_seconds += seconds;
       double hits = 0;
@@ -217,10 +278,10 @@ int main(int argc, char** argv) {
       last_accuracy = hits / double(test_size);
       if (a.json) {
         std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"epoch\":%d,\"batch\":%d,\"threads\":%d,\"prefetch\":%d,"
-                    "\"train_loss\":%.5f,\"test_accuracy\":%.4f,\"epoch_seconds\":%.3f,\"examples_per_s\":%.1f}\n",
+                    "\"global_step\":%lld,\"train_loss\":%.9g,\"test_accuracy\":%.4f,\"epoch_seconds\":%.3f,\"examples_per_s\":%.1f}\n",
                     a.model.c_str(), epoch, a.batch,
                     a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency()), a.prefetch,
-                    loss_sum / double(seen),
+                    (long long)global_step, loss_sum / double(seen),
                     last_accuracy, seconds,
                     double(seen) / seconds);
       } else {
@@ -229,6 +290,12 @@ int main(int argc, char** argv) {
                     loss_sum / double(seen), last_accuracy, seconds, double(seen) / seconds);
       }
       std::fflush(stdout);
+    }
+    if (saver) save(true);  // the end (or the stop); a step saved already is not saved again
+    if (global_step < int64_t(a.epochs) * steps) {
+      std::printf("stopped at step %lld (epoch %lld, batch %lld)\n", (long long)global_step,
+                  (long long)(global_step / steps + 1), (long long)(global_step % steps));
+      return 0;  // the Prefetcher, still reading ahead, is stopped by its destructor
     }
     if (prefetcher) prefetcher->join();  // the pipeline's error, if it had one
     if (!a.json)

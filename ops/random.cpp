@@ -4,11 +4,14 @@
 #include <random>
 
 #include "ops/kernel.hpp"
+#include "ops/random_seeds.hpp"
 
 namespace troupe {
 namespace {
 
 void random_shape(InferenceContext& c) {
+  if (c.num_inputs() > 1) c.error("takes at most one input (the counter), got {}", c.num_inputs());
+  if (c.num_inputs() == 1) check_counter_input(c, 0);
   DType t = c.attr<DType>("dtype");
   if (!is_floating(t)) c.error("dtype must be a floating type, got {}", name_of(t));
   auto& shape = c.attr<PartialShape>("shape");
@@ -16,29 +19,31 @@ void random_shape(InferenceContext& c) {
   c.set_output(0, t, shape);
 }
 
-TROUPE_REGISTER_OP(OpDef{.name = "RandomUniform", .stateful = true, .shape_fn = random_shape,
+TROUPE_REGISTER_OP(OpDef{.name = "RandomUniform", .num_inputs = -1, .stateful = true, .shape_fn = random_shape,
                          .required_attrs = {"dtype", "shape"}});
-TROUPE_REGISTER_OP(OpDef{.name = "RandomNormal", .stateful = true, .shape_fn = random_shape,
+TROUPE_REGISTER_OP(OpDef{.name = "RandomNormal", .num_inputs = -1, .stateful = true, .shape_fn = random_shape,
                          .required_attrs = {"dtype", "shape"}});
 
-// Per-node generator: advances across runs, like TensorFlow's stateful random kernels.
+// Per-node generator: advances across runs, like TensorFlow's stateful random kernels, unless
+// a counter input reseeds it each run from (seed, seed2, counter).
 class RandomKernel : public OpKernel {
  public:
   explicit RandomKernel(const Node& node)
       : dtype_(get_attr<DType>(node.attrs, "dtype", node.name)),
-        shape_(get_attr<PartialShape>(node.attrs, "shape", node.name).to_shape()) {
-    auto seed = uint64_t(get_attr_or<int64_t>(node.attrs, "seed", 0));
-    auto seed2 = uint64_t(get_attr_or<int64_t>(node.attrs, "seed2", 0));
-    if (seed == 0 && seed2 == 0) {
-      std::random_device rd;
-      generator_.seed((uint64_t(rd()) << 32) | rd());
-    } else {
-      std::seed_seq seq{uint32_t(seed), uint32_t(seed >> 32), uint32_t(seed2), uint32_t(seed2 >> 32)};
-      generator_.seed(seq);
-    }
+        shape_(get_attr<PartialShape>(node.attrs, "shape", node.name).to_shape()),
+        seeds_(RandomSeeds::of(node)) {
+    seeds_.seed_generator(generator_);
   }
 
  protected:
+  // Called first by compute: with a counter input, this run's values depend on it alone.
+  void start_run(KernelContext& ctx) {
+    if (ctx.num_inputs() == 0) return;
+    seeds_.seed_generator(generator_, counter_value(ctx, 0));
+    on_reseed();
+  }
+  virtual void on_reseed() {}
+
   double uniform01() { return double(generator_() >> 11) * 0x1.0p-53; }
 
   template <class F>
@@ -59,6 +64,7 @@ class RandomKernel : public OpKernel {
 
   DType dtype_;
   Shape shape_;
+  RandomSeeds seeds_;
   std::mt19937_64 generator_;
 };
 
@@ -69,6 +75,7 @@ class RandomUniformKernel final : public RandomKernel {
         min_(get_attr_or<double>(node.attrs, "minval", 0.0)),
         max_(get_attr_or<double>(node.attrs, "maxval", 1.0)) {}
   void compute(KernelContext& ctx) override {
+    start_run(ctx);
     generate(ctx, [&] { return min_ + (max_ - min_) * uniform01(); });
     // Rounding to the dtype may carry a draw just below maxval onto maxval; draw those again,
     // so every value lies in [minval, maxval) as documented.
@@ -98,6 +105,7 @@ class RandomNormalKernel final : public RandomKernel {
         mean_(get_attr_or<double>(node.attrs, "mean", 0.0)),
         stddev_(get_attr_or<double>(node.attrs, "stddev", 1.0)) {}
   void compute(KernelContext& ctx) override {
+    start_run(ctx);
     generate(ctx, [&] {
       if (have_spare_) {
         have_spare_ = false;
@@ -113,6 +121,7 @@ class RandomNormalKernel final : public RandomKernel {
   }
 
  private:
+  void on_reseed() override { have_spare_ = false; }
   double mean_, stddev_;
   double spare_ = 0;
   bool have_spare_ = false;
@@ -125,14 +134,14 @@ namespace ops {
 
 Output random_uniform(const Scope& scope, Shape shape, DType dtype, double minval, double maxval,
                       RandomOptions options) {
-  return &scope.add("RandomUniform", {},
+  return &scope.add("RandomUniform", counter_inputs(options.counter),
                     {{"shape", PartialShape(shape)}, {"dtype", dtype}, {"minval", minval},
                      {"maxval", maxval}, {"seed", options.seed}, {"seed2", options.seed2}});
 }
 
 Output random_normal(const Scope& scope, Shape shape, DType dtype, double mean, double stddev,
                      RandomOptions options) {
-  return &scope.add("RandomNormal", {},
+  return &scope.add("RandomNormal", counter_inputs(options.counter),
                     {{"shape", PartialShape(shape)}, {"dtype", dtype}, {"mean", mean},
                      {"stddev", stddev}, {"seed", options.seed}, {"seed2", options.seed2}});
 }

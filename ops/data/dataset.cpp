@@ -71,14 +71,18 @@ Dataset Dataset::from_idx(const std::string& images_path, const std::string& lab
   return from_images(read_idx(images_path, labels_path), normalization);
 }
 
-std::vector<int64_t> Dataset::shuffle(uint64_t seed, int64_t epoch) const {
-  std::vector<int64_t> order(static_cast<std::size_t>(size()));
+std::vector<int64_t> permutation(int64_t count, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<std::size_t>(count));
   std::iota(order.begin(), order.end(), int64_t(0));
   uint64_t mix = uint64_t(epoch);
   uint64_t state = seed ^ splitmix64(mix);
   for (std::size_t i = order.size(); i > 1; --i)
     std::swap(order[i - 1], order[uniform_below(state, i)]);
   return order;
+}
+
+std::vector<int64_t> Dataset::shuffle(uint64_t seed, int64_t epoch) const {
+  return permutation(size(), seed, epoch);
 }
 
 Batches Dataset::batches(int64_t batch_size, Order order, Remainder remainder) const {

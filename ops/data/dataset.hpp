@@ -37,6 +37,11 @@ struct Order {
   int64_t epoch = 0;
 };
 
+// A permutation of 0..count-1 fixed by (seed, epoch) alone: a uniform Fisher-Yates shuffle
+// driven by splitmix64, the same on every platform. Dataset's shuffled orders and a Pipeline
+// shuffle whose buffer holds the whole pass both follow it.
+std::vector<int64_t> permutation(int64_t count, uint64_t seed, int64_t epoch);
+
 // What happens to the last size % batch_size examples: a last, smaller batch, or none.
 enum class Remainder { keep, drop };
 

@@ -3,27 +3,50 @@
 #include <cstring>
 #include <random>
 
+#include "ops/data/dataset.hpp"
 #include "ops/data/idx.hpp"
 #include "ops/data/queue.hpp"
 
 namespace troupe::data {
 namespace {
 
-// An iterator from a function.
+using NextFn = std::function<std::optional<Element>()>;
+using SkipFn = std::function<int64_t(int64_t)>;
+
+// An iterator from a next function and, where skipping can be cheaper than next(), a skip one.
 class FnIterator final : public Iterator {
  public:
-  explicit FnIterator(std::function<std::optional<Element>()> fn) : fn_(std::move(fn)) {}
-  std::optional<Element> next() override { return fn_(); }
+  FnIterator(NextFn next, SkipFn skip) : next_(std::move(next)), skip_(std::move(skip)) {}
+  std::optional<Element> next() override { return next_(); }
+  int64_t skip(int64_t count) override { return skip_ ? skip_(count) : Iterator::skip(count); }
 
  private:
-  std::function<std::optional<Element>()> fn_;
+  NextFn next_;
+  SkipFn skip_;
 };
 
-std::unique_ptr<Iterator> iterator(std::function<std::optional<Element>()> fn) {
-  return std::make_unique<FnIterator>(std::move(fn));
+std::unique_ptr<Iterator> iterator(NextFn next, SkipFn skip = nullptr) {
+  return std::make_unique<FnIterator>(std::move(next), std::move(skip));
 }
 
 }  // namespace
+
+int64_t Iterator::skip(int64_t count) {
+  int64_t skipped = 0;
+  while (skipped < count && next()) ++skipped;
+  return skipped;
+}
+
+std::unique_ptr<Iterator> Pipeline::begin(Position from) const {
+  TROUPE_CHECK_ARG(from.epoch >= 0 && from.elements >= 0,
+                   "Pipeline::begin: the epoch and the elements to skip must not be negative, got {} and {}",
+                   from.epoch, from.elements);
+  auto it = source_(from.epoch);
+  if (int64_t skipped = it->skip(from.elements); skipped < from.elements)
+    fail(ErrorCode::out_of_range, "Pipeline::begin: epoch {} ends after {} elements, before the {} to skip", from.epoch,
+         skipped, from.elements);
+  return it;
+}
 
 Pipeline Pipeline::from_tensors(std::vector<Tensor> components) {
   TROUPE_CHECK_ARG(!components.empty(), "from_tensors needs at least one component");
@@ -36,10 +59,16 @@ Pipeline Pipeline::from_tensors(std::vector<Tensor> components) {
     for (auto& c : components) spec.types.push_back(c.dtype());
     auto split = std::make_shared<std::vector<Element>>(queue_elements::split(spec, components));
     auto at = std::make_shared<std::size_t>(0);
-    return iterator([split, at]() -> std::optional<Element> {
-      if (*at == split->size()) return std::nullopt;
-      return (*split)[(*at)++];
-    });
+    return iterator(
+        [split, at]() -> std::optional<Element> {
+          if (*at == split->size()) return std::nullopt;
+          return (*split)[(*at)++];
+        },
+        [split, at](int64_t count) {
+          auto n = std::min(std::size_t(count), split->size() - *at);
+          *at += n;
+          return int64_t(n);
+        });
   });
 }
 
@@ -47,14 +76,21 @@ Pipeline Pipeline::from_idx(std::string images_path, std::string labels_path) {
   return Pipeline([images_path, labels_path](int64_t) {
     auto files = std::make_shared<IdxExamples>(images_path, labels_path);
     auto pixels = std::make_shared<std::vector<uint8_t>>(std::size_t(files->rows() * files->cols()));
-    return iterator([files, pixels]() -> std::optional<Element> {
-      uint8_t label = 0;
-      if (!files->next(pixels->data(), &label)) return std::nullopt;
-      Tensor image(DType::float32, Shape{1, files->rows(), files->cols()});
-      float* p = image.data<float>();
-      for (std::size_t i = 0; i < pixels->size(); ++i) p[i] = float((*pixels)[i]) / 255.0f;
-      return Element{std::move(image), Tensor::scalar<int32_t>(label)};
-    });
+    return iterator(
+        [files, pixels]() -> std::optional<Element> {
+          uint8_t label = 0;
+          if (!files->next(pixels->data(), &label)) return std::nullopt;
+          Tensor image(DType::float32, Shape{1, files->rows(), files->cols()});
+          float* p = image.data<float>();
+          for (std::size_t i = 0; i < pixels->size(); ++i) p[i] = float((*pixels)[i]) / 255.0f;
+          return Element{std::move(image), Tensor::scalar<int32_t>(label)};
+        },
+        [files, pixels](int64_t count) {  // reads the bytes, converts nothing
+          uint8_t label = 0;
+          int64_t skipped = 0;
+          while (skipped < count && files->next(pixels->data(), &label)) ++skipped;
+          return skipped;
+        });
   });
 }
 
@@ -65,11 +101,20 @@ Pipeline Pipeline::shard(int64_t num_shards, int64_t index) const {
   return Pipeline([up, num_shards, index](int64_t epoch) {
     std::shared_ptr<Iterator> in = up(epoch);
     auto position = std::make_shared<int64_t>(0);
-    return iterator([in, position, num_shards, index]() -> std::optional<Element> {
-      while (auto e = in->next())
-        if ((*position)++ % num_shards == index) return e;
-      return std::nullopt;
-    });
+    return iterator(
+        [in, position, num_shards, index]() -> std::optional<Element> {
+          while (auto e = in->next())
+            if ((*position)++ % num_shards == index) return e;
+          return std::nullopt;
+        },
+        [in, position, num_shards, index](int64_t count) {
+          int64_t skipped = 0;
+          while (skipped < count) {
+            if (in->skip(1) == 0) break;
+            if ((*position)++ % num_shards == index) ++skipped;
+          }
+          return skipped;
+        });
   });
 }
 
@@ -77,22 +122,63 @@ Pipeline Pipeline::shuffle(int64_t buffer, uint64_t seed) const {
   TROUPE_CHECK_ARG(buffer >= 1, "shuffle: the buffer must hold at least one element, got {}", buffer);
   Source up = source_;
   return Pipeline([up, buffer, seed](int64_t epoch) {
-    std::shared_ptr<Iterator> in = up(epoch);
-    auto pool = std::make_shared<std::vector<Element>>();
-    auto rng = std::make_shared<std::mt19937_64>(seed * 1000003u + uint64_t(epoch));
-    return iterator([in, pool, rng, buffer]() -> std::optional<Element> {
-      while (int64_t(pool->size()) < buffer) {
-        auto e = in->next();
+    struct State {
+      std::shared_ptr<Iterator> in;
+      std::vector<Element> pool;
+      std::mt19937_64 rng;
+      bool started = false;
+      std::optional<Element> pending;  // read past a full buffer while finding out the pass is longer
+      std::vector<int64_t> order;      // when the whole pass fits in the buffer: the permutation
+      std::size_t at = 0;              // and how far along it
+    };
+    auto st = std::make_shared<State>();
+    st->in = up(epoch);
+    st->rng.seed(seed * 1000003u + uint64_t(epoch));
+    // Fills the buffer; a pass that ends within it is taken in data::permutation's order.
+    auto start = [st, buffer, seed, epoch] {
+      st->started = true;
+      while (int64_t(st->pool.size()) < buffer) {
+        auto e = st->in->next();
         if (!e) break;
-        pool->push_back(std::move(*e));
+        st->pool.push_back(std::move(*e));
       }
-      if (pool->empty()) return std::nullopt;
-      std::uniform_int_distribution<std::size_t> pick(0, pool->size() - 1);
-      std::swap((*pool)[pick(*rng)], pool->back());
-      Element out = std::move(pool->back());
-      pool->pop_back();
+      if (int64_t(st->pool.size()) == buffer) st->pending = st->in->next();
+      if (!st->pending) st->order = permutation(int64_t(st->pool.size()), seed, epoch);
+    };
+    // The buffer of a longer pass: draw one at random, refill its place from the input.
+    auto draw = [st]() -> std::optional<Element> {
+      if (st->pool.empty()) return std::nullopt;
+      std::uniform_int_distribution<std::size_t> pick(0, st->pool.size() - 1);
+      std::swap(st->pool[pick(st->rng)], st->pool.back());
+      Element out = std::move(st->pool.back());
+      st->pool.pop_back();
+      if (st->pending) {
+        st->pool.push_back(std::move(*st->pending));
+        st->pending.reset();
+      } else if (auto e = st->in->next()) {
+        st->pool.push_back(std::move(*e));
+      }
       return out;
-    });
+    };
+    auto whole_pass = [st] { return !st->order.empty() || st->pool.empty(); };
+    return iterator(
+        [st, start, draw, whole_pass]() -> std::optional<Element> {
+          if (!st->started) start();
+          if (!whole_pass()) return draw();
+          if (st->at == st->order.size()) return std::nullopt;
+          return std::move(st->pool[std::size_t(st->order[st->at++])]);
+        },
+        [st, start, draw, whole_pass](int64_t count) {
+          if (!st->started) start();
+          if (whole_pass()) {
+            auto n = std::min(std::size_t(count), st->order.size() - st->at);
+            st->at += n;
+            return int64_t(n);
+          }
+          int64_t skipped = 0;
+          while (skipped < count && draw()) ++skipped;
+          return skipped;
+        });
   });
 }
 
@@ -100,11 +186,13 @@ Pipeline Pipeline::map(std::function<Element(Element)> fn) const {
   Source up = source_;
   return Pipeline([up, fn](int64_t epoch) {
     std::shared_ptr<Iterator> in = up(epoch);
-    return iterator([in, fn]() -> std::optional<Element> {
-      auto e = in->next();
-      if (!e) return std::nullopt;
-      return fn(std::move(*e));
-    });
+    return iterator(
+        [in, fn]() -> std::optional<Element> {
+          auto e = in->next();
+          if (!e) return std::nullopt;
+          return fn(std::move(*e));
+        },
+        [in](int64_t count) { return in->skip(count); });
   });
 }
 
@@ -113,36 +201,54 @@ Pipeline Pipeline::batch(int64_t size, bool drop_remainder) const {
   Source up = source_;
   return Pipeline([up, size, drop_remainder](int64_t epoch) {
     std::shared_ptr<Iterator> in = up(epoch);
-    return iterator([in, size, drop_remainder]() -> std::optional<Element> {
-      std::vector<Element> rows;
-      while (int64_t(rows.size()) < size) {
-        auto e = in->next();
-        if (!e) break;
-        rows.push_back(std::move(*e));
-      }
-      if (rows.empty() || (drop_remainder && int64_t(rows.size()) < size)) return std::nullopt;
-      QueueSpec spec;
-      spec.name = "batch";
-      for (auto& c : rows[0]) spec.types.push_back(c.dtype());
-      return queue_elements::stack(spec, rows);
-    });
+    return iterator(
+        [in, size, drop_remainder]() -> std::optional<Element> {
+          std::vector<Element> rows;
+          while (int64_t(rows.size()) < size) {
+            auto e = in->next();
+            if (!e) break;
+            rows.push_back(std::move(*e));
+          }
+          if (rows.empty() || (drop_remainder && int64_t(rows.size()) < size)) return std::nullopt;
+          QueueSpec spec;
+          spec.name = "batch";
+          for (auto& c : rows[0]) spec.types.push_back(c.dtype());
+          return queue_elements::stack(spec, rows);
+        },
+        [in, size, drop_remainder](int64_t count) {
+          const int64_t rows = in->skip(count * size);
+          return drop_remainder ? rows / size : (rows + size - 1) / size;
+        });
   });
 }
 
 Pipeline Pipeline::repeat(int64_t epochs) const {
   TROUPE_CHECK_ARG(epochs == -1 || epochs >= 0, "repeat: epochs must be -1 (forever) or at least 0, got {}", epochs);
   Source up = source_;
-  return Pipeline([up, epochs](int64_t) {
-    auto epoch = std::make_shared<int64_t>(0);
-    auto in = std::make_shared<std::unique_ptr<Iterator>>(epochs == 0 ? nullptr : up(0));
-    return iterator([up, epochs, epoch, in]() -> std::optional<Element> {
-      while (*in) {
-        if (auto e = (*in)->next()) return e;
-        ++*epoch;
-        *in = epochs < 0 || *epoch < epochs ? up(*epoch) : nullptr;
-      }
-      return std::nullopt;
-    });
+  return Pipeline([up, epochs](int64_t first) {
+    auto epoch = std::make_shared<int64_t>(first);
+    auto in = std::make_shared<std::unique_ptr<Iterator>>(epochs < 0 || first < epochs ? up(first) : nullptr);
+    auto next_pass = [up, epochs, epoch, in] {
+      ++*epoch;
+      *in = epochs < 0 || *epoch < epochs ? up(*epoch) : nullptr;
+    };
+    return iterator(
+        [in, next_pass]() -> std::optional<Element> {
+          while (*in) {
+            if (auto e = (*in)->next()) return e;
+            next_pass();
+          }
+          return std::nullopt;
+        },
+        [in, next_pass](int64_t count) {
+          int64_t skipped = 0;
+          while (*in && skipped < count) {
+            int64_t n = (*in)->skip(count - skipped);
+            skipped += n;
+            if (skipped < count) next_pass();
+          }
+          return skipped;
+        });
   });
 }
 

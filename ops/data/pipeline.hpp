@@ -12,11 +12,18 @@
 //
 // from_idx reads its files anew each epoch, one example at a time. shuffle(buffer, seed) draws
 // each element at random from a buffer of the next `buffer` elements, reseeded per epoch (seed,
-// epoch), so each epoch has its own order and runs repeat it. batch stacks elements along a new
-// first dimension; the last, smaller, batch is kept unless drop_remainder. A Prefetcher
-// (actors/prefetch.hpp) runs a pipeline on its own thread into a queue that the graph dequeues
-// from, so reading overlaps the training steps.
+// epoch), so each epoch has its own order and runs repeat it. When a whole pass fits in the
+// buffer, its order is data::permutation(count, seed, epoch) (ops/data/dataset.hpp): a uniform
+// reshuffle each epoch, the order of Dataset's Order::shuffled(seed, epoch). batch stacks
+// elements along a new first dimension; the last, smaller, batch is kept unless
+// drop_remainder. A Prefetcher (actors/prefetch.hpp) runs a pipeline on its own thread into a
+// queue that the graph dequeues from, so reading overlaps the training steps.
 // Errors (a bad file, elements that cannot be stacked, a map that throws) come out of next().
+//
+// A run can start part-way, at the elements a run from the start would yield from there on:
+// begin({.epoch = e, .elements = n}) starts at pass e (repeat counts its passes from e) and
+// skips the first n elements of it. Skipping reads what it must (a shuffle draws from its
+// buffer as before) but neither stacks skipped batches nor runs a map on skipped elements.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -34,6 +41,15 @@ class Iterator {
  public:
   virtual ~Iterator() = default;
   virtual std::optional<Element> next() = 0;  // nullopt: the end
+  // Passes over the next `count` elements as next() would; returns how many there were (fewer
+  // at the end). This default calls next(); the pipeline's iterators skip more cheaply.
+  virtual int64_t skip(int64_t count);
+};
+
+// Where a run starts: pass `epoch` (from 0), after its first `elements` elements.
+struct Position {
+  int64_t epoch = 0;
+  int64_t elements = 0;
 };
 
 class Pipeline {
@@ -55,6 +71,8 @@ class Pipeline {
   Pipeline repeat(int64_t epochs) const;  // -1: forever
 
   std::unique_ptr<Iterator> begin() const { return source_(0); }
+  // Starts at `from`; refuses (out_of_range) a pass with fewer than from.elements elements.
+  std::unique_ptr<Iterator> begin(Position from) const;
 
  private:
   Source source_;

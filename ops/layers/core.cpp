@@ -35,7 +35,7 @@ Output FlattenLayer::build(Context& ctx, Output x) {
 Output DropoutLayer::build(Context& ctx, Output x) {
   if (!ctx.training() || o_.rate == 0) return x;
   if (seed_ == 0 && ctx.model().seed() != 0) seed_ = ctx.model().seed() * 7919 + ctx.model().next_seed();
-  return ops::dropout(ctx.scope(), x, o_.rate, {.seed = seed_});
+  return ops::dropout(ctx.scope(), x, o_.rate, {.seed = seed_, .counter = o_.counter});
 }
 
 }  // namespace troupe::layers

@@ -16,6 +16,9 @@ struct Dense {
 struct Flatten {};  // [N, ...] -> [N, product of the rest]
 struct Dropout {
   double rate = 0.5;  // active in Mode::training only
+  // E.g. ops::global_step's value: each step's mask from (seed, step), so a resumed run draws
+  // the masks the uninterrupted one drew (ops::DropoutOptions::counter).
+  Output counter = {};
 };
 struct Act {
   Activation activation = Activation::relu;

@@ -5,6 +5,7 @@
 #include "graph/gradients.hpp"
 #include "ops/kernel.hpp"
 #include "ops/math/elementwise.hpp"
+#include "ops/random_seeds.hpp"
 
 namespace troupe {
 namespace {
@@ -12,10 +13,12 @@ namespace {
 // Outputs: y, and the scale applied to each element (0 or 1 / (1 - rate)) for the gradient.
 TROUPE_REGISTER_OP(OpDef{
     .name = "Dropout",
-    .num_inputs = 1,
+    .num_inputs = -1,
     .num_outputs = 2,
     .stateful = true,
     .shape_fn = [](InferenceContext& c) {
+      if (c.num_inputs() < 1 || c.num_inputs() > 2) c.error("takes x and an optional counter, got {} inputs", c.num_inputs());
+      if (c.num_inputs() == 2) check_counter_input(c, 1);
       DType t = c.input_type(0);
       if (t != DType::float32 && t != DType::float64) c.error("takes float32 or float64, got {}", name_of(t));
       double rate = c.attr<double>("rate");
@@ -29,12 +32,13 @@ class DropoutKernel final : public OpKernel {
  public:
   explicit DropoutKernel(const Node& n)
       : rate_(get_attr<double>(n.attrs, "rate", n.name)),
-        training_(get_attr_or<bool>(n.attrs, "training", true)) {
-    auto seed = uint64_t(get_attr_or<int64_t>(n.attrs, "seed", 0));
-    if (seed == 0) seed = (uint64_t(std::random_device{}()) << 32) | std::random_device{}();
-    generator_.seed(seed);
+        training_(get_attr_or<bool>(n.attrs, "training", true)),
+        seeds_(RandomSeeds::of(n)) {
+    generator_.seed(seeds_.seed);
   }
   void compute(KernelContext& ctx) override {
+    // With a counter, this run's mask depends on (seed, counter) alone (ops/random_seeds.hpp).
+    if (ctx.num_inputs() == 2) seeds_.seed_generator(generator_, counter_value(ctx, 1));
     const Tensor& x = ctx.input(0);
     auto run = [&](auto zero) {
       using T = decltype(zero);
@@ -58,18 +62,23 @@ class DropoutKernel final : public OpKernel {
  private:
   double rate_;
   bool training_;
+  RandomSeeds seeds_;
   std::mt19937_64 generator_;
 };
 TROUPE_REGISTER_KERNEL("Dropout", DeviceType::cpu, DropoutKernel);
 
 TROUPE_REGISTER_GRADIENT("Dropout", [](const Scope& s, const Node& n, const std::vector<Output>& g) {
-  return std::vector<Output>{ops::mul(s, g[0], output_of(s, n, 1))};
+  std::vector<Output> grads{ops::mul(s, g[0], output_of(s, n, 1))};
+  grads.resize(n.inputs.size());  // none for the counter
+  return grads;
 });
 
 }  // namespace
 
 Output ops::dropout(const Scope& scope, Output x, double rate, DropoutOptions options) {
-  return &scope.add("Dropout", {x},
+  std::vector<Output> inputs{x};
+  if (options.counter) inputs.push_back(options.counter);
+  return &scope.add("Dropout", inputs,
                     {{"rate", rate}, {"seed", options.seed}, {"training", options.training}});
 }
 

@@ -7,6 +7,7 @@
 
 #include "actors/prefetch.hpp"
 #include "ops/all.hpp"
+#include "ops/data/dataset.hpp"
 #include "ops/data/idx.hpp"
 #include "ops/data/pipeline.hpp"
 #include "test/data/idx_files.hpp"
@@ -25,6 +26,12 @@ data::Pipeline numbers(int n) {
 }
 
 // Every element's first component, as ints, flattened in order.
+std::vector<int32_t> drain(data::Iterator& it) {
+  std::vector<int32_t> out;
+  while (auto e = it.next()) out.insert(out.end(), (*e)[0].data<int32_t>(), (*e)[0].data<int32_t>() + (*e)[0].num_elements());
+  return out;
+}
+
 std::vector<int32_t> drain(const data::Pipeline& p, std::vector<int64_t>* sizes = nullptr) {
   std::vector<int32_t> out;
   auto it = p.begin();
@@ -63,6 +70,81 @@ BOOST_AUTO_TEST_CASE(shuffle_permutes_by_seed_and_each_epoch_differently) {
   BOOST_TEST((drain(numbers(100).shuffle(30, 5).repeat(2)) == two_epochs), "the same seed, the same orders");
 }
 
+BOOST_AUTO_TEST_CASE(a_shuffle_buffer_that_holds_the_whole_pass_follows_the_datasets_permutation) {
+  auto two_epochs = drain(numbers(50).shuffle(50, 7).repeat(2));
+  BOOST_REQUIRE(two_epochs.size() == 100u);
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    auto order = data::permutation(50, 7, epoch);
+    std::vector<int32_t> expected(order.begin(), order.end());
+    std::vector<int32_t> got(two_epochs.begin() + 50 * epoch, two_epochs.begin() + 50 * (epoch + 1));
+    BOOST_TEST(got == expected, boost::test_tools::per_element());
+  }
+  BOOST_TEST((drain(numbers(50).shuffle(1000, 7)) == drain(numbers(50).shuffle(50, 7))), "any buffer that holds it");
+}
+
+// A resumed run reads from (epoch e, element n) on: exactly what an uninterrupted run yields
+// from there, for every kind of stage (a partial shuffle draws its buffer as before).
+BOOST_AUTO_TEST_CASE(a_pipeline_begun_at_an_epoch_and_element_yields_what_a_full_run_yields_from_there) {
+  const std::vector<data::Pipeline> pipelines = {
+      numbers(37).shuffle(10, 3).batch(4).repeat(3),  // a buffer shorter than the pass
+      numbers(37).shuffle(37, 3).batch(4).repeat(3),  // the whole pass
+      numbers(37).shard(3, 1).shuffle(5, 9).batch(2, true).repeat(3),
+      numbers(37).batch(5).repeat(-1)};
+  for (std::size_t k = 0; k < pipelines.size(); ++k) {
+    const data::Pipeline& p = pipelines[k];
+    std::vector<std::vector<int32_t>> full;  // the elements of a run from the start, one per element
+    auto it = p.begin();
+    for (int i = 0; i < 40; ++i) {
+      auto e = it->next();
+      if (!e) break;
+      full.emplace_back((*e)[0].data<int32_t>(), (*e)[0].data<int32_t>() + (*e)[0].num_elements());
+    }
+    const int64_t per_epoch = k == 2 ? 6 : k == 3 ? 8 : 10;
+    for (int64_t epoch : {0, 1, 2})
+      for (int64_t skip : {int64_t(0), int64_t(1), per_epoch - 1}) {
+        const std::size_t from = std::size_t(epoch * per_epoch + skip);
+        if (from >= full.size()) continue;
+        auto resumed = p.begin({.epoch = epoch, .elements = skip});
+        for (std::size_t i = from; i < full.size() && i < from + 12; ++i) {
+          auto e = resumed->next();
+          BOOST_REQUIRE_MESSAGE(e, "pipeline " << k << " from (" << epoch << ", " << skip << ") ended at " << i);
+          std::vector<int32_t> got((*e)[0].data<int32_t>(), (*e)[0].data<int32_t>() + (*e)[0].num_elements());
+          BOOST_TEST(got == full[i], "pipeline " << k << " from (" << epoch << ", " << skip << "), element " << i);
+        }
+      }
+  }
+  auto m = error_of([] { numbers(10).batch(4).begin({.epoch = 0, .elements = 4}); }, ErrorCode::out_of_range);
+  BOOST_TEST(contains(m, "epoch 0 ends after 3 elements, before the 4 to skip"), m);
+}
+
+BOOST_AUTO_TEST_CASE(skipping_runs_no_map_on_the_skipped_elements) {
+  int calls = 0;
+  auto counted = numbers(20).map([&calls](data::Element e) {
+    ++calls;
+    return e;
+  });
+  auto it = counted.batch(4).begin({.epoch = 0, .elements = 3});
+  BOOST_TEST(calls == 0);
+  BOOST_TEST(drain(*it) == (std::vector<int32_t>{12, 13, 14, 15, 16, 17, 18, 19}), boost::test_tools::per_element());
+  BOOST_TEST(calls == 8);
+}
+
+BOOST_AUTO_TEST_CASE(a_prefetcher_started_part_way_feeds_the_rest_of_the_input) {
+  auto root = Scope::root();
+  auto q = ops::Queue::fifo(root, {DType::int32}, {PartialShape{-1}}, {.capacity = 2, .shared_name = "resumed"});
+  auto batch = q.dequeue(root)[0];
+  Session s(root);
+  Prefetcher prefetch(s, q, numbers(5).batch(2).repeat(2), {.epoch = 1, .elements = 1});
+  std::vector<int32_t> got;
+  for (int i = 0; i < 2; ++i) {
+    auto t = s.run({batch})[0];
+    got.insert(got.end(), t.data<int32_t>(), t.data<int32_t>() + t.num_elements());
+  }
+  BOOST_TEST(got == (std::vector<int32_t>{2, 3, 4}), boost::test_tools::per_element());
+  error_of([&] { s.run({batch}); }, ErrorCode::out_of_range);
+  prefetch.join();
+}
+
 BOOST_AUTO_TEST_CASE(map_transforms_each_element) {
   auto doubled = numbers(4).map([](data::Element e) {
     Tensor t(DType::int32, Shape{});
@@ -86,6 +168,9 @@ BOOST_AUTO_TEST_CASE(from_idx_streams_scaled_images_and_labels_and_refuses_a_sho
   BOOST_TEST(seen == (std::vector<int32_t>{7, 8, 9, 7, 8, 9}), boost::test_tools::per_element());
   auto first = data::Pipeline::from_idx(images, labels).begin()->next();
   BOOST_TEST((*first)[0].data<float>()[0] == 250.0f / 255.0f);
+  auto third = data::Pipeline::from_idx(images, labels).begin({.epoch = 0, .elements = 2})->next();
+  BOOST_TEST((*third)[1].scalar_value<int32_t>() == 9, "skipped to the third example");
+  BOOST_TEST((*third)[0].data<float>()[0] == 2.0f / 255.0f, "its first pixel, byte 8 of 250, 251, ... (mod 256)");
   auto short_images = testing::write_plain(dir.file("short"), testing::idx_bytes(data::kIdxImagesMagic, {3, 2, 2},
                                                                                 testing::iota_bytes(10)));
   auto bad = data::Pipeline::from_idx(short_images, labels).begin();

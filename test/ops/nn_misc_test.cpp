@@ -1,6 +1,12 @@
 // Dropout, ArgMax and accuracy, Concat and Split.
 #include <boost/test/unit_test.hpp>
 
+#include <stdlib.h>
+
+#include <filesystem>
+
+#include "actors/saver.hpp"
+
 #include "test/ops/gradient_check.hpp"
 #include "test/support/expect_error.hpp"
 
@@ -93,4 +99,39 @@ BOOST_AUTO_TEST_CASE(gradients_of_concat_and_split_match_central_differences) {
                    return ops::add(s, sq(s, p[0]), ops::mul(s, p[2], ops::constant(s, 3.0)));  // p[1] unused
                  },
                  {r({2, 6})}, "split, one part unused");
+}
+
+// Dropout with the global step as its counter: a model trained 4 steps, checkpointed after 2
+// and resumed in a fresh session, makes the same last 2 steps to the bit (the masks depend on
+// (seed, step) alone; without the counter the resumed process would restart its generator and
+// draw the masks of steps 1 and 2 again).
+BOOST_AUTO_TEST_CASE(training_with_dropout_resumed_from_a_checkpoint_draws_the_masks_the_uninterrupted_run_drew) {
+  char name[] = "/tmp/troupe-dropout-XXXXXX";
+  BOOST_REQUIRE(::mkdtemp(name) != nullptr);
+  const std::string dir = std::string(name) + "/ckpt";
+  struct Model {
+    Scope root = Scope::root();
+    ops::GlobalStep step = ops::global_step(root);
+    Output w = ops::variable(root.with_op_name("w"), ops::fill(root, {64}, ops::constant(root, 0.5f)));
+    Output loss = ops::sum(root, ops::square(root, ops::dropout(root, w, 0.5, {.seed = 17, .counter = step.value})));
+    Node* train = Optimizer::momentum(0.1, 0.9).minimize(root, loss, {}, step.value);
+    float run(Session& s) { return s.run({}, {loss}, {train})[0].scalar_value<float>(); }
+  };
+  Model a;
+  Session s(a.root);
+  s.run({}, {}, {ops::global_variables_initializer(a.root)});
+  std::vector<float> losses{a.run(s), a.run(s)};
+  Saver saver(s);
+  const std::string path = saver.save(dir, a.step.value);
+  losses.push_back(a.run(s));
+  losses.push_back(a.run(s));
+  BOOST_TEST(losses[2] != losses[3], "other masks at other steps");
+
+  Model b;
+  Session r(b.root);
+  Saver(r).restore(path);
+  BOOST_TEST(b.run(r) == losses[2]);
+  BOOST_TEST(b.run(r) == losses[3]);
+  BOOST_TEST(r.run({b.w})[0].to_vector<float>() == s.run({a.w})[0].to_vector<float>(), boost::test_tools::per_element());
+  std::filesystem::remove_all(name);
 }

@@ -151,3 +151,30 @@ BOOST_AUTO_TEST_CASE(random_ops_refuse_integer_dtypes_at_graph_build_time) {
   m = error_of([&] { ops::random_normal(root, Shape{3}, DType::boolean); }, ErrorCode::invalid_argument);
   BOOST_TEST(contains(m, "bool"), m);
 }
+
+// With a counter, a run's values depend on (seed, seed2, counter) alone: a fresh session fed
+// counter 2 first draws what another drew at its third run with counter 2 (a resumed run), and
+// each counter gives other values.
+BOOST_AUTO_TEST_CASE(with_a_counter_each_runs_values_depend_on_the_seeds_and_the_counter_alone) {
+  for (bool normal : {false, true}) {
+    auto root = Scope::root();
+    auto counter = ops::placeholder(root, DType::int64, Shape{});
+    ops::RandomOptions options{.seed = 42, .seed2 = 3, .counter = counter};
+    auto y = normal ? ops::random_normal(root, Shape{15}, DType::float64, 0, 1, options)
+                    : ops::random_uniform(root, Shape{15}, DType::float64, 0, 1, options);
+    auto at = [&](Session& s, int64_t c) { return as_doubles(s.run({{counter, Tensor::scalar<int64_t>(c)}}, {y})[0]); };
+    Session first(root);
+    std::vector<std::vector<double>> runs;
+    for (int64_t c : {0, 1, 2}) runs.push_back(at(first, c));
+    BOOST_TEST((runs[0] != runs[1] && runs[1] != runs[2] && runs[0] != runs[2]), "each counter its own values");
+    Session resumed(root);
+    BOOST_TEST((at(resumed, 2) == runs[2]), (normal ? "normal" : "uniform") << ": counter 2 in a fresh session");
+    BOOST_TEST((at(resumed, 0) == runs[0]), "and counter 0 after it");
+    BOOST_TEST((at(first, 1) == runs[1]), "the same counter again in the same session");
+  }
+  auto root = Scope::root();
+  auto wrong = ops::placeholder(root, DType::int32, Shape{});
+  auto m = error_of([&] { ops::random_uniform(root.with_op_name("u"), Shape{2}, DType::float32, 0, 1, {.seed = 1, .counter = wrong}); },
+                    ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "the counter (input 0) must be an int64 scalar, got int32"), m);
+}
