@@ -85,8 +85,9 @@ struct Saver::Impl {
 
   // What every shard holds now, with the state of the optimizers the graph has.
   std::vector<ShardContents> snapshot(const GraphState& graph) const;
+  // `background`: the caller goes on training meanwhile, so the writing yields the CPU to it.
   std::future<std::string> save_async(const std::string& dir, std::optional<int64_t> step,
-                                      const std::string& step_variable);
+                                      const std::string& step_variable, bool background);
   void join_writer() {
     if (writer.joinable()) writer.join();
   }
@@ -114,15 +115,16 @@ std::vector<ShardContents> Saver::Impl::snapshot(const GraphState& graph) const 
 
 namespace {
 
-// A background save is worth less than the training steps it runs beside: its threads take
-// the lowest CPU priority (nice 19, this thread only) so that, on cores the steps keep busy, the
-// copying and checksumming wait for the gaps between kernels instead of stretching the steps.
+// A background save (save_async) is worth less than the training steps it runs beside: its
+// threads take the lowest CPU priority (nice 19, this thread only) so that, on cores the steps
+// keep busy, the copying and checksumming wait for the gaps between kernels instead of
+// stretching the steps. A save() the caller waits for keeps the normal priority.
 void yield_cpu_to_training() { ::setpriority(PRIO_PROCESS, pid_t(::syscall(SYS_gettid)), 19); }
 
 }  // namespace
 
 std::future<std::string> Saver::Impl::save_async(const std::string& dir, std::optional<int64_t> step,
-                                                 const std::string& step_variable) {
+                                                 const std::string& step_variable, bool background) {
   std::lock_guard<std::mutex> lock(mutex);
   join_writer();
   const GraphState graph = graph_state(session.graph());
@@ -176,9 +178,9 @@ std::future<std::string> Saver::Impl::save_async(const std::string& dir, std::op
   // Written off the scheduler's threads: one thread per shard's file, then one publish.
   std::promise<std::string> done;
   std::future<std::string> result = done.get_future();
-  writer = std::thread([dir, step = *step, files = std::move(files), max_to_keep = options.max_to_keep,
+  writer = std::thread([dir, background, step = *step, files = std::move(files), max_to_keep = options.max_to_keep,
                         done = std::move(done)]() mutable {
-    yield_cpu_to_training();
+    if (background) yield_cpu_to_training();
     std::string temp;
     try {
       temp = checkpoint::begin_save(dir, step);
@@ -189,7 +191,7 @@ std::future<std::string> Saver::Impl::save_async(const std::string& dir, std::op
         if (files[i].empty()) continue;
         shard_writers.emplace_back([&, i] {
           try {
-            yield_cpu_to_training();
+            if (background) yield_cpu_to_training();
             entries[i] = checkpoint::write_data_file(
                 temp, fmt::format("shard-{:05d}-of-{:05d}.data", i, files.size()), std::move(files[i]));
           } catch (...) {
@@ -228,20 +230,31 @@ Saver::~Saver() {
 }
 
 std::future<std::string> Saver::save_async(const std::string& dir, int64_t global_step) {
-  return impl_->save_async(dir, global_step, {});
+  return impl_->save_async(dir, global_step, {}, true);
 }
 
-std::future<std::string> Saver::save_async(const std::string& dir, const Output& global_step) {
+namespace {
+
+const std::string& step_variable_name(const Output& global_step) {
   TROUPE_CHECK_ARG(global_step && global_step.node()->op == "VariableV2",
                    "Saver::save: the global step must be the output of a Variable, got {}",
                    global_step ? global_step.node()->describe() : "an empty Output");
-  return impl_->save_async(dir, std::nullopt, variable_name(*global_step.node()));
+  return variable_name(*global_step.node());
 }
 
-std::string Saver::save(const std::string& dir, int64_t global_step) { return save_async(dir, global_step).get(); }
+}  // namespace
+
+std::future<std::string> Saver::save_async(const std::string& dir, const Output& global_step) {
+  return impl_->save_async(dir, std::nullopt, step_variable_name(global_step), true);
+}
+
+// A save the caller waits for writes at full speed.
+std::string Saver::save(const std::string& dir, int64_t global_step) {
+  return impl_->save_async(dir, global_step, {}, false).get();
+}
 
 std::string Saver::save(const std::string& dir, const Output& global_step) {
-  return save_async(dir, global_step).get();
+  return impl_->save_async(dir, std::nullopt, step_variable_name(global_step), false).get();
 }
 
 RestoreReport Saver::restore(const std::string& path) {

@@ -5,6 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <cerrno>
 #include <map>
 
@@ -20,6 +24,8 @@ using detail::join;
 
 // Saved tensors are read in pieces of this size, each checksummed while still in the cache.
 constexpr std::size_t kPieceBytes = std::size_t(8) << 20;
+// Threads that read the saved tensors of one restore (the calling thread included).
+constexpr std::size_t kReaderThreads = 4;
 
 std::string describe(DType dtype, const Shape& shape) {
   return fmt::format("{}{}", name_of(dtype), shape.to_string());
@@ -65,6 +71,7 @@ class DataFiles {
   };
 
   File& open(const IndexEntry& e) {
+    std::lock_guard<std::mutex> lock(mutex_);  // readers on several threads share the files
     auto it = files_.find(e.file);
     if (it != files_.end()) return it->second;
     File f;
@@ -81,7 +88,8 @@ class DataFiles {
   }
 
   std::string dir_;
-  std::map<std::string, File> files_;
+  std::mutex mutex_;
+  std::map<std::string, File> files_;  // nodes stay put while others are added
 };
 
 // A request resolved against the index: its rows and the tensor that receives them.
@@ -172,12 +180,12 @@ std::vector<Tensor> read(const std::string& checkpoint_path, const std::vector<R
   }
 
   DataFiles files(checkpoint_path);
-  for (const auto& [e, takers] : readers) {
+  auto read_one = [&](const IndexEntry* e, const std::vector<std::size_t>& takers) {
     uint64_t row = detail::row_bytes(e->dtype, e->full_shape);
     const Target& only = targets[takers.front()];
     if (takers.size() == 1 && only.begin == e->row_begin && only.end == e->row_begin + e->rows) {
       files.read(*e, static_cast<unsigned char*>(e->length ? only.value.raw_data() : nullptr));
-      continue;
+      return;
     }
     std::vector<unsigned char> saved(e->length);
     files.read(*e, saved.data());
@@ -188,7 +196,31 @@ std::vector<Tensor> read(const std::string& checkpoint_path, const std::vector<R
       std::memcpy(static_cast<unsigned char*>(t.value.raw_data()) + uint64_t(from - t.begin) * row,
                   saved.data() + uint64_t(from - e->row_begin) * row, uint64_t(to - from) * row);
     }
-  }
+  };
+  // Several saved tensors are read at once, so that one waits for the disk while another is
+  // checksummed (and its fresh pages are faulted in). Takers of one entry write disjoint rows.
+  std::vector<std::pair<const IndexEntry*, const std::vector<std::size_t>*>> jobs;
+  for (const auto& [e, takers] : readers) jobs.push_back({e, &takers});
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&] {
+    for (std::size_t j; (j = next.fetch_add(1)) < jobs.size();) {
+      try {
+        read_one(jobs[j].first, *jobs[j].second);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(error_mutex);
+        if (!error) error = std::current_exception();
+        next = jobs.size();
+      }
+    }
+  };
+  std::vector<std::thread> helpers;
+  const std::size_t extra = std::min<std::size_t>(kReaderThreads, jobs.size()) - (jobs.empty() ? 0 : 1);
+  for (std::size_t i = 0; i < extra; ++i) helpers.emplace_back(work);
+  work();
+  for (auto& t : helpers) t.join();
+  if (error) std::rethrow_exception(error);
   std::vector<Tensor> out;
   out.reserve(targets.size());
   for (auto& t : targets) out.push_back(std::move(t.value));
