@@ -23,7 +23,7 @@ using detail::Fd;
 using detail::join;
 
 // Saved tensors are read in pieces of this size, each checksummed while still in the cache.
-constexpr std::size_t kPieceBytes = std::size_t(8) << 20;
+constexpr std::size_t kPieceBytes = std::size_t(1) << 20;
 // Threads that read the saved tensors of one restore (the calling thread included).
 constexpr std::size_t kReaderThreads = 4;
 

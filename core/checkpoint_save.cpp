@@ -36,7 +36,7 @@ using detail::fail_errno;
 using detail::join;
 
 // The CRC is computed on a piece just before it is written, while it is still in the cache.
-constexpr std::size_t kPieceBytes = std::size_t(8) << 20;
+constexpr std::size_t kPieceBytes = std::size_t(1) << 20;
 constexpr const char* kTempPrefix = ".tmp-";
 constexpr const char* kCheckpointPrefix = "ckpt-";
 
