@@ -72,7 +72,8 @@ class Saver {
   // same snapshot as the values saved.
   std::string save(const std::string& dir, const Output& global_step);
   // Takes the snapshot now (a refusal, such as an uninitialised variable, throws here) and
-  // writes it in the background; the future gives the published path, or the error.
+  // writes it in the background, its threads at the lowest CPU priority (nice 19) so that the
+  // training steps beside it keep the cores; the future gives the published path, or the error.
   std::future<std::string> save_async(const std::string& dir, int64_t global_step);
   std::future<std::string> save_async(const std::string& dir, const Output& global_step);
 
