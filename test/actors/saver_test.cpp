@@ -16,32 +16,15 @@
 #include "core/checkpoint.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
+#include "test/support/scratch_dir.hpp"
 
 using namespace troupe;
 using troupe::testing::contains;
 using troupe::testing::error_of;
+using troupe::testing::ScratchDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/troupe-saver-XXXXXX";
-    if (mkdtemp(name) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = name;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // An flock of a directory, released at the latest when it goes.
 class DirectoryLock {
@@ -122,17 +105,17 @@ struct Model {
 // Trains 3 steps, saves (in the background, training on at once), trains 3 more; a fresh
 // session restored from the checkpoint must make the same 3 steps, loss for loss.
 void check_resumes_exactly(const Optimizer& optimizer, int parts_before, int parts_after) {
-  TempDir dir;
+  ScratchDir dir;
   Model original(optimizer, parts_before);
   Session s(original.root, {.num_param_shards = std::max(parts_before, 1)});
   s.run({}, {}, {original.init});
   for (int i = 0; i < 3; ++i) original.train_step(s);
   Saver saver(s);
-  auto saving = saver.save_async(dir / "ckpt", original.step.value);
+  auto saving = saver.save_async(dir.file("ckpt"), original.step.value);
   std::vector<float> expected;
   for (int i = 0; i < 3; ++i) expected.push_back(original.train_step(s));
   const std::string path = saving.get();
-  BOOST_TEST(path == dir / "ckpt/ckpt-3");
+  BOOST_TEST(path == dir.file("ckpt/ckpt-3"));
 
   Model resumed(optimizer, parts_after);
   Session r(resumed.root, {.num_param_shards = std::max(parts_after, 1)});
@@ -177,12 +160,12 @@ BOOST_AUTO_TEST_CASE(a_partitioned_model_resumes_exactly_in_another_split_slots_
 }
 
 BOOST_AUTO_TEST_CASE(a_checkpoint_names_the_optimizer_slots_and_step_counts) {
-  TempDir dir;
+  ScratchDir dir;
   Model m(Optimizer::adam(0.01), 2);
   Session s(m.root, {.num_param_shards = 2});
   s.run({}, {}, {m.init});
   m.train_step(s);
-  const std::string path = Saver(s).save(dir / "ckpt", m.step.value);
+  const std::string path = Saver(s).save(dir.file("ckpt"), m.step.value);
   std::set<std::string> names;
   for (auto& e : checkpoint::read_index(path).entries) names.insert(e.name);
   const std::set<std::string> expected{"w", "w/adam/m", "w/adam/v", "w/adam/step", "b", "b/adam/m",
@@ -193,12 +176,12 @@ BOOST_AUTO_TEST_CASE(a_checkpoint_names_the_optimizer_slots_and_step_counts) {
 }
 
 BOOST_AUTO_TEST_CASE(a_corrupt_tensor_fails_the_restore_naming_the_file_and_changes_no_variable) {
-  TempDir dir;
+  ScratchDir dir;
   Model m(Optimizer::momentum(0.05, 0.9));
   Session s(m.root);
   s.run({}, {}, {m.init});
   m.train_step(s);
-  const std::string path = Saver(s).save(dir / "ckpt", 1);
+  const std::string path = Saver(s).save(dir.file("ckpt"), 1);
   m.train_step(s);
   const auto w = m.weights(s), b = m.bias(s);
   corrupt(path, "w/momentum/accumulator");
@@ -213,7 +196,7 @@ BOOST_AUTO_TEST_CASE(a_corrupt_tensor_fails_the_restore_naming_the_file_and_chan
 }
 
 BOOST_AUTO_TEST_CASE(a_dtype_mismatch_fails_the_restore_naming_the_variable_and_changes_no_variable) {
-  TempDir dir;
+  ScratchDir dir;
   std::string path;
   {
     auto root = Scope::root();
@@ -221,7 +204,7 @@ BOOST_AUTO_TEST_CASE(a_dtype_mismatch_fails_the_restore_naming_the_variable_and_
     ops::variable(root.with_op_name("b"), ops::constant(root, std::vector<double>{1, 2}, Shape{2}));
     Session s(root);
     s.run({}, {}, {ops::global_variables_initializer(root)});
-    path = Saver(s).save(dir / "ckpt", 7);
+    path = Saver(s).save(dir.file("ckpt"), 7);
   }
   auto root = Scope::root();
   auto w = ops::variable(root.with_op_name("w"), ops::constant(root, std::vector<float>(12, 5.0f), Shape{6, 2}));
@@ -237,14 +220,14 @@ BOOST_AUTO_TEST_CASE(a_dtype_mismatch_fails_the_restore_naming_the_variable_and_
 }
 
 BOOST_AUTO_TEST_CASE(a_variable_missing_from_the_checkpoint_is_refused_naming_it) {
-  TempDir dir;
+  ScratchDir dir;
   std::string path;
   {
     auto root = Scope::root();
     ops::variable(root.with_op_name("w"), ops::constant(root, 1.0f));
     Session s(root);
     s.run({}, {}, {ops::global_variables_initializer(root)});
-    path = Saver(s).save(dir / "ckpt", 1);
+    path = Saver(s).save(dir.file("ckpt"), 1);
   }
   auto root = Scope::root();
   auto w = ops::variable(root.with_op_name("w"), ops::constant(root, 2.0f));
@@ -259,7 +242,7 @@ BOOST_AUTO_TEST_CASE(a_variable_missing_from_the_checkpoint_is_refused_naming_it
 }
 
 BOOST_AUTO_TEST_CASE(variables_only_the_checkpoint_has_are_reported_as_extra) {
-  TempDir dir;
+  ScratchDir dir;
   std::string path;
   {
     auto root = Scope::root();
@@ -267,7 +250,7 @@ BOOST_AUTO_TEST_CASE(variables_only_the_checkpoint_has_are_reported_as_extra) {
     ops::variable(root.with_op_name("old"), ops::constant(root, 3.0f));
     Session s(root);
     s.run({}, {}, {ops::global_variables_initializer(root)});
-    path = Saver(s).save(dir / "ckpt", 1);
+    path = Saver(s).save(dir.file("ckpt"), 1);
   }
   auto root = Scope::root();
   auto w = ops::variable(root.with_op_name("w"), ops::constant(root, 2.0f));
@@ -279,7 +262,7 @@ BOOST_AUTO_TEST_CASE(variables_only_the_checkpoint_has_are_reported_as_extra) {
 }
 
 BOOST_AUTO_TEST_CASE(a_variable_saved_whole_restores_into_three_parts_and_three_parts_into_a_whole_one) {
-  TempDir dir;
+  ScratchDir dir;
   std::vector<float> rows(12);
   for (int i = 0; i < 12; ++i) rows[std::size_t(i)] = float(i);
   std::string whole_path, parts_path;
@@ -288,7 +271,7 @@ BOOST_AUTO_TEST_CASE(a_variable_saved_whole_restores_into_three_parts_and_three_
     ops::variable(root.with_op_name("emb"), ops::constant(root, rows, Shape{6, 2}));
     Session s(root);
     s.run({}, {}, {ops::global_variables_initializer(root)});
-    whole_path = Saver(s).save(dir / "whole", 1);
+    whole_path = Saver(s).save(dir.file("whole"), 1);
   }
   {
     auto root = Scope::root();
@@ -301,7 +284,7 @@ BOOST_AUTO_TEST_CASE(a_variable_saved_whole_restores_into_three_parts_and_three_
                  boost::test_tools::per_element());
     BOOST_TEST(values_of(s.run({emb.value})[0]) == rows, boost::test_tools::per_element());
     s.run({}, {}, {ops::assign_add(root, emb.parts[1], ops::constant(root, std::vector<float>(4, 100.0f), Shape{2, 2}))});
-    parts_path = Saver(s).save(dir / "parts", 2);
+    parts_path = Saver(s).save(dir.file("parts"), 2);
   }
   auto root = Scope::root();
   auto emb = ops::variable(root.with_op_name("emb"), ops::constant(root, std::vector<float>(12, 0.0f), Shape{6, 2}));
@@ -313,7 +296,7 @@ BOOST_AUTO_TEST_CASE(a_variable_saved_whole_restores_into_three_parts_and_three_
 }
 
 BOOST_AUTO_TEST_CASE(two_parts_restore_into_three) {
-  TempDir dir;
+  ScratchDir dir;
   std::vector<float> rows(12);
   for (int i = 0; i < 12; ++i) rows[std::size_t(i)] = float(i) * 1.5f;
   std::string path;
@@ -322,7 +305,7 @@ BOOST_AUTO_TEST_CASE(two_parts_restore_into_three) {
     ops::partitioned_variable(root, "emb", ops::constant(root, rows, Shape{6, 2}), 2);
     Session s(root, {.num_param_shards = 2});
     s.run({}, {}, {ops::global_variables_initializer(root)});
-    path = Saver(s).save(dir / "ckpt", 1);
+    path = Saver(s).save(dir.file("ckpt"), 1);
   }
   auto root = Scope::root();
   auto emb = ops::partitioned_variable(root, "emb", ops::constant(root, std::vector<float>(12, 0.0f), Shape{6, 2}), 3);
@@ -335,14 +318,14 @@ BOOST_AUTO_TEST_CASE(two_parts_restore_into_three) {
 }
 
 BOOST_AUTO_TEST_CASE(three_parameter_shards_write_three_data_files) {
-  TempDir dir;
+  ScratchDir dir;
   auto root = Scope::root();
   std::vector<Output> vars;
   for (int i = 0; i < 5; ++i)
     vars.push_back(ops::variable(root.with_op_name("v" + std::to_string(i)), ops::constant(root, float(i))));
   Session s(root, {.num_param_shards = 3});
   s.run({}, {}, {ops::global_variables_initializer(root)});
-  const std::string path = Saver(s).save(dir / "ckpt", 1);
+  const std::string path = Saver(s).save(dir.file("ckpt"), 1);
   std::set<std::string> data_files, written;
   for (auto& entry : fs::directory_iterator(path))
     if (entry.path().extension() == ".data") data_files.insert(entry.path().filename().string());
@@ -360,7 +343,7 @@ BOOST_AUTO_TEST_CASE(three_parameter_shards_write_three_data_files) {
 }
 
 BOOST_AUTO_TEST_CASE(training_goes_on_while_a_save_writes_and_the_checkpoint_holds_the_snapshot) {
-  TempDir dir;
+  ScratchDir dir;
   auto root = Scope::root();
   const int64_t n = int64_t(1) << 20;
   auto big = ops::variable(root.with_op_name("big"), ops::fill(root, Shape{n}, ops::constant(root, 1.0f)));
@@ -371,9 +354,9 @@ BOOST_AUTO_TEST_CASE(training_goes_on_while_a_save_writes_and_the_checkpoint_hol
   Saver saver(s);
   // Publishing takes an flock of the checkpoint directory (core/checkpoint.hpp): holding it
   // here keeps the save from finishing until the steps below have.
-  fs::create_directories(dir / "ckpt");
-  DirectoryLock held(dir / "ckpt");
-  auto saving = saver.save_async(dir / "ckpt", 1);
+  fs::create_directories(dir.file("ckpt"));
+  DirectoryLock held(dir.file("ckpt"));
+  auto saving = saver.save_async(dir.file("ckpt"), 1);
   for (int i = 0; i < 3; ++i) s.run({}, {}, {bump});  // update the variable being written
   BOOST_TEST((saving.wait_for(std::chrono::seconds(0)) == std::future_status::timeout),
              "the steps finished while the save was in flight");
@@ -388,31 +371,31 @@ BOOST_AUTO_TEST_CASE(training_goes_on_while_a_save_writes_and_the_checkpoint_hol
 }
 
 BOOST_AUTO_TEST_CASE(a_save_into_an_unwritable_place_fails_clearly_and_training_goes_on) {
-  TempDir dir;
+  ScratchDir dir;
   Model m(Optimizer::momentum(0.05, 0.9));
   Session s(m.root);
   s.run({}, {}, {m.init});
   m.train_step(s);
   Saver saver(s);
-  const std::string good = saver.save(dir / "ckpt", 1);
-  { std::ofstream(dir / "file") << "not a directory"; }
-  const std::string bad = dir / "file/ckpt";
+  const std::string good = saver.save(dir.file("ckpt"), 1);
+  { std::ofstream(dir.file("file")) << "not a directory"; }
+  const std::string bad = dir.file("file/ckpt");
   try {
     saver.save(bad, 2);
     BOOST_ERROR("a save under a regular file succeeded");
   } catch (const Error& e) {
     BOOST_TEST_MESSAGE(e.what());
-    BOOST_TEST(contains(e.what(), dir / "file"), e.what());
+    BOOST_TEST(contains(e.what(), dir.file("file")), e.what());
   }
   m.train_step(s);
   BOOST_TEST(s.run({m.step.value})[0].scalar_value<int64_t>() == 2);
-  BOOST_TEST(latest_checkpoint(dir / "ckpt").value_or("") == good);
-  BOOST_TEST(saver.save(dir / "ckpt", 3) == dir / "ckpt/ckpt-3");
+  BOOST_TEST(latest_checkpoint(dir.file("ckpt")).value_or("") == good);
+  BOOST_TEST(saver.save(dir.file("ckpt"), 3) == dir.file("ckpt/ckpt-3"));
 }
 
 BOOST_AUTO_TEST_CASE(a_full_disk_fails_the_save_keeps_the_previous_checkpoint_and_training_goes_on) {
-  TempDir dir;
-  SmallDisk disk(dir / "small", "size=1m");
+  ScratchDir dir;
+  SmallDisk disk(dir.file("small"), "size=1m");
   if (!disk.mounted()) {
     BOOST_TEST_MESSAGE("skipped: cannot mount a tmpfs here");
     return;
@@ -424,13 +407,13 @@ BOOST_AUTO_TEST_CASE(a_full_disk_fails_the_save_keeps_the_previous_checkpoint_an
   Session s(root);
   s.run({}, {}, {ops::global_variables_initializer(root)});
   Saver saver(s);
-  const std::string first = saver.save(dir / "small", 1);
+  const std::string first = saver.save(dir.file("small"), 1);
   s.run({}, {}, {bump});
-  auto message = error_of([&] { saver.save(dir / "small", 2); }, ErrorCode::resource_exhausted);
+  auto message = error_of([&] { saver.save(dir.file("small"), 2); }, ErrorCode::resource_exhausted);
   BOOST_TEST_MESSAGE(message);
   BOOST_TEST(contains(message, "ENOSPC"), message);
-  BOOST_TEST(contains(message, dir / "small"), message);
-  BOOST_TEST(latest_checkpoint(dir / "small").value_or("") == first);
+  BOOST_TEST(contains(message, dir.file("small")), message);
+  BOOST_TEST(latest_checkpoint(dir.file("small")).value_or("") == first);
   s.run({}, {}, {bump});
   BOOST_TEST(s.run({big})[0].data<float>()[0] == 3.0f);
   saver.restore(first);
@@ -438,41 +421,41 @@ BOOST_AUTO_TEST_CASE(a_full_disk_fails_the_save_keeps_the_previous_checkpoint_an
 }
 
 BOOST_AUTO_TEST_CASE(a_save_is_refused_while_a_variable_is_not_initialised) {
-  TempDir dir;
+  ScratchDir dir;
   Model m(Optimizer::momentum(0.05, 0.9));
   Session s(m.root);
   s.run({}, {}, {ops::variables_initializer(m.root.sub("only_b"), {m.b})});
-  auto message = error_of([&] { Saver(s).save(dir / "ckpt", 1); }, ErrorCode::failed_precondition);
+  auto message = error_of([&] { Saver(s).save(dir.file("ckpt"), 1); }, ErrorCode::failed_precondition);
   BOOST_TEST_MESSAGE(message);
   BOOST_TEST(contains(message, "'w'"), message);
   BOOST_TEST(contains(message, "'global_step'"), message);
-  BOOST_TEST(!fs::exists(dir / "ckpt/ckpt-1"));
+  BOOST_TEST(!fs::exists(dir.file("ckpt/ckpt-1")));
 }
 
 BOOST_AUTO_TEST_CASE(checkpoints_beyond_max_to_keep_are_removed) {
-  TempDir dir;
+  ScratchDir dir;
   Model m(Optimizer::sgd(0.05));
   Session s(m.root);
   s.run({}, {}, {m.init});
   Saver saver(s, {.max_to_keep = 2});
   for (int i = 0; i < 3; ++i) {
     m.train_step(s);
-    saver.save(dir / "ckpt", m.step.value);
+    saver.save(dir.file("ckpt"), m.step.value);
   }
-  BOOST_TEST(!fs::exists(dir / "ckpt/ckpt-1"));
-  BOOST_TEST(fs::exists(dir / "ckpt/ckpt-2"));
-  BOOST_TEST(latest_checkpoint(dir / "ckpt").value_or("") == dir / "ckpt/ckpt-3");
+  BOOST_TEST(!fs::exists(dir.file("ckpt/ckpt-1")));
+  BOOST_TEST(fs::exists(dir.file("ckpt/ckpt-2")));
+  BOOST_TEST(latest_checkpoint(dir.file("ckpt")).value_or("") == dir.file("ckpt/ckpt-3"));
 }
 
 BOOST_AUTO_TEST_CASE(a_variable_of_open_shape_restores_the_saved_shape_if_it_fits) {
-  TempDir dir;
+  ScratchDir dir;
   std::string path;
   {
     auto root = Scope::root();
     auto v = ops::variable(root.with_op_name("v"), PartialShape{-1, 2}, DType::float32);
     Session s(root);
     s.run({}, {}, {ops::assign(root, v, ops::constant(root, std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{3, 2}))});
-    path = Saver(s).save(dir / "ckpt", 1);
+    path = Saver(s).save(dir.file("ckpt"), 1);
   }
   {
     auto root = Scope::root();

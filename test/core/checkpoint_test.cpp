@@ -17,8 +17,9 @@
 
 #include "core/checkpoint.hpp"
 #include "core/crc32c.hpp"
-#include "test/support/scratch_dir.hpp"
 #include "test/support/expect_error.hpp"
+#include "test/support/random_tensor.hpp"
+#include "test/support/scratch_dir.hpp"
 
 using namespace troupe;
 using troupe::testing::contains;
@@ -29,21 +30,8 @@ using troupe::testing::ScratchDir;
 
 namespace {
 
-using AllTypes = std::tuple<float, half, double, int32_t, int64_t, uint8_t, bool>;
-
-template <class T>
-Tensor random_tensor(Shape shape, std::mt19937& rng) {
-  Tensor t(dtype_v<T>, shape);
-  T* p = t.data<T>();
-  std::uniform_real_distribution<double> real(-1e3, 1e3);
-  for (int64_t i = 0; i < t.num_elements(); ++i) {
-    if constexpr (std::is_same_v<T, bool>) p[i] = rng() & 1;
-    else if constexpr (std::is_same_v<T, half>) p[i] = half(float(real(rng)));
-    else if constexpr (std::is_floating_point_v<T>) p[i] = T(real(rng));
-    else p[i] = T(rng());
-  }
-  return t;
-}
+using troupe::testing::AllTypes;
+using troupe::testing::random_tensor;
 
 Tensor iota(int64_t rows, int64_t cols) {
   std::vector<float> v(std::size_t(rows * cols));

@@ -13,6 +13,7 @@
 #include "core/wire/convert.hpp"
 #include "core/wire/tensor.capnp.h"
 #include "test/support/expect_error.hpp"
+#include "test/support/random_tensor.hpp"
 
 using namespace troupe;
 using troupe::testing::contains;
@@ -21,21 +22,8 @@ namespace wf = troupe::wire_format;
 
 namespace {
 
-using AllTypes = std::tuple<float, half, double, int32_t, int64_t, uint8_t, bool>;
-
-template <class T>
-Tensor random_tensor(Shape shape, std::mt19937& rng) {
-  Tensor t(dtype_v<T>, shape);
-  T* p = t.data<T>();
-  std::uniform_real_distribution<double> real(-1e3, 1e3);
-  for (int64_t i = 0; i < t.num_elements(); ++i) {
-    if constexpr (std::is_same_v<T, bool>) p[i] = rng() & 1;
-    else if constexpr (std::is_same_v<T, half>) p[i] = half(float(real(rng)));
-    else if constexpr (std::is_floating_point_v<T>) p[i] = T(real(rng));
-    else p[i] = T(rng());
-  }
-  return t;
-}
+using troupe::testing::AllTypes;
+using troupe::testing::random_tensor;
 
 Tensor round_trip(const Tensor& t) {
   auto bytes = wf::tensor_to_bytes(t);

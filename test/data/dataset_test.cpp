@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(normalization_subtracts_the_mean_and_divides_by_the_stddev)
 }
 
 BOOST_AUTO_TEST_CASE(a_dataset_reads_its_idx_files) {
-  testing::TempDir dir;
+  testing::ScratchDir dir;
   auto images = testing::write_gz(dir.file("i.gz"),
                                   testing::idx_bytes(kIdxImagesMagic, {2, 1, 2}, {0, 255, 255, 0}));
   auto labels =

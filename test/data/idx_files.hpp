@@ -1,6 +1,6 @@
 #pragma once
-// Small IDX files for the data tests: built in memory, written plain or gzip'd into a temporary
-// folder that is removed with its TempDir.
+// Small IDX files for the data tests: built in memory, written plain or gzip'd into a
+// ScratchDir (test/support/scratch_dir.hpp), which is removed when the test ends.
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -11,27 +11,9 @@
 
 #include <zlib.h>
 
+#include "test/support/scratch_dir.hpp"
+
 namespace troupe::testing {
-
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/troupe-data-XXXXXX";
-    if (mkdtemp(name) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = name;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // The bytes of an IDX file: magic, big-endian dims, then payload as given (which may be
 // shorter or longer than the dims declare).

@@ -13,14 +13,14 @@ using testing::contains;
 using testing::error_of;
 using testing::idx_bytes;
 using testing::iota_bytes;
-using testing::TempDir;
+using testing::ScratchDir;
 using testing::write_gz;
 using testing::write_plain;
 
 BOOST_AUTO_TEST_SUITE(idx)
 
 BOOST_AUTO_TEST_CASE(images_round_trip_through_a_plain_file) {
-  TempDir dir;
+  ScratchDir dir;
   auto pixels = iota_bytes(3 * 4 * 5, 7);
   auto path =
       write_plain(dir.file("images-idx3-ubyte"), idx_bytes(kIdxImagesMagic, {3, 4, 5}, pixels));
@@ -31,7 +31,7 @@ BOOST_AUTO_TEST_CASE(images_round_trip_through_a_plain_file) {
 }
 
 BOOST_AUTO_TEST_CASE(images_and_labels_round_trip_through_gzipped_files) {
-  TempDir dir;
+  ScratchDir dir;
   auto pixels = iota_bytes(6 * 28 * 28, 3);
   std::vector<uint8_t> labels{9, 0, 3, 3, 1, 7};
   auto images_path = write_gz(dir.file("i.gz"), idx_bytes(kIdxImagesMagic, {6, 28, 28}, pixels));
@@ -44,26 +44,26 @@ BOOST_AUTO_TEST_CASE(images_and_labels_round_trip_through_gzipped_files) {
 }
 
 BOOST_AUTO_TEST_CASE(an_empty_set_of_images_reads_as_a_tensor_of_no_rows) {
-  TempDir dir;
+  ScratchDir dir;
   auto path = write_plain(dir.file("empty"), idx_bytes(kIdxImagesMagic, {0, 28, 28}, {}));
   BOOST_TEST(read_idx_images(path).shape() == (Shape{0, 28, 28}));
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_file_is_refused_naming_the_file) {
-  TempDir dir;
+  ScratchDir dir;
   std::string path = dir.file("no-such-labels.gz");
   auto message = error_of([&] { read_idx_labels(path); }, ErrorCode::not_found);
   BOOST_TEST(contains(message, "labels file '" + path + "'"), message);
 }
 
 BOOST_AUTO_TEST_CASE(a_folder_in_place_of_a_file_is_refused_naming_it) {
-  TempDir dir;
+  ScratchDir dir;
   auto message = error_of([&] { read_idx_images(dir.path()); }, ErrorCode::not_found);
   BOOST_TEST(contains(message, "'" + dir.path() + "' is a directory"), message);
 }
 
 BOOST_AUTO_TEST_CASE(a_labels_file_read_as_images_is_refused_for_its_magic) {
-  TempDir dir;
+  ScratchDir dir;
   auto path = write_gz(dir.file("labels.gz"), idx_bytes(kIdxLabelsMagic, {2}, {1, 2}));
   auto message = error_of([&] { read_idx_images(path); }, ErrorCode::data_loss);
   BOOST_TEST(
@@ -72,14 +72,14 @@ BOOST_AUTO_TEST_CASE(a_labels_file_read_as_images_is_refused_for_its_magic) {
 }
 
 BOOST_AUTO_TEST_CASE(a_file_that_is_not_idx_at_all_is_refused_for_its_magic) {
-  TempDir dir;
+  ScratchDir dir;
   auto path = write_plain(dir.file("readme.txt"), {'h', 'e', 'l', 'l', 'o', '\n'});
   auto message = error_of([&] { read_idx_labels(path); }, ErrorCode::data_loss);
   BOOST_TEST(contains(message, "labels file '" + path + "' has magic 0x68656c6c"), message);
 }
 
 BOOST_AUTO_TEST_CASE(a_truncated_images_file_is_refused_naming_the_file) {
-  TempDir dir;
+  ScratchDir dir;
   // 2 images of 28x28 declared: 16 + 1568 bytes; 1234 - 16 present.
   auto bytes = idx_bytes(kIdxImagesMagic, {2, 28, 28}, iota_bytes(1234 - 16));
   for (auto path : {write_plain(dir.file("train-images-idx3-ubyte"), bytes),
@@ -90,7 +90,7 @@ BOOST_AUTO_TEST_CASE(a_truncated_images_file_is_refused_naming_the_file) {
 }
 
 BOOST_AUTO_TEST_CASE(a_gzip_stream_cut_short_is_refused_as_truncated) {
-  TempDir dir;
+  ScratchDir dir;
   auto full = write_gz(dir.file("full.gz"), idx_bytes(kIdxLabelsMagic, {5000}, iota_bytes(5000)));
   std::ifstream in(full, std::ios::binary);
   std::vector<uint8_t> compressed((std::istreambuf_iterator<char>(in)), {});
@@ -102,7 +102,7 @@ BOOST_AUTO_TEST_CASE(a_gzip_stream_cut_short_is_refused_as_truncated) {
 }
 
 BOOST_AUTO_TEST_CASE(a_file_ending_inside_its_header_is_refused) {
-  TempDir dir;
+  ScratchDir dir;
   auto bytes = idx_bytes(kIdxImagesMagic, {2, 28, 28}, {});
   bytes.resize(10);
   auto path = write_plain(dir.file("short"), bytes);
@@ -112,7 +112,7 @@ BOOST_AUTO_TEST_CASE(a_file_ending_inside_its_header_is_refused) {
 }
 
 BOOST_AUTO_TEST_CASE(trailing_bytes_are_refused_naming_the_file) {
-  TempDir dir;
+  ScratchDir dir;
   auto bytes = idx_bytes(kIdxLabelsMagic, {3}, {1, 2, 3, 4, 5});
   for (auto path : {write_plain(dir.file("l"), bytes), write_gz(dir.file("l.gz"), bytes)}) {
     auto message = error_of([&] { read_idx_labels(path); }, ErrorCode::data_loss);
@@ -122,7 +122,7 @@ BOOST_AUTO_TEST_CASE(trailing_bytes_are_refused_naming_the_file) {
 }
 
 BOOST_AUTO_TEST_CASE(a_header_declaring_an_absurd_size_is_refused_before_allocating) {
-  TempDir dir;
+  ScratchDir dir;
   auto path =
       write_gz(dir.file("huge.gz"), idx_bytes(kIdxImagesMagic, {4000000000u, 60000, 60000}, {}));
   auto message = error_of([&] { read_idx_images(path); }, ErrorCode::data_loss);
@@ -132,7 +132,7 @@ BOOST_AUTO_TEST_CASE(a_header_declaring_an_absurd_size_is_refused_before_allocat
 }
 
 BOOST_AUTO_TEST_CASE(images_and_labels_of_different_counts_are_refused_naming_both_files) {
-  TempDir dir;
+  ScratchDir dir;
   auto images = write_gz(dir.file("i.gz"), idx_bytes(kIdxImagesMagic, {3, 2, 2}, iota_bytes(12)));
   auto labels = write_gz(dir.file("l.gz"), idx_bytes(kIdxLabelsMagic, {4}, {0, 1, 2, 3}));
   auto message = error_of([&] { read_idx(images, labels); }, ErrorCode::data_loss);
@@ -141,7 +141,7 @@ BOOST_AUTO_TEST_CASE(images_and_labels_of_different_counts_are_refused_naming_bo
 }
 
 BOOST_AUTO_TEST_CASE(fashion_mnist_finds_plain_or_gzipped_files_in_a_given_folder) {
-  TempDir dir;
+  ScratchDir dir;
   write_gz(dir.file("t10k-images-idx3-ubyte.gz"),
            idx_bytes(kIdxImagesMagic, {2, 28, 28}, iota_bytes(2 * 784)));
   write_plain(dir.file("t10k-labels-idx1-ubyte"), idx_bytes(kIdxLabelsMagic, {2}, {4, 9}));
@@ -155,7 +155,7 @@ BOOST_AUTO_TEST_CASE(fashion_mnist_finds_plain_or_gzipped_files_in_a_given_folde
 }
 
 BOOST_AUTO_TEST_CASE(fashion_mnist_refuses_a_label_outside_0_to_9) {
-  TempDir dir;
+  ScratchDir dir;
   write_gz(dir.file("train-images-idx3-ubyte.gz"),
            idx_bytes(kIdxImagesMagic, {2, 28, 28}, iota_bytes(2 * 784)));
   auto labels =

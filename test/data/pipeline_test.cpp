@@ -155,7 +155,7 @@ BOOST_AUTO_TEST_CASE(map_transforms_each_element) {
 }
 
 BOOST_AUTO_TEST_CASE(from_idx_streams_scaled_images_and_labels_and_refuses_a_short_file) {
-  testing::TempDir dir;
+  testing::ScratchDir dir;
   auto images = testing::write_gz(dir.file("images.gz"), testing::idx_bytes(data::kIdxImagesMagic, {3, 2, 2},
                                                                           testing::iota_bytes(12, 250)));
   auto labels = testing::write_plain(dir.file("labels"), testing::idx_bytes(data::kIdxLabelsMagic, {3}, {7, 8, 9}));
