@@ -1,7 +1,8 @@
-# `cmake --install build --prefix P`: the library (and the CUDA module, when built) in P/lib,
-# the public headers under P/include/troupe/ in the source layout, the programs in P/bin, a
-# CMake package (find_package(Troupe CONFIG) -> Troupe::troupe) and troupe.pc. Nothing
-# installed refers to the build tree, and every path is relative to P, so the prefix may move.
+# `cmake --install build --prefix P`: the five libraries (libtroupe_core.so, libtroupe_devices.so,
+# libtroupe_graph.so, libtroupe_ops.so, libtroupe_actors.so; and the CUDA module, when built) in
+# P/lib, the public headers under P/include/troupe/ in the source layout, the programs in P/bin,
+# a CMake package (find_package(Troupe CONFIG) -> Troupe::troupe, which links the five) and
+# troupe.pc. Nothing installed refers to the build tree, and every path is relative to P, so the prefix may move.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -20,18 +21,22 @@ foreach(header IN LISTS TROUPE_PUBLIC_HEADERS)
   install(FILES ${header} DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/troupe/${dir})
 endforeach()
 
-# The programs find libtroupe.so beside them; DT_RPATH (not RUNPATH, see the top-level file)
-# also covers libtroupe.so's own dependencies. The library keeps the directories outside the
-# system's it was linked from (OpenBLAS's, CUDA's for the module).
+# The programs find the libraries beside them; DT_RPATH (not RUNPATH, see the top-level file)
+# also covers the libraries' own dependencies. Each library finds the layers below it beside
+# itself ($ORIGIN) and keeps the directories outside the system's it was linked from
+# (OpenBLAS's, CUDA's for the module).
 file(RELATIVE_PATH _troupe_bin_to_lib /${CMAKE_INSTALL_BINDIR} /${CMAKE_INSTALL_LIBDIR})
 set(_troupe_programs troupe-demo troupe-fashion-mnist troupe-bench troupe-checkpoint)
+set(_troupe_libraries troupe_core troupe_devices troupe_graph troupe_ops troupe_actors)
 set_target_properties(${_troupe_programs} PROPERTIES INSTALL_RPATH "$ORIGIN/${_troupe_bin_to_lib}")
-set_target_properties(troupe PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON EXPORT_NAME troupe)
+set_target_properties(${_troupe_libraries} PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS ${_troupe_programs} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS troupe EXPORT TroupeTargets
+# Troupe::troupe is the interface target linking the five (the top-level file).
+install(TARGETS ${_troupe_libraries} troupe EXPORT TroupeTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/troupe)
-# devices/cuda_module.cpp loads the module from the directory libtroupe.so was loaded from.
+# devices/cuda_module.cpp loads the module from the directory libtroupe_devices.so was loaded
+# from.
 if(TARGET troupe_cuda)
   set_target_properties(troupe_cuda PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
   install(TARGETS troupe_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})

@@ -36,7 +36,7 @@ g++ -std=c++20 -M -I"$prefix/include/troupe" "$work/all_headers.cpp" >"$work/dep
 private_re='/(caf|capnp|kj|oneapi|boost|cuda)/|dnnl|cblas|openblas'
 if private=$(tr ' \\' '\n\n' <"$work/deps" | grep -E "$private_re"); then
   culprits=$(cd "$prefix/include/troupe" && grep -rlE '^#include [<"](caf|capnp|kj|oneapi|boost|cuda|dnnl|cblas|openblas)' . || true)
-  die "installed headers include headers of libraries private to libtroupe.so (" \
+  die "installed headers include headers of libraries private to the libtroupe_*.so (" \
       "$(head -3 <<<"$private" | tr '\n' ' ')...), directly: ${culprits:-none, through another library}"
 fi
 g++ -std=c++20 -fsyntax-only -I"$prefix/include/troupe" "$work/all_headers.cpp" ||
@@ -47,8 +47,17 @@ for f in "$prefix"/bin/* "$prefix"/lib/*.so; do
   if readelf -d "$f" | grep -E 'R(UN)?PATH' | grep -F "$build"; then die "$f has an RPATH into the build tree"; fi
 done
 
-# The installed programs find libtroupe.so through their RPATH, and libtroupe.so finds the
-# CUDA module beside it (it loads, even where no GPU can run it).
+# The five libraries, one per layer, are installed, and troupe.pc links each of them.
+layers=(actors ops graph devices core)
+for layer in "${layers[@]}"; do
+  [[ -f "$prefix/lib/libtroupe_$layer.so" ]] || die "libtroupe_$layer.so was not installed"
+done
+pc_libs=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --libs troupe)
+[[ $(grep -oE -- '-ltroupe_[a-z]+' <<<"$pc_libs" | tr '\n' ' ') == "$(printf -- '-ltroupe_%s ' "${layers[@]}")" ]] ||
+  die "troupe.pc's Libs do not list the five libraries, each before those it uses: $pc_libs"
+
+# The installed programs find the libraries through their RPATH, and libtroupe_devices.so finds
+# the CUDA module beside it (it loads, even where no GPU can run it).
 demo=$("$prefix/bin/troupe-demo") || die "the installed troupe-demo failed"
 if [[ -f "$build/lib/libtroupe_cuda.so" ]]; then
   [[ -f "$prefix/lib/libtroupe_cuda.so" ]] || die "libtroupe_cuda.so was built but not installed"
