@@ -28,6 +28,10 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
 }
 
 caf::behavior NodeActor::make_behavior() {
+  if (me_->queue) {
+    monitor(me_->queue);
+    set_down_handler([this](caf::down_msg& down) { on_queue_down(down); });
+  }
   return {
       [this](input_atom, const Tag& tag, uint32_t slot, Value& value) { on_input(tag, slot, value); },
       [this](abort_atom, uint64_t step) { on_abort(step); },
@@ -37,6 +41,7 @@ caf::behavior NodeActor::make_behavior() {
 
 void NodeActor::on_exit() {
   // The plan is released with the actor object (see ~Executable), never here.
+  if (me_->queue) demonitor(me_->queue);  // the queue outlives executables; let it forget this actor
   release(first_);
   more_.clear();
   kernel_.reset();
@@ -519,6 +524,17 @@ void NodeActor::on_abort(uint64_t step) {
   drop(roles_->gates);
   drop(roles_->invariants);
   drop(roles_->exits);
+}
+
+void NodeActor::on_queue_down(const caf::down_msg& down) {
+  if (!roles_ || down.source != me_->queue.address()) return;
+  auto held = std::move(roles_->queue_requests);
+  roles_->queue_requests.clear();
+  for (auto& [step, count] : held)
+    report_error(Tag{step, 0, 0}, ErrorCode::unavailable,
+                 fmt::format("queue '{}' is gone ({}) and will not answer the {} request(s) it held",
+                             get_attr_or<std::string>(me_->node->attrs, "shared_name", "?"), to_string(down.reason),
+                             count));
 }
 
 std::vector<WaitReport> NodeActor::on_waits() const {
