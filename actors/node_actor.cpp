@@ -1,6 +1,7 @@
 #include "actors/node_actor.hpp"
 
 #include "actors/queue_actor.hpp"
+#include "actors/timeouts.hpp"
 #include "devices/cpu_threads.hpp"
 #include "ops/state/variable.hpp"
 
@@ -27,6 +28,10 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
 }
 
 caf::behavior NodeActor::make_behavior() {
+  if (me_->queue) {
+    monitor(me_->queue);
+    set_down_handler([this](caf::down_msg& down) { on_queue_down(down); });
+  }
   return {
       [this](input_atom, const Tag& tag, uint32_t slot, Value& value) { on_input(tag, slot, value); },
       [this](abort_atom, uint64_t step) { on_abort(step); },
@@ -36,6 +41,7 @@ caf::behavior NodeActor::make_behavior() {
 
 void NodeActor::on_exit() {
   // The plan is released with the actor object (see ~Executable), never here.
+  if (me_->queue) demonitor(me_->queue);  // the queue outlives executables; let it forget this actor
   release(first_);
   more_.clear();
   kernel_.reset();
@@ -384,18 +390,23 @@ void NodeActor::fire_variable_op(const Tag& tag, Tensor* inputs) {
     if (!aborted_.empty() && aborted_.count(tag.step)) return;
     emit(tag, &reply.value, false);
   };
-  auto on_error = [this, tag](caf::error& e) {
-    report_error(tag, ErrorCode::unavailable, "parameter shard failed: " + to_string(e));
+  // The shard is gone (CAF bounces the request) or never answered within its bound.
+  auto on_error = [this, tag, &name](const char* what) {
+    return [this, tag, what, name](caf::error& e) {
+      report_error(tag, ErrorCode::unavailable,
+                   fmt::format("the parameter shard did not answer the {} of variable '{}': {}", what, name,
+                               to_string(e)));
+    };
   };
   if (node.op == "ApplyGradient") {
     const Tensor& lr = inputs[1];
     double rate = lr.dtype() == DType::float64 ? lr.scalar_value<double>() : double(lr.scalar_value<float>());
-    request(me_->shard, caf::infinite, apply_atom::value, name, optimizer_spec_of(node), inputs[0], rate)
-        .then(on_reply, on_error);
+    request(me_->shard, timeouts::shard_request(), apply_atom::value, name, optimizer_spec_of(node), inputs[0], rate)
+        .then(on_reply, on_error("optimizer step"));
     return;
   }
   if (node.op == "VariableV2") {
-    request(me_->shard, caf::infinite, read_atom::value, name).then(on_reply, on_error);
+    request(me_->shard, timeouts::shard_request(), read_atom::value, name).then(on_reply, on_error("read"));
   } else {
     bool validate = get_attr_or<bool>(node.attrs, "validate_shape", true);
     const auto& declared = get_attr<PartialShape>(node.attrs, "shape", node.name);
@@ -405,10 +416,9 @@ void NodeActor::fire_variable_op(const Tag& tag, Tensor* inputs) {
                                inputs[0].describe(), name, declared.to_string()));
       return;
     }
-    request(me_->shard, caf::infinite, update_atom::value, name,
-            int32_t(variable_update_of(node.op)), inputs[0],
-            get_attr_or<bool>(node.attrs, "validate_shape", true))
-        .then(on_reply, on_error);
+    request(me_->shard, timeouts::shard_request(), update_atom::value, name, int32_t(variable_update_of(node.op)),
+            inputs[0], get_attr_or<bool>(node.attrs, "validate_shape", true))
+        .then(on_reply, on_error("update"));
   }
 }
 
@@ -428,17 +438,21 @@ void NodeActor::fire_queue_op(const Tag& tag, Tensor* inputs) {
     }
     emit(tag, reply.values.data(), false);
   };
-  auto on_error = [this, tag](caf::error& e) {
-    report_error(tag, ErrorCode::unavailable, "queue actor failed: " + to_string(e));
-  };
   const Node& node = *me_->node;
+  // The queue is gone (CAF bounces the request); a request it holds waits for the step's
+  // deadline instead (actors/timeouts.hpp).
+  auto on_error = [this, tag, queue = get_attr_or<std::string>(node.attrs, "shared_name", "?"),
+                   what = node.op](caf::error& e) {
+    report_error(tag, ErrorCode::unavailable,
+                 fmt::format("queue '{}' did not answer its {} request: {}", queue, what, to_string(e)));
+  };
   ++roles().queue_requests[tag.step];
   auto done = [this, step = tag.step] {
     auto it = roles().queue_requests.find(step);
     if (it != roles().queue_requests.end() && --it->second == 0) roles().queue_requests.erase(it);
   };
   auto ask = [&](auto&&... message) {
-    request(me_->queue, caf::infinite, std::forward<decltype(message)>(message)...)
+    request(me_->queue, timeouts::queue_request(), std::forward<decltype(message)>(message)...)
         .then([on_reply, done](QueueReply& r) mutable { done(), on_reply(r); },
               [on_error, done](caf::error& e) mutable { done(), on_error(e); });
   };
@@ -510,6 +524,17 @@ void NodeActor::on_abort(uint64_t step) {
   drop(roles_->gates);
   drop(roles_->invariants);
   drop(roles_->exits);
+}
+
+void NodeActor::on_queue_down(const caf::down_msg& down) {
+  if (!roles_ || down.source != me_->queue.address()) return;
+  auto held = std::move(roles_->queue_requests);
+  roles_->queue_requests.clear();
+  for (auto& [step, count] : held)
+    report_error(Tag{step, 0, 0}, ErrorCode::unavailable,
+                 fmt::format("queue '{}' is gone ({}) and will not answer the {} request(s) it held",
+                             get_attr_or<std::string>(me_->node->attrs, "shared_name", "?"), to_string(down.reason),
+                             count));
 }
 
 std::vector<WaitReport> NodeActor::on_waits() const {

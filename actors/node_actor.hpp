@@ -8,6 +8,8 @@
 // each output to each consumer with the same tag, then forgets the tag. If any input is dead
 // it sends dead outputs without running. A kernel error goes to the step actor, which aborts
 // the step everywhere. Inputs of an aborted step that arrive late are dropped.
+// A queue node monitors its queue actor: a queue that dies holding requests of this node
+// answers none of them, so each step that waits for one fails naming the node and the queue.
 #include <map>
 #include <memory>
 #include <unordered_set>
@@ -46,6 +48,7 @@ class NodeActor : public caf::event_based_actor {
 
   void on_input(const Tag& tag, uint32_t slot, Value& value);
   void on_abort(uint64_t step);
+  void on_queue_down(const caf::down_msg& down);
   void remember_abort(uint64_t step);
   std::vector<WaitReport> on_waits() const;
 

@@ -2,6 +2,7 @@
 
 #include "actors/queue_actor.hpp"
 #include "actors/runtime.hpp"
+#include "actors/timeouts.hpp"
 
 #include <algorithm>
 #include <deque>
@@ -28,11 +29,11 @@ struct Prefetcher::Impl {
                     });
     if (reply.code != ErrorCode::ok) throw Error(reply.code, reply.message);
   }
-  // Asks the queue and waits for its answer.
-  template <class... Ts>
-  void ask(Ts&&... message) {
+  // Closes the queue, handing it `failure` for the dequeues past the last element, and waits
+  // for its answer.
+  void close(bool cancel_pending_enqueues, QueueReply failure) {
     caf::scoped_actor self{runtime->system()};
-    await(self->request(queue, caf::infinite, std::forward<Ts>(message)...));
+    await(self->request(queue, timeouts::queue_close(), close_atom::value, cancel_pending_enqueues, std::move(failure)));
   }
 };
 
@@ -46,7 +47,7 @@ Prefetcher::~Prefetcher() {
   if (!thread_.joinable()) return;
   stop_ = true;
   try {
-    impl_->ask(close_atom::value, true, QueueReply{});  // wakes an enqueue waiting for room
+    impl_->close(true, QueueReply{});  // wakes an enqueue waiting for room
   } catch (...) {
   }
   thread_.join();
@@ -59,7 +60,7 @@ void Prefetcher::run(data::Pipeline pipeline, data::Position from) {
     // beyond its capacity as waiting enqueues, so at most capacity + window are read ahead.
     const std::size_t window = std::size_t(std::max<int64_t>(impl_->spec.capacity, 1));
     caf::scoped_actor self{impl_->runtime->system()};
-    using Handle = decltype(self->request(impl_->queue, caf::infinite, enqueue_atom::value, kPrefetchStep,
+    using Handle = decltype(self->request(impl_->queue, timeouts::prefetch_enqueue(), enqueue_atom::value, kPrefetchStep,
                                           std::vector<Tensor>{}, false));
     std::deque<Handle> in_flight;
     auto settle_one = [&] {
@@ -73,7 +74,8 @@ void Prefetcher::run(data::Pipeline pipeline, data::Position from) {
       auto element = it->next();
       if (!element) break;
       in_flight.push_back(
-          self->request(impl_->queue, caf::infinite, enqueue_atom::value, kPrefetchStep, std::move(*element), false));
+          self->request(impl_->queue, timeouts::prefetch_enqueue(), enqueue_atom::value, kPrefetchStep,
+                        std::move(*element), false));
       if (in_flight.size() >= window) settle_one();
     }
     while (!in_flight.empty()) settle_one();
@@ -98,7 +100,7 @@ void Prefetcher::run(data::Pipeline pipeline, data::Position from) {
     }
   }
   try {
-    impl_->ask(close_atom::value, false, std::move(failure));
+    impl_->close(false, std::move(failure));
   } catch (...) {
   }
 }

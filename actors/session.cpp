@@ -9,6 +9,7 @@
 #include "actors/executable.hpp"
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
+#include "actors/timeouts.hpp"
 
 namespace troupe {
 
@@ -31,21 +32,21 @@ struct Session::Impl {
                                              const std::vector<int>& targets);
   // What the node actors of `exes` hold and wait for; every actor is asked at once and the
   // answers are awaited for at most `bound` (a node busy with a long kernel answers late).
-  std::vector<WaitingNode> waits_of(const std::vector<const Executable*>& exes, std::chrono::milliseconds bound) const;
+  std::vector<WaitingNode> waits_of(const std::vector<const Executable*>& exes, caf::duration bound) const;
   // A step past its deadline: records who still waits, aborts it on every node, and returns
   // the deadline_exceeded result naming them.
   StepResult abort_late_step(const Executable& exe, uint64_t step, std::chrono::milliseconds timeout) const;
 };
 
 std::vector<WaitingNode> Session::Impl::waits_of(const std::vector<const Executable*>& exes,
-                                                 std::chrono::milliseconds bound) const {
+                                                 caf::duration bound) const {
   std::vector<WaitingNode> out;
   caf::scoped_actor self{runtime->system()};
-  using Handle = decltype(self->request(caf::actor{}, caf::duration{bound}, waits_atom::value));
+  using Handle = decltype(self->request(caf::actor{}, bound, waits_atom::value));
   std::vector<Handle> asked;
   for (auto& exe : exes)
     for (auto& a : exe->plan().actors)
-      if (a) asked.push_back(self->request(a, caf::duration{bound}, waits_atom::value));
+      if (a) asked.push_back(self->request(a, bound, waits_atom::value));
   for (auto& h : asked)
     h.receive(
         [&](std::vector<WaitReport>& reports) {
@@ -58,7 +59,7 @@ std::vector<WaitingNode> Session::Impl::waits_of(const std::vector<const Executa
 StepResult Session::Impl::abort_late_step(const Executable& exe, uint64_t step,
                                           std::chrono::milliseconds timeout) const {
   std::string waiting;
-  for (auto& w : waits_of({&exe}, std::chrono::milliseconds(2000))) {
+  for (auto& w : waits_of({&exe}, timeouts::late_step_report())) {
     if (w.step != step) continue;
     waiting += fmt::format("\n  node '{}' has {} of {} inputs, waits for", w.node, w.received, w.expected);
     for (std::size_t i = 0; i < w.missing.size(); ++i) waiting += (i ? ", " : " ") + w.missing[i];
@@ -174,19 +175,17 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
     caf::scoped_actor self{im.runtime->system()};
     uint64_t step = im.next_step.fetch_add(1);
     bool timed_out = false;
-    auto request = timeout.count() > 0
-                       ? self->request(exe->step_actor(), caf::duration{timeout}, run_atom::value, step,
-                                       std::move(feed_values))
-                       : self->request(exe->step_actor(), caf::infinite, run_atom::value, step, std::move(feed_values));
-    request.receive([&](StepResult& r) { result = std::move(r); },
-                    [&](caf::error& e) {
-                      if (e == caf::sec::request_timeout) {
-                        timed_out = true;
-                        return;
-                      }
-                      result.code = ErrorCode::internal;
-                      result.message = "step actor failed: " + im.runtime->system().render(e);
-                    });
+    self->request(exe->step_actor(), timeouts::step(timeout), run_atom::value, step, std::move(feed_values))
+        .receive([&](StepResult& r) { result = std::move(r); },
+                 [&](caf::error& e) {
+                   if (e == caf::sec::request_timeout) {
+                     timed_out = true;
+                     return;
+                   }
+                   result.code = ErrorCode::internal;
+                   result.message = fmt::format("the step actor did not answer step {}: {}", step,
+                                                im.runtime->system().render(e));
+                 });
     if (timed_out) result = im.abort_late_step(*exe, step, timeout);
   }
   {
@@ -216,7 +215,7 @@ std::vector<WaitingNode> Session::waiting_nodes() const {
   }
   std::vector<const Executable*> asked;
   for (auto& e : exes) asked.push_back(e.get());
-  return impl_->waits_of(asked, std::chrono::seconds(10));
+  return impl_->waits_of(asked, timeouts::state_query());
 }
 
 std::string Session::describe_waiting() const {
@@ -234,7 +233,7 @@ std::vector<DeviceInfo> Session::devices() const {
   std::vector<DeviceInfo> out;
   caf::scoped_actor self{impl_->runtime->system()};
   for (auto& a : impl_->runtime->device_actors())
-    self->request(a, std::chrono::seconds(10), stats_atom::value)
+    self->request(a, timeouts::state_query(), stats_atom::value)
         .receive([&](DeviceStats& s) { out.push_back({s.name, s.description, s.bytes_in_use, s.peak_bytes}); },
                  [&](caf::error& e) {
                    fail(ErrorCode::unavailable, "a device actor did not answer: {}",
@@ -257,9 +256,12 @@ std::vector<std::string> Session::variable_names() const {
   std::vector<std::string> names;
   caf::scoped_actor self{impl_->runtime->system()};
   for (int i = 0; i < impl_->shards->size(); ++i)
-    self->request(impl_->shards->at(i), std::chrono::seconds(10), names_atom::value)
+    self->request(impl_->shards->at(i), timeouts::state_query(), names_atom::value)
         .receive([&](std::vector<std::string>& n) { names.insert(names.end(), n.begin(), n.end()); },
-                 [&](caf::error&) {});
+                 [&](caf::error& e) {
+                   fail(ErrorCode::unavailable, "parameter shard {} did not answer for its variable names: {}", i,
+                        impl_->runtime->system().render(e));
+                 });
   std::sort(names.begin(), names.end());
   return names;
 }

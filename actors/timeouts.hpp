@@ -1,0 +1,60 @@
+#pragma once
+// Every wait for a reply in Troupe's actors and Session, in one table: what waits, how long,
+// and why that bound. A request that CAF cannot deliver (its receiver is gone) or whose bound
+// runs out gets an error instead of its reply, and the waiter turns it into an error naming
+// itself and what it waited for: a node actor fails its step ("node 'v' (VariableV2) on ...:
+// the parameter shard did not answer the read of variable 'v': ..."), a Session or Saver call
+// throws.
+//
+// Waits that are unbounded by design (a dequeue on an empty queue, a step with no deadline, as
+// in TensorFlow) say so here; a step's deadline bounds them: RunOptions::timeout, else
+// SessionOptions::operation_timeout. When it passes, Session aborts the step, naming the nodes
+// still waiting and for what, and every node withdraws what it still asks for (a queue request
+// is cancelled at the queue). caf::infinite is written here and nowhere else.
+#include <caf/duration.hpp>
+
+#include <chrono>
+
+namespace troupe::timeouts {
+
+// A node actor's read, assign or optimizer step on its variable's parameter shard, and the
+// Saver's snapshot and restore of a shard. A shard answers every request while handling it,
+// so the reply waits only for the requests queued ahead (other steps' updates); the bound is
+// a backstop far beyond any of those, for a shard that will never answer.
+inline caf::duration shard_request() { return caf::duration{std::chrono::minutes(5)}; }
+
+// A node actor's enqueue, dequeue, close or size request to a queue actor. Unbounded by
+// design: a dequeue waits for elements and an enqueue for room for as long as it takes another
+// step (or a Prefetcher) to supply them, as TensorFlow's QueueDequeue blocks. The step's
+// deadline bounds it, and the step's abort withdraws it from the queue. A queue that dies
+// holding it never answers; the node monitors its queue and fails the step then (node_actor.hpp).
+inline caf::duration queue_request() { return caf::infinite; }
+
+// A Prefetcher's enqueue of the next element. Unbounded by design: it waits for room until
+// training dequeues; the Prefetcher's destructor closes the queue, cancelling pending
+// enqueues, which answers it.
+inline caf::duration prefetch_enqueue() { return caf::infinite; }
+
+// A Prefetcher's close of its queue (at the end of its input, or when it is destroyed). The
+// queue answers a close at once; the bound is a backstop for a queue that will never answer.
+inline caf::duration queue_close() { return caf::duration{std::chrono::minutes(1)}; }
+
+// Session::run's wait for its step: the step's deadline (RunOptions::timeout, else
+// SessionOptions::operation_timeout), after which Session aborts the step naming the nodes
+// still waiting. Without one (zero) a step runs as long as it takes, as in TensorFlow.
+inline caf::duration step(std::chrono::milliseconds deadline) {
+  return deadline.count() > 0 ? caf::duration{deadline} : caf::duration{caf::infinite};
+}
+
+// Questions about an actor's state for a report: what a node waits for
+// (Session::waiting_nodes), a device's memory (Session::devices), a shard's variable names
+// (Session::variable_names). An actor answers between two of its messages, so a node busy with
+// a long kernel answers late; the bound keeps a report from hanging on it.
+inline caf::duration state_query() { return caf::duration{std::chrono::seconds(10)}; }
+
+// What the nodes of a step past its deadline still wait for, asked before the step is
+// aborted: short, so that the deadline_exceeded error comes soon after the deadline; a node
+// that answers late is left out of the report.
+inline caf::duration late_step_report() { return caf::duration{std::chrono::seconds(2)}; }
+
+}  // namespace troupe::timeouts
