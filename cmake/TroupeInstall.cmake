@@ -12,7 +12,7 @@ include(CMakePackageConfigHelpers)
 set(TROUPE_INTERNAL_HEADERS
   actors/device_actor.hpp actors/executable.hpp actors/messages.hpp actors/node_actor.hpp
   actors/param_shard.hpp actors/queue_actor.hpp actors/runtime.hpp actors/scheduler.hpp
-  actors/step_actor.hpp core/checkpoint_internal.hpp core/wire/convert.hpp ops/nn/dnnl.hpp)
+  actors/step_actor.hpp actors/timeouts.hpp core/checkpoint_internal.hpp core/wire/convert.hpp ops/nn/dnnl.hpp)
 file(GLOB_RECURSE TROUPE_PUBLIC_HEADERS CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}
      actors/*.hpp core/*.hpp devices/*.hpp graph/*.hpp ops/*.hpp)
 list(REMOVE_ITEM TROUPE_PUBLIC_HEADERS ${TROUPE_INTERNAL_HEADERS})
