@@ -3,6 +3,7 @@
 #include "actors/node_actor.hpp"
 #include "actors/runtime.hpp"
 #include "actors/step_actor.hpp"
+#include "core/fingerprint.hpp"
 #include "ops/state/variable.hpp"
 
 namespace troupe {
@@ -230,9 +231,9 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     np.role = role_of(g, n);
     if (np.role == NodeRole::enter) np.frame_exits = exits_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
     if (np.role == NodeRole::enter || np.role == NodeRole::enter_constant)
-      np.frame_hash = std::hash<std::string>{}(get_attr<std::string>(n.attrs, "frame_name", n.name));
+      np.frame_hash = fingerprint64(get_attr<std::string>(n.attrs, "frame_name", n.name));
     if (np.role == NodeRole::stack_push || np.role == NodeRole::stack_pop)
-      np.stack_hash = std::hash<std::string>{}(get_attr<std::string>(n.attrs, "stack_name", n.name));
+      np.stack_hash = fingerprint64(get_attr<std::string>(n.attrs, "stack_name", n.name));
     np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
     if (np.role == NodeRole::queue && np.active) {
       if (!options.runtime) fail(ErrorCode::internal, "{}: no runtime to find its queue in", np.where);

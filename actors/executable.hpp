@@ -75,9 +75,9 @@ struct NodePlan {
   std::vector<Tensor> fixed_inputs;  // per data slot: the hoisted constant, or empty
   // The frame, stack and queue roles'.
   int parallel_iterations = 1;   // next_iteration
-  uint64_t frame_hash = 0;       // enter roles: hash of the frame name
+  uint64_t frame_hash = 0;       // enter roles: fingerprint64 of the frame name
   int frame_exits = 0;           // enter: how many Exits the loop has here (its frame's lifetime)
-  uint64_t stack_hash = 0;       // stack roles: hash of the stack name
+  uint64_t stack_hash = 0;       // stack roles: fingerprint64 of the stack name
   caf::actor queue;              // queue: the queue actor
   caf::actor shard;              // a variable op: the parameter shard holding its variable
   std::vector<std::string> input_names;  // per data slot, for wait reports

@@ -2,18 +2,13 @@
 
 #include <algorithm>
 
+#include "core/fingerprint.hpp"
+
 namespace troupe {
 
 uint64_t child_frame_id(const Tag& parent, uint64_t name_hash) {
-  // splitmix64's finaliser over the parent's frame, iteration and the loop's name.
-  auto mix = [](uint64_t x) {
-    x ^= x >> 30;
-    x *= 0xbf58476d1ce4e5b9ULL;
-    x ^= x >> 27;
-    x *= 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-  };
-  uint64_t id = mix(mix(parent.frame ^ 0x9e3779b97f4a7c15ULL) + uint64_t(parent.iteration)) ^ mix(name_hash);
+  // mix64 (core/fingerprint.hpp) over the parent's frame, iteration and the loop's name.
+  uint64_t id = mix64(mix64(parent.frame ^ 0x9e3779b97f4a7c15ULL) + uint64_t(parent.iteration)) ^ mix64(name_hash);
   return id == 0 ? 1 : id;  // 0 is the root frame
 }
 

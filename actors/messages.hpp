@@ -36,7 +36,8 @@ typename Inspector::result_type inspect(Inspector& f, Tag& x) {
   return f(caf::meta::type_name("troupe.Tag"), x.step, x.frame, x.iteration);
 }
 
-// The frame id of loop `name_hash` entered from `parent`: a pure function.
+// The frame id of loop `name_hash` (fingerprint64 of the frame's name) entered from `parent`: a
+// pure function of its inputs, the same in every process and build.
 uint64_t child_frame_id(const Tag& parent, uint64_t name_hash);
 
 // The frames the steps of one executable have entered: per (step, frame id) the loop's name and
