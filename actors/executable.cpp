@@ -178,8 +178,12 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
   }
 
   std::map<std::string, int> exits_of;  // per loop: its Exits in this executable
-  for (int id = 0; id < g.size(); ++id)
-    if (g.node(id).op == "Exit") ++exits_of[frame_of(g.node(id).inputs[0].node)];
+  std::map<std::string, int> enters_of;  // and its Enters that are not loop invariants
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == "Exit") ++exits_of[frame_of(n.inputs[0].node)];
+    if (role_of(g, n) == NodeRole::enter) ++enters_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
+  }
 
   // Constant inputs are handed to their consumers once, here, instead of travelling as a
   // message every step: a Const without control inputs has the same value in every step and
@@ -229,7 +233,11 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     }
     np.outputs.resize(std::size_t(n.num_outputs()));
     np.role = role_of(g, n);
-    if (np.role == NodeRole::enter) np.frame_exits = exits_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
+    if (np.role == NodeRole::enter) {
+      const std::string frame = get_attr<std::string>(n.attrs, "frame_name", n.name);
+      np.frame_exits = exits_of[frame];
+      np.frame_enters = enters_of[frame];
+    }
     if (np.role == NodeRole::enter || np.role == NodeRole::enter_constant)
       np.frame_hash = fingerprint64(get_attr<std::string>(n.attrs, "frame_name", n.name));
     if (np.role == NodeRole::stack_push || np.role == NodeRole::stack_pop)

@@ -77,6 +77,7 @@ struct NodePlan {
   int parallel_iterations = 1;   // next_iteration
   uint64_t frame_hash = 0;       // enter roles: fingerprint64 of the frame name
   int frame_exits = 0;           // enter: how many Exits the loop has here (its frame's lifetime)
+  int frame_enters = 0;          // enter: how many (non-constant) Enters the loop has here
   uint64_t stack_hash = 0;       // stack roles: fingerprint64 of the stack name
   caf::actor queue;              // queue: the queue actor
   caf::actor shard;              // a variable op: the parameter shard holding its variable

@@ -12,17 +12,18 @@ uint64_t child_frame_id(const Tag& parent, uint64_t name_hash) {
   return id == 0 ? 1 : id;  // 0 is the root frame
 }
 
-Tag FrameTable::enter(const Tag& parent, const std::string& name, uint64_t name_hash, int exits) {
+Tag FrameTable::enter(const Tag& parent, const std::string& name, uint64_t name_hash, int exits, int enters) {
   Tag child{parent.step, child_frame_id(parent, name_hash), 0};
   std::lock_guard<std::mutex> lock(mutex_);
-  frames_.try_emplace({child.step, child.frame}, Record{name, parent, exits});
+  auto it = frames_.try_emplace({child.step, child.frame}, Record{name, parent, exits, enters}).first;
+  if (--it->second.enters_left <= 0 && it->second.exits_left <= 0) frames_.erase(it);
   return child;
 }
 
 void FrameTable::exited(const Tag& tag) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = frames_.find({tag.step, tag.frame});
-  if (it != frames_.end() && --it->second.exits_left <= 0) frames_.erase(it);
+  if (it != frames_.end() && --it->second.exits_left <= 0 && it->second.enters_left <= 0) frames_.erase(it);
 }
 
 std::optional<Tag> FrameTable::parent(const Tag& tag) const {
@@ -62,6 +63,11 @@ std::string FrameTable::describe(const Tag& tag) const {
 void FrameTable::drop_step(uint64_t step) {
   std::lock_guard<std::mutex> lock(mutex_);
   frames_.erase(frames_.lower_bound({step, 0}), frames_.lower_bound({step + 1, 0}));
+}
+
+std::size_t FrameTable::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return frames_.size();
 }
 
 }  // namespace troupe

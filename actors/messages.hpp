@@ -47,9 +47,11 @@ uint64_t child_frame_id(const Tag& parent, uint64_t name_hash);
 // dropped, instead of following a dangling pointer). Thread-safe.
 class FrameTable {
  public:
-  // Iteration 0 of the frame `name` entered from `parent`, remembered until `exits` Exits have
-  // left it.
-  Tag enter(const Tag& parent, const std::string& name, uint64_t name_hash, int exits);
+  // Iteration 0 of the frame `name` entered from `parent`, remembered until all `enters` Enters
+  // of the loop have entered it and all `exits` Exits have left it. Both counts matter: a dead
+  // loop's Exits need no value, so they may all leave before a late Enter arrives, which must
+  // find the frame and not make it anew (it would never be left).
+  Tag enter(const Tag& parent, const std::string& name, uint64_t name_hash, int exits, int enters);
   // One of the frame's Exits has left it.
   void exited(const Tag& tag);
   // The tag the frame of `tag` was entered from; nullopt for the root frame or an ended step.
@@ -60,12 +62,14 @@ class FrameTable {
   // "" in the root frame; else "in frame 'f' iteration k (in frame 'g' iteration j)".
   std::string describe(const Tag& tag) const;
   void drop_step(uint64_t step);
+  std::size_t size() const;  // frames held, over all steps
 
  private:
   struct Record {
     std::string name;
     Tag parent;
     int exits_left;
+    int enters_left;
   };
   mutable std::mutex mutex_;
   std::map<std::pair<uint64_t, uint64_t>, Record> frames_;

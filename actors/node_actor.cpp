@@ -287,7 +287,7 @@ bool NodeActor::fire_frame_op(const Tag& tag, Tensor* inputs, bool dead) {
   switch (me_->role) {
     case NodeRole::enter: {
       emit(plan_->frames.enter(tag, get_attr<std::string>(me_->node->attrs, "frame_name", me_->node->name),
-                               me_->frame_hash, me_->frame_exits),
+                               me_->frame_hash, me_->frame_exits, me_->frame_enters),
            inputs, dead);
       return true;
     }

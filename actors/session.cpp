@@ -242,6 +242,16 @@ std::vector<DeviceInfo> Session::devices() const {
   return out;
 }
 
+Session::LoopState Session::loop_state() const {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  LoopState state;
+  for (auto& [key, exe] : impl_->executables) {
+    state.frames += exe->plan().frames.size();
+    state.saved_values += exe->plan().stacks.size();
+  }
+  return state;
+}
+
 int Session::num_executables() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return int(impl_->executables.size());

@@ -120,6 +120,15 @@ class Session {
   // Every device of this process, from its device actor.
   std::vector<DeviceInfo> devices() const;
 
+  // What the loops of every executable still hold: frames entered and not yet left, and
+  // values saved for a loop's gradient and not yet popped. Both are 0 once no step runs; a
+  // test that says loop state is freed checks it here.
+  struct LoopState {
+    std::size_t frames = 0;
+    std::size_t saved_values = 0;
+  };
+  LoopState loop_state() const;
+
   int num_executables() const;
   int steps_in_flight() const;
   // Names of the variables initialised in this session's parameter shards, sorted.
