@@ -86,18 +86,18 @@ void Prefetcher::run(data::Pipeline pipeline, data::Position from) {
   // element read fail with the pipeline's error, not with the end of the input.
   QueueReply failure;
   if (error_) {
+    std::string why;
+    failure.code = ErrorCode::internal;
     try {
       std::rethrow_exception(error_);
     } catch (const Error& e) {
       failure.code = e.code();
-      failure.message = fmt::format("the input pipeline feeding queue '{}' failed: {}", impl_->spec.name, e.what());
+      why = std::string(": ") + e.what();
     } catch (const std::exception& e) {
-      failure.code = ErrorCode::internal;
-      failure.message = fmt::format("the input pipeline feeding queue '{}' failed: {}", impl_->spec.name, e.what());
+      why = std::string(": ") + e.what();
     } catch (...) {
-      failure.code = ErrorCode::internal;
-      failure.message = fmt::format("the input pipeline feeding queue '{}' failed", impl_->spec.name);
     }
+    failure.message = fmt::format("the input pipeline feeding queue '{}' failed{}", impl_->spec.name, why);
   }
   try {
     impl_->close(false, std::move(failure));

@@ -44,16 +44,16 @@ struct GraphState {
 
 GraphState graph_state(const Graph& g) {
   GraphState out;
+  for (const Output& v : ops::global_variables(g)) {
+    const Node& n = *v.node();
+    out.by_name.emplace(variable_name(n), out.variables.size());
+    out.variables.push_back({variable_name(n), get_attr<DType>(n.attrs, "dtype", n.name),
+                             get_attr<PartialShape>(n.attrs, "shape", n.name), partition_of(n)});
+  }
   std::set<std::pair<std::string, std::string>> seen;
   for (int id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
-    if (n.op == "VariableV2") {
-      const std::string& name = variable_name(n);
-      if (out.by_name.count(name)) continue;
-      out.by_name.emplace(name, out.variables.size());
-      out.variables.push_back({name, get_attr<DType>(n.attrs, "dtype", n.name),
-                               get_attr<PartialShape>(n.attrs, "shape", n.name), partition_of(n)});
-    } else if (n.op == "ApplyGradient") {
+    if (n.op == "ApplyGradient") {
       OptimizerSpec spec = optimizer_spec_of(n);
       const std::string& name = variable_name(n);
       if (spec.num_slots() > 0 && seen.emplace(name, spec.name()).second) out.optimizers.push_back({name, spec});

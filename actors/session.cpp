@@ -38,6 +38,17 @@ struct Session::Impl {
   StepResult abort_late_step(const Executable& exe, uint64_t step, std::chrono::milliseconds timeout) const;
 };
 
+namespace {
+
+// "node 'n' has 1 of 2 inputs, waits for a:0, b:0"
+std::string describe(const WaitingNode& w) {
+  std::string s = fmt::format("node '{}' has {} of {} inputs, waits for", w.node, w.received, w.expected);
+  for (std::size_t i = 0; i < w.missing.size(); ++i) s += (i ? ", " : " ") + w.missing[i];
+  return s;
+}
+
+}  // namespace
+
 std::vector<WaitingNode> Session::Impl::waits_of(const std::vector<const Executable*>& exes,
                                                  caf::duration bound) const {
   std::vector<WaitingNode> out;
@@ -59,11 +70,8 @@ std::vector<WaitingNode> Session::Impl::waits_of(const std::vector<const Executa
 StepResult Session::Impl::abort_late_step(const Executable& exe, uint64_t step,
                                           std::chrono::milliseconds timeout) const {
   std::string waiting;
-  for (auto& w : waits_of({&exe}, timeouts::late_step_report())) {
-    if (w.step != step) continue;
-    waiting += fmt::format("\n  node '{}' has {} of {} inputs, waits for", w.node, w.received, w.expected);
-    for (std::size_t i = 0; i < w.missing.size(); ++i) waiting += (i ? ", " : " ") + w.missing[i];
-  }
+  for (auto& w : waits_of({&exe}, timeouts::late_step_report()))
+    if (w.step == step) waiting += "\n  " + describe(w);
   std::string message = fmt::format("step {} did not finish within its deadline of {} ms and was aborted; ", step,
                                     timeout.count());
   message += waiting.empty() ? "no node was waiting for inputs (kernels were still running)"
@@ -220,12 +228,7 @@ std::vector<WaitingNode> Session::waiting_nodes() const {
 
 std::string Session::describe_waiting() const {
   std::string s;
-  for (auto& w : waiting_nodes()) {
-    s += fmt::format("step {}: node '{}' has {} of {} inputs, waits for", w.step, w.node,
-                     w.received, w.expected);
-    for (std::size_t i = 0; i < w.missing.size(); ++i) s += (i ? ", " : " ") + w.missing[i];
-    s += "\n";
-  }
+  for (auto& w : waiting_nodes()) s += fmt::format("step {}: {}\n", w.step, describe(w));
   return s;
 }
 

@@ -157,17 +157,40 @@ IndexEntry entry_for(const SavedTensor& t, const std::string& file, const std::s
   return e;
 }
 
+// "ckpt-<step>": a published checkpoint's directory name.
+std::string checkpoint_name(int64_t step) { return fmt::format("{}{}", kCheckpointPrefix, step); }
+
+// Writes `path` (`replace`: over a file there; else it must not exist) holding `bytes`, fsynced
+// and closed with its errors.
+void write_synced_file(const std::string& path, const void* bytes, std::size_t size, bool replace) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | (replace ? O_TRUNC : O_EXCL) | O_CLOEXEC, 0644));
+  if (!fd) fail_errno(errno, "creating " + path);
+  detail::write_all(fd.get(), bytes, size, path);
+  detail::fsync_fd(fd.get(), path);
+  fd.close_checked(path);
+}
+
+// Removes the published checkpoint `path` of `step`: renamed to a temporary name first (one
+// atomic step), so a kill never leaves a half-removed ckpt-<step>. Returns the rename's errno,
+// 0 when it is gone.
+int remove_published(const std::string& dir, const std::string& path, int64_t step) {
+  std::string name = temp_name("drop", step);
+  std::string aside = join(dir, name);
+  set_live(name, true);
+  int err = ::rename(path.c_str(), aside.c_str()) == 0 ? 0 : errno;
+  std::error_code ec;
+  if (err == 0) fs::remove_all(aside, ec);
+  set_live(name, false);
+  return err;
+}
+
 void write_pointer(const std::string& dir, int64_t step) {
   std::string temp = temp_name("pointer", step);
   std::string path = join(dir, temp);
   set_live(temp, true);
   try {
-    Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-    if (!fd) fail_errno(errno, "creating " + path);
-    std::string text = fmt::format("{}{}\n", kCheckpointPrefix, step);
-    detail::write_all(fd.get(), text.data(), text.size(), path);
-    detail::fsync_fd(fd.get(), path);
-    fd.close_checked(path);
+    std::string text = checkpoint_name(step) + "\n";
+    write_synced_file(path, text.data(), text.size(), false);
     std::string pointer = join(dir, kPointerFileName);
     if (::rename(path.c_str(), pointer.c_str()) != 0)
       fail_errno(errno, "renaming " + path + " to " + pointer);
@@ -195,25 +218,15 @@ void rename_into_place(const std::string& temp_dir, const std::string& final_pat
     return;
   }
   if (err != EINVAL && err != ENOSYS) fail_errno(err, "renaming " + temp_dir + " to " + final_path);
-  // A file system without renameat2's flags: move an existing checkpoint aside first.
-  if (fs::exists(final_path, ec)) {
-    std::string name = temp_name("drop", step);
-    std::string aside = join(dir, name);
-    set_live(name, true);
-    if (::rename(final_path.c_str(), aside.c_str()) != 0) {
-      int rename_err = errno;
-      set_live(name, false);
-      fail_errno(rename_err, "moving " + final_path + " aside to " + aside);
-    }
-    fs::remove_all(aside, ec);
-    set_live(name, false);
-  }
+  // A file system without renameat2's flags: remove an existing checkpoint first.
+  if (fs::exists(final_path, ec))
+    if (int remove_err = remove_published(dir, final_path, step))
+      fail_errno(remove_err, "moving " + final_path + " aside to remove it");
   if (::rename(temp_dir.c_str(), final_path.c_str()) != 0)
     fail_errno(errno, "renaming " + temp_dir + " to " + final_path);
 }
 
-// Removes published checkpoints beyond the newest max_to_keep: renamed to a temporary name
-// first (one atomic step), so a kill never leaves a half-removed ckpt-<step>.
+// Removes published checkpoints beyond the newest max_to_keep (a failure leaves one in place).
 void remove_old_checkpoints(const std::string& dir, int64_t kept_step, int max_to_keep) {
   if (max_to_keep <= 0) return;
   std::vector<int64_t> steps;
@@ -222,15 +235,8 @@ void remove_old_checkpoints(const std::string& dir, int64_t kept_step, int max_t
     if (step != kept_step) steps.push_back(step);
   }
   std::sort(steps.rbegin(), steps.rend());
-  std::error_code ec;
-  for (std::size_t i = std::size_t(max_to_keep - 1); i < steps.size(); ++i) {
-    std::string name = temp_name("drop", steps[i]);
-    std::string aside = join(dir, name);
-    std::string path = join(dir, fmt::format("{}{}", kCheckpointPrefix, steps[i]));
-    set_live(name, true);
-    if (::rename(path.c_str(), aside.c_str()) == 0) fs::remove_all(aside, ec);
-    set_live(name, false);
-  }
+  for (std::size_t i = std::size_t(max_to_keep - 1); i < steps.size(); ++i)
+    remove_published(dir, join(dir, checkpoint_name(steps[i])), steps[i]);
 }
 
 }  // namespace
@@ -343,12 +349,7 @@ std::string publish(const std::string& dir, const std::string& temp_dir, int64_t
   index.created_unix_ms = unix_ms_now();
   index.entries = std::move(entries);
   auto bytes = index_to_bytes(index);
-  std::string index_path = join(temp_dir, kIndexFileName);
-  Fd fd(::open(index_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (!fd) fail_errno(errno, "creating " + index_path);
-  detail::write_all(fd.get(), bytes.data(), bytes.size(), index_path);
-  detail::fsync_fd(fd.get(), index_path);
-  fd.close_checked(index_path);
+  write_synced_file(join(temp_dir, kIndexFileName), bytes.data(), bytes.size(), true);
   detail::fsync_path(temp_dir);
 
   // One publisher at a time per directory, also across processes.
@@ -357,7 +358,7 @@ std::string publish(const std::string& dir, const std::string& temp_dir, int64_t
   while (::flock(dir_fd.get(), LOCK_EX) != 0)
     if (errno != EINTR) fail_errno(errno, "locking " + dir);
 
-  std::string final_path = join(dir, fmt::format("{}{}", kCheckpointPrefix, global_step));
+  std::string final_path = join(dir, checkpoint_name(global_step));
   rename_into_place(temp_dir, final_path, dir, global_step);
   set_live(temp_base, false);
   detail::fsync_fd(dir_fd.get(), dir);

@@ -117,12 +117,10 @@ Output variable(const Scope& scope, PartialShape shape, DType dtype, VariableOpt
 }
 
 namespace {
-
 constexpr const char* kInitializerAttr = "_initializer";
+}  // namespace
 
-// The variables of the graph, once each (reads of a variable are VariableV2 nodes too), with
-// the node that carries the initializer if any does.
-std::vector<Output> all_variables(const Graph& g) {
+std::vector<Output> global_variables(const Graph& g) {
   std::map<std::string, Output> by_name;
   std::vector<std::string> order;
   for (int i = 0; i < g.size(); ++i) {
@@ -136,8 +134,6 @@ std::vector<Output> all_variables(const Graph& g) {
   for (auto& name : order) out.push_back(by_name.at(name));
   return out;
 }
-
-}  // namespace
 
 Output variable(const Scope& scope, Output initial_value, VariableOptions options) {
   TROUPE_CHECK_ARG(bool(initial_value), "variable: the initial value is an empty Output");
@@ -181,7 +177,7 @@ Node* variables_initializer(const Scope& scope, const std::vector<Output>& varia
 }
 
 Node* global_variables_initializer(const Scope& scope) {
-  auto variables = all_variables(scope.graph());
+  auto variables = global_variables(scope.graph());
   TROUPE_CHECK_ARG(!variables.empty(), "global_variables_initializer: the graph has no variables");
   return variables_initializer(scope, variables);
 }

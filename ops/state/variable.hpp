@@ -20,6 +20,10 @@ Output variable(const Scope& scope, PartialShape shape, DType dtype, VariableOpt
 // value's, and an Assign of the value ("<name>/initializer") is recorded as its initializer,
 // which global_variables_initializer() and variables_initializer() run.
 Output variable(const Scope& scope, Output initial_value, VariableOptions options = {});
+// Every variable of the graph once, by shared name, in the order the graph first defines them
+// (a read of a variable is a VariableV2 node of its own): the node that carries the
+// initializer where one does (TensorFlow's tf.compat.v1.global_variables).
+std::vector<Output> global_variables(const Graph& graph);
 // Records `init` (an op that sets the variable, typically an Assign) as the variable's initializer.
 void set_initializer(Output variable, Output init);
 // The variable's recorded initializer, or nullptr.
