@@ -4,29 +4,35 @@
 //
 // The rules, in the order they apply:
 //  1. Requests: a node's requested device (set by Scope::with_device) is a full or partial
-//     device spec ("/job:ps/task:1/device:CPU:0", "/job:worker", "/device:GPU:0", "").
+//     device spec ("/job:ps/task:1/device:CPU:0", "/job:worker", "/device:GPU:0", ""). A
+//     request naming neither job nor task means the default job and task; one naming a job
+//     but no task, any task of that job. A request that is no device spec fails, naming the node.
 //  2. Colocation groups: nodes that must share a device form one group, and the group's
 //     request is the merge of its members' requests. Groups come from
-//       - the "_class" attribute, a list of "loc:@<node name>" (Scope::colocate_with);
+//       - the "_class" attribute, a list of "loc:@<node name>" (Scope::colocate_with); a name
+//         not in the graph (pruned away) is ignored, as are entries of another form;
 //       - variable ops: every op reading or updating a variable goes where the variable's
 //         VariableV2 node goes (same variable name, attr "shared_name" or else the node name);
 //       - a loop gradient's stack: the StackPush and StackPop of one "stack_name";
 //       - a loop's NextIteration goes with the Merge it feeds (its request yields to the
 //         Merge's: the back edge stays on one device).
 //     Two requests that disagree (different job, task, type or index) fail with
-//     invalid_argument naming both nodes and both requested devices.
+//     invalid_argument naming both nodes, both requested devices and why they are colocated.
 //  3. Candidates: the devices matching the group's request on which every member has a kernel
-//     (`has_kernel`). None with a kernel: with soft placement the group goes to the CPU devices
-//     of the requested job and task (TensorFlow's allow_soft_placement); without it, an error
-//     naming the node, the device and the op. No device matching at all: an error naming the
-//     node, the request and the devices there are.
-//  4. Choice: a group whose request names one device goes there. Otherwise, in topological
-//     order, the candidate that costs least: the bytes its inputs would cross from other
-//     devices (shape-known inputs count their size, others a fixed estimate), then the
-//     default device (the first candidate of the default job, task and device type), then
-//     candidate order. A graph without requests so stays on the default device.
-//     Policy::alternate (tests; TROUPE_PLACEMENT=alternate) instead hands an unconstrained
-//     group the next candidate in turn, node by node, to spread a graph over devices.
+//     (`has_kernel`). None (no such device, or none with a kernel): with soft placement the
+//     group goes to the CPU devices of the requested job and task (TensorFlow's
+//     allow_soft_placement), so "/device:GPU:0" runs on a CPU where there is no GPU. Still
+//     none: if no device matches the request, an error naming the node, the request and the
+//     devices there are; else one naming the node, the device and the op without a kernel.
+//  4. Choice: a group with one candidate (a request naming one device) goes there. Otherwise,
+//     in topological order (a group when its first member comes up), the candidate that
+//     costs least: the bytes its members' inputs from already placed producers would cross
+//     from other devices (shape-known inputs count their size, others 4096 bytes), then a
+//     candidate of the default job, task and device type, then candidate order. A graph
+//     without requests so stays on the default device, and unconstrained nodes follow their
+//     inputs. Policy::alternate (tests; TROUPE_PLACEMENT=alternate) instead hands each group
+//     with several candidates the next candidate in turn (one counter across groups), to
+//     spread a graph over devices node by node.
 #include <functional>
 #include <string>
 #include <vector>
@@ -46,6 +52,7 @@ struct PlacementOptions {
   std::string default_type = "CPU";
   // Whether `node` can run on a device of `type` ("CPU", "GPU"). Ops without a kernel that
   // the runtime carries out itself (Merge, Enter, variable and queue ops) answer true.
+  // Unset: every op has a kernel on every device.
   std::function<bool(const Node& node, const std::string& type)> has_kernel;
   bool allow_soft_placement = true;
   enum class Policy { cost, alternate };

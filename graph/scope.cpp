@@ -1,5 +1,7 @@
 #include "graph/scope.hpp"
 
+#include <algorithm>
+
 namespace troupe {
 
 Scope Scope::root() { return Scope(std::make_shared<Graph>()); }
@@ -52,6 +54,15 @@ Scope Scope::with_control_dependencies(const std::vector<Node*>& deps) const {
   return s;
 }
 
+Scope Scope::colocate_with(const Node& node) const {
+  Scope s = *this;
+  s.device_.clear();
+  std::string entry = "loc:@" + node.name;
+  if (std::find(s.colocation_.begin(), s.colocation_.end(), entry) == s.colocation_.end())
+    s.colocation_.push_back(std::move(entry));
+  return s;
+}
+
 Node& Scope::add(const std::string& op, const std::vector<Output>& inputs, AttrMap attrs,
                  const std::string& name_hint) const {
   NodeSpec spec;
@@ -73,6 +84,15 @@ Node& Scope::add(const std::string& op, const std::vector<Output>& inputs, AttrM
   }
   spec.control_inputs = control_deps_;
   spec.attrs = std::move(attrs);
+  if (!colocation_.empty()) {
+    auto& classes = spec.attrs.try_emplace("_class", std::vector<std::string>{}).first->second;
+    if (!std::holds_alternative<std::vector<std::string>>(classes))
+      fail(ErrorCode::invalid_argument, "{} '{}': attribute '_class' has type {}, not a list of strings",
+           op, spec.name, attr_type_name(classes));
+    auto& entries = std::get<std::vector<std::string>>(classes);
+    for (auto& entry : colocation_)
+      if (std::find(entries.begin(), entries.end(), entry) == entries.end()) entries.push_back(entry);
+  }
   spec.requested_device = device_;
   return state_->graph->add_node(std::move(spec));
 }

@@ -43,6 +43,13 @@ class Scope {
   Scope with_device(const std::string& device) const;
   Scope with_control_dependencies(const std::vector<Output>& deps) const;
   Scope with_control_dependencies(const std::vector<Node*>& deps) const;
+  // Ops built under the scope must share a device with `node` (TensorFlow's tf.colocate_with):
+  // they get "_class" = {"loc:@<node name>"}, added to any earlier colocations of the scope,
+  // and graph/placement.hpp puts them where `node` goes. The scope's requested device is
+  // cleared, so that they follow `node` rather than conflict with it; with_device on the
+  // returned scope requests one again.
+  Scope colocate_with(const Node& node) const;
+  Scope colocate_with(Output output) const { return colocate_with(*output.node()); }
 
   const std::string& prefix() const { return prefix_; }
   const std::string& device() const { return device_; }
@@ -64,6 +71,7 @@ class Scope {
   std::string op_name_;
   std::string device_;
   std::vector<int> control_deps_;
+  std::vector<std::string> colocation_;  // "loc:@<node name>"
 };
 
 }  // namespace troupe
