@@ -4,83 +4,78 @@
 #include "actors/runtime.hpp"
 #include "actors/step_actor.hpp"
 #include "core/fingerprint.hpp"
+#include "graph/partition.hpp"
+#include "ops/kernel.hpp"
 #include "ops/state/variable.hpp"
 
 namespace troupe {
 namespace {
 
-// Placement: the requested device if this process has it and a kernel for the op exists
-// there; otherwise (soft placement) the CPU. Variable ops live with the shard, on the CPU.
-const Device& place(const Node& node, const ExecutableOptions& options) {
-  const auto& registry = DeviceRegistry::instance();
-  auto spec = DeviceSpec::parse(node.requested_device);
-  if (spec.job && *spec.job != "localhost")
-    fail(ErrorCode::invalid_argument, "{} requests device '{}': this process runs only job 'localhost'",
-         node.describe(), node.requested_device);
-  if (node.op_def->variable_op || node.op_def->queue_op || spec.empty()) return registry.cpu();
-  for (const Device* d : registry.matching(spec))
-    if (KernelRegistry::global().has(node.op, d->type())) return *d;
-  if (options.allow_soft_placement) return registry.cpu();
-  auto matching = registry.matching(spec);
-  if (matching.empty())
-    fail(ErrorCode::invalid_argument, "{} requests device '{}', which this process does not have ({})",
-         node.describe(), node.requested_device, registry.gpu_status());
-  fail(ErrorCode::invalid_argument, "{} requests device '{}', which has no kernel for the op",
-       node.describe(), node.requested_device);
+// ---- prune ----------------------------------------------------------------------------
+
+// The subgraph of the signature, CSE'd, checked for what no executor could run: a fetch or
+// target inside a loop, an edge between frames that bypasses Enter and Exit.
+Subgraph prune(const Graph& graph, const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
+               const std::vector<int>& targets) {
+  Subgraph sub = eliminate_common_subexpressions(extract_subgraph(graph, feeds, fetches, targets));
+  const Graph& g = *sub.graph;
+  auto frame_of = [&](int id) -> const std::string& { return loop_frame(g.node(id)); };
+  for (auto& f : sub.fetches)
+    if (!frame_of(f.node).empty())
+      fail(ErrorCode::invalid_argument,
+           "fetch '{}' is inside while loop '{}', where it has one value per iteration: fetch the loop's results",
+           tensor_name(g.node(f.node), f.port), frame_of(f.node));
+  for (int t : sub.targets)
+    if (!frame_of(t).empty())
+      fail(ErrorCode::invalid_argument, "target '{}' is inside while loop '{}': run the loop's results instead",
+           g.node(t).name, frame_of(t));
+
+  // Values cross a loop's boundary only through Enter (in) and Exit (out): any other edge
+  // between frames would deliver its messages under the wrong tags and hang the step.
+  auto where = [&](const std::string& f) { return f.empty() ? std::string("outside any loop") : "in while loop '" + f + "'"; };
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == "Exit") continue;
+    const std::string frame = frame_of(id);
+    const bool enter = n.op == "Enter";
+    for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
+      const Node& p = g.node(n.inputs[slot].node);
+      if ((enter && slot == 0) || is_constant_value(p)) continue;
+      if (frame_of(p.id) != frame)
+        fail(ErrorCode::invalid_argument,
+             "{} {} reads {} {}: values cross a loop's boundary only through Enter and Exit (build loops with while_loop)",
+             n.describe(), where(frame), tensor_name(p, n.inputs[slot].port), where(frame_of(p.id)));
+    }
+    for (int c : n.control_inputs)
+      if (!(enter && !get_attr_or<bool>(n.attrs, "is_constant", false)) && frame_of(c) != frame)
+        fail(ErrorCode::invalid_argument,
+             "{} {} has a control input from {} {}: control edges do not cross a loop's boundary",
+             n.describe(), where(frame), g.node(c).describe(), where(frame_of(c)));
+  }
+  return sub;
 }
 
-// Places every node, then puts a _Send on the producer's device and a _Recv on the consumer's
-// on each data edge between two devices, one pair per tensor and destination device, in the
-// producer's frame. A loop's NextIteration is put with its Merge, so the back edge stays on one
-// device. Returns each node's device, the new ones included.
-std::vector<const Device*> place_and_insert_transfers(Graph& g, const ExecutableOptions& options) {
-  const int n = g.size();
-  std::vector<const Device*> at(static_cast<std::size_t>(n));
-  for (int id = 0; id < n; ++id) at[id] = &place(g.node(id), options);
-  for (int id = 0; id < n; ++id)
-    if (g.node(id).op_def->fires_on_first_live_input)
-      for (auto& in : g.node(id).inputs)
-        if (g.node(in.node).op == "NextIteration" && at[in.node] != at[id]) {
-          at[in.node] = at[id];
-          g.node(in.node).requested_device = at[id]->name();
-        }
-  std::map<std::pair<Endpoint, const Device*>, Endpoint> received;
-  auto fresh_name = [&](std::string base) {
-    std::string name = base;
-    for (int k = 1; g.has_name(name); ++k) name = base + "_" + std::to_string(k);
-    return name;
+// ---- place ----------------------------------------------------------------------------
+
+// Every node's device among this process's. Ops the actors carry out themselves (Merge, the
+// frame ops) run anywhere; variable and queue ops talk to actors from the host, on a CPU.
+std::vector<std::string> place_nodes(const Graph& g, const ExecutableOptions& options) {
+  const auto& registry = DeviceRegistry::instance();
+  PlacementOptions p;
+  for (const auto& d : registry.devices()) p.devices.push_back(d->name());
+  p.has_kernel = [](const Node& n, const std::string& type) {
+    if (n.op_def->variable_op || n.op_def->queue_op) return type == "CPU";
+    if (n.op_def->fires_on_first_live_input || n.op_def->frame_op) return true;
+    return KernelRegistry::global().has(n.op, type == "GPU" ? DeviceType::gpu : DeviceType::cpu);
   };
-  for (int id = 0; id < n; ++id) {
-    Node& c = g.node(id);
-    for (auto& in : c.inputs) {
-      const Node& p = g.node(in.node);
-      if (at[in.node] == at[id] || is_constant_value(p)) continue;
-      auto [it, fresh] = received.try_emplace({in, at[id]});
-      if (fresh) {
-        AttrMap frame;
-        if (!loop_frame(p).empty()) frame[kLoopFrameAttr] = loop_frame(p);
-        const std::string to = fmt::format("{}{}", name_of(at[id]->type()), at[id]->index());
-        AttrMap send_attrs = frame, recv_attrs = frame;
-        send_attrs["to_device"] = at[id]->name();
-        recv_attrs["from_device"] = at[in.node]->name();
-        const Node& send = g.add_node(NodeSpec{.name = fresh_name(fmt::format("{}/_send{}_to_{}", p.name, in.port, to)),
-                                               .op = "_Send",
-                                               .inputs = {in},
-                                               .attrs = send_attrs,
-                                               .requested_device = at[in.node]->name()});
-        const Node& recv = g.add_node(NodeSpec{.name = fresh_name(fmt::format("{}/_recv{}_on_{}", p.name, in.port, to)),
-                                               .op = "_Recv",
-                                               .inputs = {{send.id, 0}},
-                                               .attrs = recv_attrs,
-                                               .requested_device = at[id]->name()});
-        at.push_back(at[in.node]);
-        at.push_back(at[id]);
-        it->second = {recv.id, 0};
-      }
-      in = it->second;
-    }
+  p.allow_soft_placement = options.allow_soft_placement;
+  p.policy = options.placement_policy ? *options.placement_policy : placement_policy_from_environment();
+  try {
+    return place(g, p);
+  } catch (const Error& e) {
+    if (registry.gpu_count() > 0 || std::string(e.what()).find("GPU") == std::string::npos) throw;
+    throw Error(e.code(), fmt::format("{} (no GPU here: {})", e.what(), registry.gpu_status()));
   }
-  return at;
 }
 
 NodeRole role_of(const Graph& g, const Node& n) {
@@ -94,8 +89,182 @@ NodeRole role_of(const Graph& g, const Node& n) {
   if (n.op == "NextIteration") return NodeRole::next_iteration;
   if (n.op == "StackPush") return NodeRole::stack_push;
   if (n.op == "StackPop") return NodeRole::stack_pop;
+  if (n.op == "_Send") return NodeRole::send;
+  if (n.op == "_Recv") return NodeRole::recv;
   if (n.op_def->queue_op) return NodeRole::queue;
   return NodeRole::kernel;
+}
+
+// ---- plan ----------------------------------------------------------------------------
+
+// What a partition's plan needs to know of the signature besides its graph.
+struct PartSignature {
+  std::vector<std::pair<Endpoint, int>> fetches;  // (endpoint here, fetch index)
+  std::vector<int> targets;                       // nodes here
+};
+
+struct PartPlan {
+  std::shared_ptr<ExecPlan> plan;
+  std::vector<std::unique_ptr<OpKernel>> kernels;  // per node, for the spawn step
+  std::vector<bool> forwards;  // pass-through nodes whose consumers read their producer
+};
+
+// The plan of one partition, from its graph alone.
+PartPlan plan_partition(const Partition& part, const PartSignature& signature, const ShardOf& shard_of,
+                        const ExecutableOptions& options) {
+  PartPlan out;
+  out.plan = std::make_shared<ExecPlan>();
+  ExecPlan& p = *out.plan;
+  p.device = part.device;
+  p.graph = part.graph;
+  const Graph& g = *p.graph;
+  const Device* device = DeviceRegistry::instance().find(part.device);
+  if (!device) fail(ErrorCode::internal, "a partition for {}, which this process does not have", part.device);
+  p.nodes.resize(std::size_t(g.size()));
+
+  std::map<std::string, int> exits_of;  // per loop: its Exits in this partition
+  std::map<std::string, int> enters_of;  // and its Enters that are not loop invariants
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == "Exit") ++exits_of[loop_frame(g.node(n.inputs[0].node))];
+    if (role_of(g, n) == NodeRole::enter) ++enters_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
+  }
+
+  // Constant inputs are handed to their consumers once, here, instead of travelling as a
+  // message every step: a Const without control inputs has the same value in every step and
+  // frame. A Const left with nothing to feed (no fetch, no control consumer) gets no actor.
+  auto hoistable = [&](int id) { return is_constant_value(g.node(id)); };
+  std::vector<bool> reported(std::size_t(g.size()), false);  // fetched, or a target
+  for (auto& f : signature.fetches) reported[f.first.node] = true;
+  for (int t : signature.targets) reported[t] = true;
+  std::vector<bool> active(std::size_t(g.size()), true);
+  {
+    std::vector<bool> still_needed = reported;
+    for (int id = 0; id < g.size(); ++id) {
+      for (int c : g.node(id).control_inputs) still_needed[c] = true;
+      if (g.node(id).op_def->fires_on_first_live_input || g.node(id).op_def->frame_op)  // they see constants as messages
+        for (auto& in : g.node(id).inputs) still_needed[in.node] = true;
+    }
+    for (int id = 0; id < g.size(); ++id)
+      if (hoistable(id) && !still_needed[id]) active[id] = false;
+  }
+
+  out.kernels.resize(std::size_t(g.size()));
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    NodePlan& np = p.nodes[id];
+    np.node = &n;
+    np.device = device;
+    np.where = n.describe() + " on " + device->name();
+    np.active = active[id];
+    np.role = role_of(g, n);
+    // An _Arg takes its feed, a _Recv its value, as a message on slot 0.
+    const bool takes_message = n.op == "_Arg" || np.role == NodeRole::recv;
+    np.num_inputs = takes_message ? 1 : int(n.inputs.size());
+    np.num_controls = int(n.control_inputs.size());
+    np.fixed_inputs.resize(std::size_t(np.num_inputs));
+    np.num_fixed = 0;
+    if (n.op == "_Arg") {
+      np.input_names.push_back("feed " + std::to_string(get_attr<int64_t>(n.attrs, "index", n.name)));
+    } else if (np.role == NodeRole::recv) {
+      np.input_names.push_back(fmt::format("{} from {}", get_attr<std::string>(n.attrs, "tensor_name", n.name),
+                                           get_attr<std::string>(n.attrs, "send_device", n.name)));
+    } else {
+      for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
+        auto in = n.inputs[slot];
+        np.input_names.push_back(tensor_name(g.node(in.node), in.port));
+        if (hoistable(in.node) && !n.op_def->fires_on_first_live_input && !n.op_def->frame_op) {
+          np.fixed_inputs[slot] = get_attr<Tensor>(g.node(in.node).attrs, "value", g.node(in.node).name);
+          ++np.num_fixed;
+        }
+      }
+      if (np.active && np.num_inputs == np.num_fixed && n.control_inputs.empty()) {
+        np.num_controls = 1;  // the start signal
+        p.sources.push_back(id);
+      }
+    }
+    // A _Send has no outputs in its graph; its one target is the _Recv of its key (wire).
+    np.outputs.resize(std::size_t(np.role == NodeRole::send ? 1 : n.num_outputs()));
+    if (np.role == NodeRole::enter) {
+      const std::string frame = get_attr<std::string>(n.attrs, "frame_name", n.name);
+      np.frame_exits = exits_of[frame];
+      np.frame_enters = enters_of[frame];
+    }
+    if (np.role == NodeRole::enter || np.role == NodeRole::enter_constant)
+      np.frame_hash = fingerprint64(get_attr<std::string>(n.attrs, "frame_name", n.name));
+    if (np.role == NodeRole::stack_push || np.role == NodeRole::stack_pop)
+      np.stack_hash = fingerprint64(get_attr<std::string>(n.attrs, "stack_name", n.name));
+    np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
+    if (np.role == NodeRole::queue && np.active) {
+      if (!options.runtime) fail(ErrorCode::internal, "{}: no runtime to find its queue in", np.where);
+      np.queue = options.runtime->queue(QueueSpec::from(n.attrs, n.name));
+    }
+    if (n.op_def->variable_op && np.active) np.shard = shard_of(variable_name(n));
+    if (np.active && !n.op_def->variable_op && !n.op_def->queue_op && !n.op_def->fires_on_first_live_input &&
+        !n.op_def->frame_op && np.role != NodeRole::send && np.role != NodeRole::recv) {
+      try {
+        out.kernels[id] = KernelRegistry::global().create(n, device->type());
+      } catch (const Error& e) {
+        throw Error(e.code(), np.where + ": " + e.what());
+      }
+    }
+  }
+
+  // Pass-through nodes (Identity, LoopCond) that take one value by message and have no control
+  // edges and no fetch cost a hop and a firing per value and change nothing: their consumers
+  // are wired to the producer instead, and they get no actor. (A loop's iteration has two.)
+  out.forwards.assign(std::size_t(g.size()), false);
+  auto edges = g.out_edges();
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (active[id] && (n.op == "Identity" || n.op == "LoopCond") && n.inputs.size() == 1 &&
+        !p.nodes[id].fixed_inputs[0].is_initialized() && n.control_inputs.empty() && edges.control[id].empty() &&
+        !reported[id]) {
+      out.forwards[id] = true;
+      p.nodes[id].active = false;
+      out.kernels[id].reset();
+    }
+  }
+  return out;
+}
+
+// ---- wire -----------------------------------------------------------------------------
+
+// Within one partition: each data input of an active node to its producer's output (past
+// pass-through nodes), each control input to its source.
+void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
+  const Graph& g = *p.graph;
+  auto producer_of = [&](Endpoint e) {
+    while (forwards[e.node]) e = g.node(e.node).inputs[0];
+    return e;
+  };
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (!p.nodes[id].active) continue;
+    for (int slot = 0; slot < int(n.inputs.size()); ++slot)
+      if (!p.nodes[id].fixed_inputs[slot].is_initialized()) {
+        Endpoint from = producer_of(n.inputs[slot]);
+        p.nodes[from.node].outputs[from.port].push_back(
+            {p.actors[id], uint32_t(slot), p.nodes[id].role == NodeRole::exit && slot == 0});
+      }
+    for (int c : n.control_inputs) p.nodes[c].control_outputs.push_back({p.actors[id], kControlSlot});
+  }
+}
+
+// Each _Send to the _Recv of its rendezvous key, in whichever partition that is.
+void wire_transfers(const std::vector<std::shared_ptr<ExecPlan>>& parts) {
+  std::map<std::string, caf::actor> recv_of;
+  for (auto& p : parts)
+    for (int id = 0; id < int(p->nodes.size()); ++id)
+      if (p->nodes[id].role == NodeRole::recv) recv_of[rendezvous_key(p->graph->node(id))] = p->actors[id];
+  for (auto& p : parts)
+    for (int id = 0; id < int(p->nodes.size()); ++id) {
+      if (p->nodes[id].role != NodeRole::send) continue;
+      const std::string key = rendezvous_key(p->graph->node(id));
+      auto it = recv_of.find(key);
+      if (it == recv_of.end()) fail(ErrorCode::internal, "{}: no _Recv has its rendezvous key '{}'", p->nodes[id].where, key);
+      p->nodes[id].outputs[0].push_back({it->second, 0});
+    }
 }
 
 }  // namespace
@@ -133,187 +302,61 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
                        const std::vector<int>& targets, const ShardOf& shard_of,
                        const ExecutableOptions& options)
     : system_(&system) {
-  Subgraph sub = eliminate_common_subexpressions(extract_subgraph(graph, feeds, fetches, targets));
-  const std::vector<const Device*> placed = place_and_insert_transfers(*sub.graph, options);
-  plan_ = std::make_shared<ExecPlan>();
-  ExecPlan& p = *plan_;
-  p.graph = sub.graph;
-  p.args = sub.args;
-  p.num_fetches = int(sub.fetches.size());
-  p.num_targets = int(sub.targets.size());
-  const Graph& g = *p.graph;
-  p.nodes.resize(std::size_t(g.size()));
-  auto frame_of = [&](int id) -> const std::string& { return loop_frame(g.node(id)); };
-  for (auto& f : sub.fetches)
-    if (!frame_of(f.node).empty())
-      fail(ErrorCode::invalid_argument,
-           "fetch '{}' is inside while loop '{}', where it has one value per iteration: fetch the loop's results",
-           tensor_name(g.node(f.node), f.port), frame_of(f.node));
-  for (int t : sub.targets)
-    if (!frame_of(t).empty())
-      fail(ErrorCode::invalid_argument, "target '{}' is inside while loop '{}': run the loop's results instead",
-           g.node(t).name, frame_of(t));
+  Subgraph sub = prune(graph, feeds, fetches, targets);
+  const std::vector<std::string> device_of = place_nodes(*sub.graph, options);
+  Partitions cut = partition(*sub.graph, device_of);
 
-  // Values cross a loop's boundary only through Enter (in) and Exit (out): any other edge
-  // between frames would deliver its messages under the wrong tags and hang the step.
-  auto where = [&](const std::string& f) { return f.empty() ? std::string("outside any loop") : "in while loop '" + f + "'"; };
-  for (int id = 0; id < g.size(); ++id) {
-    const Node& n = g.node(id);
-    if (n.op == "Exit") continue;
-    const std::string frame = frame_of(id);
-    const bool enter = n.op == "Enter";
-    for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
-      const Node& p = g.node(n.inputs[slot].node);
-      if ((enter && slot == 0) || is_constant_value(p)) continue;
-      if (frame_of(p.id) != frame)
-        fail(ErrorCode::invalid_argument,
-             "{} {} reads {} {}: values cross a loop's boundary only through Enter and Exit (build loops with while_loop)",
-             n.describe(), where(frame), tensor_name(p, n.inputs[slot].port), where(frame_of(p.id)));
-    }
-    for (int c : n.control_inputs)
-      if (!(enter && !get_attr_or<bool>(n.attrs, "is_constant", false)) && frame_of(c) != frame)
-        fail(ErrorCode::invalid_argument,
-             "{} {} has a control input from {} {}: control edges do not cross a loop's boundary",
-             n.describe(), where(frame), g.node(c).describe(), where(frame_of(c)));
+  // plan
+  plan_ = std::make_shared<StepPlan>();
+  StepPlan& step = *plan_;
+  std::vector<PartSignature> signatures(cut.parts.size());
+  for (int i = 0; i < int(sub.fetches.size()); ++i) {
+    auto at = cut.of[sub.fetches[i].node];
+    signatures[at.part].fetches.push_back({{at.node, sub.fetches[i].port}, i});
+    step.fetch_names.push_back(tensor_name(sub.graph->node(sub.fetches[i].node), sub.fetches[i].port));
+  }
+  for (int t : sub.targets) signatures[cut.of[t].part].targets.push_back(cut.of[t].node);
+  for (int a : sub.args) step.args.push_back({cut.of[a].part, cut.of[a].node});
+  step.num_fetches = int(sub.fetches.size());
+  step.num_targets = int(sub.targets.size());
+  std::vector<PartPlan> parts;
+  for (std::size_t i = 0; i < cut.parts.size(); ++i) {
+    parts.push_back(plan_partition(cut.parts[i], signatures[i], shard_of, options));
+    step.parts.push_back(parts.back().plan);
   }
 
-  std::map<std::string, int> exits_of;  // per loop: its Exits in this executable
-  std::map<std::string, int> enters_of;  // and its Enters that are not loop invariants
-  for (int id = 0; id < g.size(); ++id) {
-    const Node& n = g.node(id);
-    if (n.op == "Exit") ++exits_of[frame_of(n.inputs[0].node)];
-    if (role_of(g, n) == NodeRole::enter) ++enters_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
+  // spawn: actors first, then the wiring that names them; nothing runs before the first step.
+  step_actor_ = system.spawn(troupe::step_actor, std::shared_ptr<const StepPlan>(plan_));
+  for (PartPlan& part : parts) {
+    ExecPlan& p = *part.plan;
+    p.step_actor = step_actor_;
+    p.actors.resize(p.nodes.size());
+    for (int id = 0; id < int(p.nodes.size()); ++id)
+      if (p.nodes[id].active)
+        p.actors[id] = system.spawn<NodeActor, caf::lazy_init>(std::shared_ptr<const ExecPlan>(part.plan), id,
+                                                               std::move(part.kernels[id]));
   }
 
-  // Constant inputs are handed to their consumers once, here, instead of travelling as a
-  // message every step: a Const without control inputs has the same value in every step and
-  // frame. A Const left with nothing to feed (no fetch, no control consumer) gets no actor.
-  auto hoistable = [&](int id) { return is_constant_value(g.node(id)); };
-  std::vector<bool> active(std::size_t(g.size()), true);
-  {
-    std::vector<bool> still_needed(std::size_t(g.size()), false);
-    for (int id = 0; id < g.size(); ++id) {
-      for (int c : g.node(id).control_inputs) still_needed[c] = true;
-      if (g.node(id).op_def->fires_on_first_live_input || g.node(id).op_def->frame_op)  // they see constants as messages
-        for (auto& in : g.node(id).inputs) still_needed[in.node] = true;
-    }
-    for (auto& f : sub.fetches) still_needed[f.node] = true;
-    for (int t : sub.targets) still_needed[t] = true;
-    for (int id = 0; id < g.size(); ++id)
-      if (hoistable(id) && !still_needed[id]) active[id] = false;
+  // wire
+  for (PartPlan& part : parts) wire_partition(*part.plan, part.forwards);
+  wire_transfers(step.parts);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    ExecPlan& p = *parts[i].plan;
+    for (auto& [f, index] : signatures[i].fetches) p.nodes[f.node].outputs[f.port].push_back({step_actor_, uint32_t(index)});
+    for (int t : signatures[i].targets) p.nodes[t].control_outputs.push_back({step_actor_, kControlSlot});
   }
+}
 
-  std::vector<std::unique_ptr<OpKernel>> kernels(std::size_t(g.size()));
-  for (int id = 0; id < g.size(); ++id) {
-    const Node& n = g.node(id);
-    NodePlan& np = p.nodes[id];
-    np.node = &n;
-    np.device = placed[id];
-    np.where = n.describe() + " on " + np.device->name();
-    np.active = active[id];
-    np.num_inputs = n.op == "_Arg" ? 1 : int(n.inputs.size());
-    np.num_controls = int(n.control_inputs.size());
-    np.fixed_inputs.resize(std::size_t(np.num_inputs));
-    np.num_fixed = 0;
-    if (n.op == "_Arg") {
-      np.input_names.push_back("feed " + std::to_string(get_attr<int64_t>(n.attrs, "index", n.name)));
-    } else {
-      for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
-        auto in = n.inputs[slot];
-        np.input_names.push_back(tensor_name(g.node(in.node), in.port));
-        if (hoistable(in.node) && !n.op_def->fires_on_first_live_input && !n.op_def->frame_op) {
-          np.fixed_inputs[slot] = get_attr<Tensor>(g.node(in.node).attrs, "value", g.node(in.node).name);
-          ++np.num_fixed;
-        }
-      }
-      if (np.active && np.num_inputs == np.num_fixed && n.control_inputs.empty()) {
-        np.num_controls = 1;  // the start signal
-        p.sources.push_back(id);
-      }
-    }
-    np.outputs.resize(std::size_t(n.num_outputs()));
-    np.role = role_of(g, n);
-    if (np.role == NodeRole::enter) {
-      const std::string frame = get_attr<std::string>(n.attrs, "frame_name", n.name);
-      np.frame_exits = exits_of[frame];
-      np.frame_enters = enters_of[frame];
-    }
-    if (np.role == NodeRole::enter || np.role == NodeRole::enter_constant)
-      np.frame_hash = fingerprint64(get_attr<std::string>(n.attrs, "frame_name", n.name));
-    if (np.role == NodeRole::stack_push || np.role == NodeRole::stack_pop)
-      np.stack_hash = fingerprint64(get_attr<std::string>(n.attrs, "stack_name", n.name));
-    np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
-    if (np.role == NodeRole::queue && np.active) {
-      if (!options.runtime) fail(ErrorCode::internal, "{}: no runtime to find its queue in", np.where);
-      np.queue = options.runtime->queue(QueueSpec::from(n.attrs, n.name));
-    }
-    if (n.op_def->variable_op && np.active) np.shard = shard_of(variable_name(n));
-    if (np.active && !n.op_def->variable_op && !n.op_def->queue_op && !n.op_def->fires_on_first_live_input &&
-        !n.op_def->frame_op) {
-      try {
-        kernels[id] = KernelRegistry::global().create(n, np.device->type());
-      } catch (const Error& e) {
-        throw Error(e.code(), np.where + ": " + e.what());
-      }
-    }
-  }
-
-  // Pass-through nodes (Identity, LoopCond) that take one value by message and have no control
-  // edges and no fetch cost a hop and a firing per value and change nothing: their consumers
-  // are wired to the producer instead, and they get no actor. (A loop's iteration has two.)
-  std::vector<bool> forwards(std::size_t(g.size()), false);
-  {
-    auto edges = g.out_edges();
-    std::vector<bool> reported(std::size_t(g.size()), false);
-    for (auto& f : sub.fetches) reported[f.node] = true;
-    for (int t : sub.targets) reported[t] = true;
-    for (int id = 0; id < g.size(); ++id) {
-      const Node& n = g.node(id);
-      if (active[id] && (n.op == "Identity" || n.op == "LoopCond") && n.inputs.size() == 1 &&
-          !p.nodes[id].fixed_inputs[0].is_initialized() && n.control_inputs.empty() && edges.control[id].empty() &&
-          !reported[id]) {
-        forwards[id] = true;
-        active[id] = false;
-        p.nodes[id].active = false;
-        kernels[id].reset();
-      }
-    }
-  }
-  auto producer_of = [&](Endpoint e) {
-    while (forwards[e.node]) e = g.node(e.node).inputs[0];
-    return e;
-  };
-
-  // Actors first, then the wiring that names them; nothing runs before the first step.
-  p.step_actor = system.spawn(troupe::step_actor, std::shared_ptr<const ExecPlan>(plan_));
-  p.actors.resize(std::size_t(g.size()));
-  for (int id = 0; id < g.size(); ++id)
-    if (active[id])
-      p.actors[id] = system.spawn<NodeActor, caf::lazy_init>(std::shared_ptr<const ExecPlan>(plan_),
-                                                             id, std::move(kernels[id]));
-  for (int id = 0; id < g.size(); ++id) {
-    const Node& n = g.node(id);
-    if (!active[id]) continue;
-    for (int slot = 0; slot < int(n.inputs.size()); ++slot)
-      if (!p.nodes[id].fixed_inputs[slot].is_initialized()) {
-        Endpoint from = producer_of(n.inputs[slot]);
-        p.nodes[from.node].outputs[from.port].push_back(
-            {p.actors[id], uint32_t(slot), p.nodes[id].role == NodeRole::exit && slot == 0});
-      }
-    for (int c : n.control_inputs) p.nodes[c].control_outputs.push_back({p.actors[id], kControlSlot});
-  }
-  for (int i = 0; i < p.num_fetches; ++i) {
-    auto f = sub.fetches[i];
-    p.nodes[f.node].outputs[f.port].push_back({p.step_actor, uint32_t(i)});
-    p.fetch_names.push_back(tensor_name(g.node(f.node), f.port));
-  }
-  for (int t : sub.targets) p.nodes[t].control_outputs.push_back({p.step_actor, kControlSlot});
+const ExecPlan* Executable::part_on(const std::string& device) const {
+  for (auto& p : plan_->parts)
+    if (p->device == device) return p.get();
+  return nullptr;
 }
 
 Executable::~Executable() {
-  // Stop every actor and wait until all are down; only then drop the handles in the plan.
-  // Dropping them earlier would race with handlers still reading the plan, and letting an
-  // exiting actor release the last reference to the plan would free the actor inside its
+  // Stop every actor and wait until all are down; only then drop the handles in the plans.
+  // Dropping them earlier would race with handlers still reading a plan, and letting an
+  // exiting actor release the last reference to its plan would free the actor inside its
   // own exit.
   caf::scoped_actor self{*system_};
   std::size_t n = 0;
@@ -323,17 +366,21 @@ Executable::~Executable() {
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
     ++n;
   };
-  for (auto& a : plan_->actors) stop(a);  // inactive nodes have none
-  stop(plan_->step_actor);
+  for (auto& p : plan_->parts)
+    for (auto& a : p->actors) stop(a);  // inactive nodes have none
+  stop(step_actor_);
   for (std::size_t i = 0; i < n; ++i) self->receive([](caf::down_msg&) {});
-  for (auto& node : plan_->nodes) {
-    node.outputs.clear();
-    node.control_outputs.clear();
-    node.queue = nullptr;
-    node.shard = nullptr;
+  for (auto& p : plan_->parts) {
+    for (auto& node : p->nodes) {
+      node.outputs.clear();
+      node.control_outputs.clear();
+      node.queue = nullptr;
+      node.shard = nullptr;
+    }
+    p->actors.clear();
+    p->step_actor = nullptr;
   }
-  plan_->actors.clear();
-  plan_->step_actor = nullptr;
+  step_actor_ = nullptr;
 }
 
 }  // namespace troupe

@@ -1,23 +1,34 @@
 #pragma once
 // An Executable is one run signature (feeds, fetches, targets) of a graph, prepared once and
-// reused by every step with that signature: the pruned, CSE'd subgraph, each node placed on a
-// device, one node actor per node, and one step actor that starts steps and collects fetches.
-// The plan holds the actors' handles and each actor holds the plan; the destructor breaks
-// that cycle once every actor is down.
+// reused by every step with that signature. Its constructor is a pipeline of named steps:
+//   prune     the subgraph the fetches and targets need, feeds as _Arg nodes, CSE'd;
+//   place     a device for every node (graph/placement.hpp);
+//   partition one graph per device, _Send/_Recv between them (graph/partition.hpp);
+//   plan      per partition an ExecPlan built from that partition alone (plus which of its
+//             nodes are fetched): each node's actor kind, inputs, constants, kernel;
+//   spawn     one actor per node of every partition, and the step actor;
+//   wire      each output to its consumers' actors, each _Send to the _Recv of its rendezvous
+//             key, fetches and targets to the step actor.
+// A partition keeps its own frame and stack state (no partition reads another's), so each
+// could run in another process. The plans hold the actors' handles and each actor holds its
+// plan; the destructor breaks that cycle once every actor is down.
 //
-// The ExecPlan below is written while the Executable is being built and is read-only from the
-// moment the first message is sent; node actors read it without locks. Destroying the
-// Executable stops all its actors; it must not happen while a step is in flight.
+// An ExecPlan is written while the Executable is being built and is read-only from the moment
+// the first message is sent; node actors read it without locks. The two mutex-guarded members,
+// `stacks` and `frames`, each guard only their own map (a call takes one lock and calls out to
+// nothing, so no lock is ever held while taking another). Destroying the Executable stops all
+// its actors; it must not happen while a step is in flight.
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
-#include <vector>
 
 #include "actors/messages.hpp"
+#include "graph/placement.hpp"
 #include "graph/prune.hpp"
 #include "ops/kernel.hpp"
 
@@ -41,6 +52,8 @@ enum class NodeRole {
   stack_push,      // saves a forward loop's value of each iteration
   stack_pop,       // hands them to the gradient loop, last first
   queue,           // a request to a queue actor (ops/data/queue.hpp)
+  send,            // _Send: passes its value to the _Recv of its rendezvous key
+  recv,            // _Recv: passes the value on (after its control inputs, if any)
 };
 
 // The values StackPush nodes save for a loop's gradient, per step, stack and iteration path
@@ -85,18 +98,29 @@ struct NodePlan {
   std::string where;  // "Add 'x' on /job:localhost/task:0/device:CPU:0", prefixed to errors
 };
 
+// One partition's plan: what its node actors read.
 struct ExecPlan {
-  std::shared_ptr<Graph> graph;
+  std::string device;            // the partition's device
+  std::shared_ptr<Graph> graph;  // the partition
   std::vector<NodePlan> nodes;  // indexed like graph's nodes
   std::vector<caf::actor> actors;  // per node; empty for inactive nodes
   caf::actor step_actor;
   std::vector<int> sources;  // nodes started by the step actor's start signal
-  std::vector<int> args;     // the _Arg node of each feed
+  mutable StackStore stacks;
+  mutable FrameTable frames;
+};
+
+// What the step actor reads: every partition, and where feeds go.
+struct StepPlan {
+  struct Feed {
+    int part;
+    int node;  // the feed's _Arg node there
+  };
+  std::vector<std::shared_ptr<ExecPlan>> parts;
+  std::vector<Feed> args;  // per feed
   int num_fetches = 0;
   int num_targets = 0;
   std::vector<std::string> fetch_names;
-  mutable StackStore stacks;
-  mutable FrameTable frames;
 };
 
 class Runtime;
@@ -104,6 +128,9 @@ class Runtime;
 struct ExecutableOptions {
   bool allow_soft_placement = true;
   Runtime* runtime = nullptr;  // where queues live; needed by graphs with queue ops
+  // How nodes without a device request are placed (graph/placement.hpp); by default from
+  // TROUPE_PLACEMENT.
+  std::optional<PlacementOptions::Policy> placement_policy;
 };
 
 // The parameter shard that holds a variable (by shared name).
@@ -118,13 +145,16 @@ class Executable {
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
 
-  const caf::actor& step_actor() const { return plan_->step_actor; }
-  const ExecPlan& plan() const { return *plan_; }
-  int num_nodes() const { return int(plan_->nodes.size()); }
+  const caf::actor& step_actor() const { return step_actor_; }
+  // The partitions, one per device that runs part of the signature.
+  const std::vector<std::shared_ptr<ExecPlan>>& parts() const { return plan_->parts; }
+  // The partition of `device` (full name); nullptr if nothing runs there.
+  const ExecPlan* part_on(const std::string& device) const;
 
  private:
   caf::actor_system* system_;
-  std::shared_ptr<ExecPlan> plan_;
+  std::shared_ptr<StepPlan> plan_;
+  caf::actor step_actor_;
 };
 
 }  // namespace troupe

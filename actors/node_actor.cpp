@@ -285,6 +285,8 @@ void NodeActor::on_invariant_input(const Tag& tag, uint32_t slot, Value& value) 
 
 bool NodeActor::fire_frame_op(const Tag& tag, Tensor* inputs, bool dead) {
   switch (me_->role) {
+    case NodeRole::send:
+    case NodeRole::recv: emit(tag, inputs, dead); return true;
     case NodeRole::enter: {
       emit(plan_->frames.enter(tag, get_attr<std::string>(me_->node->attrs, "frame_name", me_->node->name),
                                me_->frame_hash, me_->frame_exits, me_->frame_enters),

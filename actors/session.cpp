@@ -56,8 +56,9 @@ std::vector<WaitingNode> Session::Impl::waits_of(const std::vector<const Executa
   using Handle = decltype(self->request(caf::actor{}, bound, waits_atom::value));
   std::vector<Handle> asked;
   for (auto& exe : exes)
-    for (auto& a : exe->plan().actors)
-      if (a) asked.push_back(self->request(a, bound, waits_atom::value));
+    for (auto& part : exe->parts())
+      for (auto& a : part->actors)
+        if (a) asked.push_back(self->request(a, bound, waits_atom::value));
   for (auto& h : asked)
     h.receive(
         [&](std::vector<WaitReport>& reports) {
@@ -119,7 +120,7 @@ std::shared_ptr<Executable> Session::Impl::executable_for(const std::vector<Endp
   // Built outside the lock: another thread may build the same one; the first stored wins.
   auto exe = std::make_shared<Executable>(runtime->system(), *graph, feeds, fetches, targets,
                                           [this](const std::string& v) { return shards->of(v); },
-                                          ExecutableOptions{options.allow_soft_placement, runtime.get()});
+                                          ExecutableOptions{.allow_soft_placement = options.allow_soft_placement, .runtime = runtime.get()});
   std::lock_guard<std::mutex> lock(mutex);
   return executables.emplace(key, std::move(exe)).first->second;
 }
@@ -249,8 +250,10 @@ Session::LoopState Session::loop_state() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   LoopState state;
   for (auto& [key, exe] : impl_->executables) {
-    state.frames += exe->plan().frames.size();
-    state.saved_values += exe->plan().stacks.size();
+    for (auto& part : exe->parts()) {
+      state.frames += part->frames.size();
+      state.saved_values += part->stacks.size();
+    }
   }
   return state;
 }

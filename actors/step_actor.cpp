@@ -3,7 +3,7 @@
 namespace troupe {
 
 caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
-                         std::shared_ptr<const ExecPlan> plan) {
+                         std::shared_ptr<const StepPlan> plan) {
   self->state.plan = std::move(plan);
   auto finish = [self](uint64_t step, StepResult result) {
     auto it = self->state.steps.find(step);
@@ -11,14 +11,16 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
     const bool failed = result.code != ErrorCode::ok;
     it->second.promise.deliver(std::move(result));
     self->state.steps.erase(it);
-    self->state.plan->stacks.drop_step(step);  // what a loop saved for a gradient the step did not run
-    // A failed step's frames go now (its loops will not exit); a finished step's loops may
-    // still be passing their last, dead, iterations, and their Exits free their frames.
-    if (failed) self->state.plan->frames.drop_step(step);
+    for (auto& part : self->state.plan->parts) {
+      part->stacks.drop_step(step);  // what a loop saved for a gradient the step did not run
+      // A failed step's frames go now (its loops will not exit); a finished step's loops may
+      // still be passing their last, dead, iterations, and their Exits free their frames.
+      if (failed) part->frames.drop_step(step);
+    }
   };
   return {
       [self](run_atom, uint64_t step, std::vector<Tensor>& feeds) -> caf::result<StepResult> {
-        const ExecPlan& p = *self->state.plan;
+        const StepPlan& p = *self->state.plan;
         int due = p.num_fetches + p.num_targets;
         if (due == 0) return StepResult{};
         auto& s = self->state.steps[step];
@@ -27,9 +29,10 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
         s.remaining = due;
         Tag tag{step, 0, 0};
         for (std::size_t i = 0; i < p.args.size(); ++i)
-          send_input(self->context(), p.actors[p.args[i]], tag, 0, Value{std::move(feeds[i]), false});
-        for (int src : p.sources)
-          send_input(self->context(), p.actors[src], tag, kControlSlot, Value{});
+          send_input(self->context(), p.parts[p.args[i].part]->actors[p.args[i].node], tag, 0,
+                     Value{std::move(feeds[i]), false});
+        for (auto& part : p.parts)
+          for (int src : part->sources) send_input(self->context(), part->actors[src], tag, kControlSlot, Value{});
         return s.promise;
       },
       [self, finish](input_atom, const Tag& tag, uint32_t slot, Value& value) {
@@ -50,8 +53,9 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
       [self, finish](abort_atom, const Tag& tag, int32_t code, std::string& message) {
         if (!self->state.steps.count(tag.step)) return;
         finish(tag.step, StepResult{{}, ErrorCode(code), std::move(message)});
-        for (auto& a : self->state.plan->actors)
-          if (a) caf::anon_send(a, abort_atom::value, tag.step);
+        for (auto& part : self->state.plan->parts)
+          for (auto& a : part->actors)
+            if (a) caf::anon_send(a, abort_atom::value, tag.step);
       },
   };
 }

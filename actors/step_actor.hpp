@@ -19,12 +19,12 @@ struct StepActorState {
     std::vector<Tensor> fetches;
     int remaining = 0;
   };
-  std::shared_ptr<const ExecPlan> plan;
+  std::shared_ptr<const StepPlan> plan;
   std::unordered_map<uint64_t, Step> steps;
   static inline const char* name = "troupe.step";
 };
 
 caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
-                         std::shared_ptr<const ExecPlan> plan);
+                         std::shared_ptr<const StepPlan> plan);
 
 }  // namespace troupe

@@ -59,17 +59,25 @@ TROUPE_REGISTER_KERNEL("Identity", DeviceType::cpu, IdentityKernel);
 // _Arg (graph/prune.cpp) receives its feed as input 0 from the step actor.
 TROUPE_REGISTER_KERNEL("_Arg", DeviceType::cpu, IdentityKernel);
 
-// _Send and _Recv: the executable puts a pair on each edge between two devices (one per
-// tensor per device pair); the value travels from the Send's actor to the Recv's as a message
-// with its tag, so a transfer inside a loop keeps its frame and iteration. Between host
-// devices the tensor is passed as is (the memory is shared); a device with its own memory
-// copies in these kernels.
-TROUPE_REGISTER_OP(OpDef{.name = "_Send", .num_inputs = 1, .stateful = true, .shape_fn = shape_fns::unchanged,
-                         .required_attrs = {"to_device"}});
-TROUPE_REGISTER_OP(OpDef{.name = "_Recv", .num_inputs = 1, .stateful = true, .shape_fn = shape_fns::unchanged,
-                         .required_attrs = {"from_device"}});
-TROUPE_REGISTER_KERNEL("_Send", DeviceType::cpu, IdentityKernel);
-TROUPE_REGISTER_KERNEL("_Recv", DeviceType::cpu, IdentityKernel);
+// _Send and _Recv: graph/partition.hpp puts a pair on each edge between two devices (one per
+// tensor per destination), with the same rendezvous key {send_device, recv_device,
+// tensor_name}. The value travels from the Send's actor to the Recv's as a message with its
+// tag, so a transfer inside a loop keeps its frame and iteration. A Send has no outputs in its
+// graph and a Recv no inputs: each partition stands alone. The executor carries both out
+// itself (actors/executor/), without a kernel.
+TROUPE_REGISTER_OP(OpDef{.name = "_Send",
+                         .num_inputs = 1,
+                         .num_outputs = 0,
+                         .stateful = true,
+                         .shape_fn = [](InferenceContext&) {},
+                         .required_attrs = {"send_device", "recv_device", "tensor_name"}});
+TROUPE_REGISTER_OP(OpDef{.name = "_Recv",
+                         .num_inputs = 0,
+                         .stateful = true,
+                         .shape_fn = [](InferenceContext& c) {
+                           c.set_output(0, c.attr<DType>("dtype"), c.attr<PartialShape>("shape"));
+                         },
+                         .required_attrs = {"send_device", "recv_device", "tensor_name", "dtype", "shape"}});
 
 class NoOpKernel final : public OpKernel {
  public:

@@ -4,12 +4,14 @@
 #include <boost/test/unit_test.hpp>
 
 #include <cstdlib>
+#include <map>
 
 #include "actors/executable.hpp"
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "graph/gradients.hpp"
+#include "graph/partition.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
 #include "test/support/settles.hpp"
@@ -57,26 +59,36 @@ BOOST_AUTO_TEST_CASE(a_loop_whose_body_spans_two_devices_sends_its_values_inside
   BOOST_TEST(s.run({{l.n, Tensor::scalar<int32_t>(0)}}, {l.out[1]})[0].scalar_value<int32_t>() == 0);
   BOOST_TEST(settles(s), s.describe_waiting());
 
-  // The executable puts a Send/Recv pair on each edge between the devices, in the loop's frame.
+  // The executable runs one partition per device; a _Send/_Recv pair with one rendezvous key
+  // carries each value between them, inside the loop's frame, and each partition runs a
+  // control loop of its own for the frame.
   auto runtime = Runtime::get(0);
   auto shard = runtime->system().spawn(param_shard);
   {
     Executable exe(runtime->system(), l.root.graph(), {l.n.endpoint()}, {l.out[1].endpoint()}, {},
                    [&](const std::string&) { return shard; },
                    {.runtime = runtime.get()});
-    int sends = 0, recvs = 0;
-    const Graph& g = *exe.plan().graph;
-    for (int id = 0; id < g.size(); ++id) {
-      const Node& node = g.node(id);
-      if (node.op != "_Send" && node.op != "_Recv") continue;
-      (node.op == "_Send" ? sends : recvs)++;
-      BOOST_TEST(loop_frame(node) == "while", node.name << " is in the loop");
-      if (node.op == "_Recv")
-        BOOST_TEST(exe.plan().nodes[id].device != exe.plan().nodes[node.inputs[0].node].device,
-                   node.name << ": a Recv is on another device than its Send");
+    BOOST_TEST_REQUIRE(exe.parts().size() == 2u);
+    std::map<std::string, std::string> sent, received;  // rendezvous key -> device
+    for (auto& part : exe.parts()) {
+      const Graph& g = *part->graph;
+      int control_loops = 0;
+      for (int id = 0; id < g.size(); ++id) {
+        const Node& node = g.node(id);
+        if (node.op == "Enter" && node.name.find("_control_loop") != std::string::npos) ++control_loops;
+        if (node.op != "_Send" && node.op != "_Recv") continue;
+        BOOST_TEST(loop_frame(node) == "while", node.name << " is in the loop");
+        (node.op == "_Send" ? sent : received)[rendezvous_key(node)] = part->device;
+      }
+      BOOST_TEST(control_loops == 1, part->device << " runs a control loop for the frame");
     }
-    BOOST_TEST(sends == 2, "the counter to CPU:1, the doubled value back");
-    BOOST_TEST(recvs == 2);
+    BOOST_TEST(sent.size() == received.size());
+    for (auto& [key, device] : received) {
+      BOOST_TEST_REQUIRE(sent.count(key), key << " is sent");
+      BOOST_TEST(sent[key] != device, key << ": a Recv is on another device than its Send");
+    }
+    const std::string twice_back = "/job:localhost/task:0/device:CPU:1;/job:localhost/task:0/device:CPU:0;while/body/twice:0";
+    BOOST_TEST(received.count(twice_back), "the doubled value goes back to CPU:0");
   }
   caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
 }
