@@ -1,6 +1,6 @@
 #include "actors/executable.hpp"
 
-#include "actors/node_actor.hpp"
+#include "actors/executor/spawn_node.hpp"
 #include "actors/runtime.hpp"
 #include "actors/step_actor.hpp"
 #include "core/fingerprint.hpp"
@@ -81,21 +81,6 @@ std::vector<const Device*> place_and_insert_transfers(Graph& g, const Executable
     }
   }
   return at;
-}
-
-NodeRole role_of(const Graph& g, const Node& n) {
-  if (n.op_def->fires_on_first_live_input) {
-    for (int i = 0; i < int(n.inputs.size()); ++i)
-      if (is_back_edge(g, n, i)) return NodeRole::loop_merge;
-    return NodeRole::merge;
-  }
-  if (n.op == "Enter") return get_attr_or<bool>(n.attrs, "is_constant", false) ? NodeRole::enter_constant : NodeRole::enter;
-  if (n.op == "Exit") return NodeRole::exit;
-  if (n.op == "NextIteration") return NodeRole::next_iteration;
-  if (n.op == "StackPush") return NodeRole::stack_push;
-  if (n.op == "StackPop") return NodeRole::stack_pop;
-  if (n.op_def->queue_op) return NodeRole::queue;
-  return NodeRole::kernel;
 }
 
 }  // namespace
@@ -182,7 +167,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
   for (int id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
     if (n.op == "Exit") ++exits_of[frame_of(n.inputs[0].node)];
-    if (role_of(g, n) == NodeRole::enter) ++enters_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
+    if (kind_of(g, n) == NodeKind::enter) ++enters_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
   }
 
   // Constant inputs are handed to their consumers once, here, instead of travelling as a
@@ -232,24 +217,25 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
       }
     }
     np.outputs.resize(std::size_t(n.num_outputs()));
-    np.role = role_of(g, n);
-    if (np.role == NodeRole::enter) {
+    np.kind = kind_of(g, n);
+    if (np.kind == NodeKind::enter) {
       const std::string frame = get_attr<std::string>(n.attrs, "frame_name", n.name);
       np.frame_exits = exits_of[frame];
       np.frame_enters = enters_of[frame];
     }
-    if (np.role == NodeRole::enter || np.role == NodeRole::enter_constant)
+    if (np.kind == NodeKind::enter || np.kind == NodeKind::loop_invariant)
       np.frame_hash = fingerprint64(get_attr<std::string>(n.attrs, "frame_name", n.name));
-    if (np.role == NodeRole::stack_push || np.role == NodeRole::stack_pop)
+    if (np.kind == NodeKind::stack_push || np.kind == NodeKind::stack_pop)
       np.stack_hash = fingerprint64(get_attr<std::string>(n.attrs, "stack_name", n.name));
     np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
-    if (np.role == NodeRole::queue && np.active) {
+    if (np.kind == NodeKind::queue) np.queue_op = queue_op_of(n);
+    if (np.kind == NodeKind::variable) np.variable_op = variable_op_of(n);
+    if (np.kind == NodeKind::queue && np.active) {
       if (!options.runtime) fail(ErrorCode::internal, "{}: no runtime to find its queue in", np.where);
       np.queue = options.runtime->queue(QueueSpec::from(n.attrs, n.name));
     }
     if (n.op_def->variable_op && np.active) np.shard = shard_of(variable_name(n));
-    if (np.active && !n.op_def->variable_op && !n.op_def->queue_op && !n.op_def->fires_on_first_live_input &&
-        !n.op_def->frame_op) {
+    if (np.active && np.kind == NodeKind::kernel) {
       try {
         kernels[id] = KernelRegistry::global().create(n, np.device->type());
       } catch (const Error& e) {
@@ -289,8 +275,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
   p.actors.resize(std::size_t(g.size()));
   for (int id = 0; id < g.size(); ++id)
     if (active[id])
-      p.actors[id] = system.spawn<NodeActor, caf::lazy_init>(std::shared_ptr<const ExecPlan>(plan_),
-                                                             id, std::move(kernels[id]));
+      p.actors[id] = spawn_node(system, std::shared_ptr<const ExecPlan>(plan_), id, std::move(kernels[id]));
   for (int id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
     if (!active[id]) continue;
@@ -298,7 +283,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
       if (!p.nodes[id].fixed_inputs[slot].is_initialized()) {
         Endpoint from = producer_of(n.inputs[slot]);
         p.nodes[from.node].outputs[from.port].push_back(
-            {p.actors[id], uint32_t(slot), p.nodes[id].role == NodeRole::exit && slot == 0});
+            {p.actors[id], uint32_t(slot), p.nodes[id].kind == NodeKind::exit && slot == 0});
       }
     for (int c : n.control_inputs) p.nodes[c].control_outputs.push_back({p.actors[id], kControlSlot});
   }
