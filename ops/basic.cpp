@@ -61,15 +61,12 @@ TROUPE_REGISTER_KERNEL("_Arg", DeviceType::cpu, IdentityKernel);
 
 // _Send and _Recv: the executable puts a pair on each edge between two devices (one per
 // tensor per device pair); the value travels from the Send's actor to the Recv's as a message
-// with its tag, so a transfer inside a loop keeps its frame and iteration. Between host
-// devices the tensor is passed as is (the memory is shared); a device with its own memory
-// copies in these kernels.
+// with its tag, so a transfer inside a loop keeps its frame and iteration. They have no
+// kernel: their actors pass the value on (actors/executor/send_node.hpp, recv_node.hpp).
 TROUPE_REGISTER_OP(OpDef{.name = "_Send", .num_inputs = 1, .stateful = true, .shape_fn = shape_fns::unchanged,
                          .required_attrs = {"to_device"}});
 TROUPE_REGISTER_OP(OpDef{.name = "_Recv", .num_inputs = 1, .stateful = true, .shape_fn = shape_fns::unchanged,
                          .required_attrs = {"from_device"}});
-TROUPE_REGISTER_KERNEL("_Send", DeviceType::cpu, IdentityKernel);
-TROUPE_REGISTER_KERNEL("_Recv", DeviceType::cpu, IdentityKernel);
 
 class NoOpKernel final : public OpKernel {
  public:

@@ -71,6 +71,8 @@ BOOST_AUTO_TEST_CASE(a_loop_whose_body_spans_two_devices_sends_its_values_inside
       if (node.op != "_Send" && node.op != "_Recv") continue;
       (node.op == "_Send" ? sends : recvs)++;
       BOOST_TEST(loop_frame(node) == "while", node.name << " is in the loop");
+      BOOST_TEST((exe.plan().nodes[id].kind == (node.op == "_Send" ? NodeKind::send : NodeKind::recv)),
+                 node.name << " has an actor of its own kind, which runs no kernel");
       if (node.op == "_Recv")
         BOOST_TEST(exe.plan().nodes[id].device != exe.plan().nodes[node.inputs[0].node].device,
                    node.name << ": a Recv is on another device than its Send");
