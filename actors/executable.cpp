@@ -1,6 +1,6 @@
 #include "actors/executable.hpp"
 
-#include "actors/node_actor.hpp"
+#include "actors/executor/spawn_node.hpp"
 #include "actors/runtime.hpp"
 #include "actors/step_actor.hpp"
 #include "core/fingerprint.hpp"
@@ -78,23 +78,6 @@ std::vector<std::string> place_nodes(const Graph& g, const ExecutableOptions& op
   }
 }
 
-NodeRole role_of(const Graph& g, const Node& n) {
-  if (n.op_def->fires_on_first_live_input) {
-    for (int i = 0; i < int(n.inputs.size()); ++i)
-      if (is_back_edge(g, n, i)) return NodeRole::loop_merge;
-    return NodeRole::merge;
-  }
-  if (n.op == "Enter") return get_attr_or<bool>(n.attrs, "is_constant", false) ? NodeRole::enter_constant : NodeRole::enter;
-  if (n.op == "Exit") return NodeRole::exit;
-  if (n.op == "NextIteration") return NodeRole::next_iteration;
-  if (n.op == "StackPush") return NodeRole::stack_push;
-  if (n.op == "StackPop") return NodeRole::stack_pop;
-  if (n.op == "_Send") return NodeRole::send;
-  if (n.op == "_Recv") return NodeRole::recv;
-  if (n.op_def->queue_op) return NodeRole::queue;
-  return NodeRole::kernel;
-}
-
 // ---- plan ----------------------------------------------------------------------------
 
 // What a partition's plan needs to know of the signature besides its graph.
@@ -127,7 +110,7 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
   for (int id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
     if (n.op == "Exit") ++exits_of[loop_frame(g.node(n.inputs[0].node))];
-    if (role_of(g, n) == NodeRole::enter) ++enters_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
+    if (kind_of(g, n) == NodeKind::enter) ++enters_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
   }
 
   // Constant inputs are handed to their consumers once, here, instead of travelling as a
@@ -157,16 +140,16 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     np.device = device;
     np.where = n.describe() + " on " + device->name();
     np.active = active[id];
-    np.role = role_of(g, n);
+    np.kind = kind_of(g, n);
     // An _Arg takes its feed, a _Recv its value, as a message on slot 0.
-    const bool takes_message = n.op == "_Arg" || np.role == NodeRole::recv;
+    const bool takes_message = n.op == "_Arg" || np.kind == NodeKind::recv;
     np.num_inputs = takes_message ? 1 : int(n.inputs.size());
     np.num_controls = int(n.control_inputs.size());
     np.fixed_inputs.resize(std::size_t(np.num_inputs));
     np.num_fixed = 0;
     if (n.op == "_Arg") {
       np.input_names.push_back("feed " + std::to_string(get_attr<int64_t>(n.attrs, "index", n.name)));
-    } else if (np.role == NodeRole::recv) {
+    } else if (np.kind == NodeKind::recv) {
       np.input_names.push_back(fmt::format("{} from {}", get_attr<std::string>(n.attrs, "tensor_name", n.name),
                                            get_attr<std::string>(n.attrs, "send_device", n.name)));
     } else {
@@ -184,24 +167,25 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
       }
     }
     // A _Send has no outputs in its graph; its one target is the _Recv of its key (wire).
-    np.outputs.resize(std::size_t(np.role == NodeRole::send ? 1 : n.num_outputs()));
-    if (np.role == NodeRole::enter) {
+    np.outputs.resize(std::size_t(np.kind == NodeKind::send ? 1 : n.num_outputs()));
+    if (np.kind == NodeKind::enter) {
       const std::string frame = get_attr<std::string>(n.attrs, "frame_name", n.name);
       np.frame_exits = exits_of[frame];
       np.frame_enters = enters_of[frame];
     }
-    if (np.role == NodeRole::enter || np.role == NodeRole::enter_constant)
+    if (np.kind == NodeKind::enter || np.kind == NodeKind::loop_invariant)
       np.frame_hash = fingerprint64(get_attr<std::string>(n.attrs, "frame_name", n.name));
-    if (np.role == NodeRole::stack_push || np.role == NodeRole::stack_pop)
+    if (np.kind == NodeKind::stack_push || np.kind == NodeKind::stack_pop)
       np.stack_hash = fingerprint64(get_attr<std::string>(n.attrs, "stack_name", n.name));
     np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
-    if (np.role == NodeRole::queue && np.active) {
+    if (np.kind == NodeKind::queue) np.queue_op = queue_op_of(n);
+    if (np.kind == NodeKind::variable) np.variable_op = variable_op_of(n);
+    if (np.kind == NodeKind::queue && np.active) {
       if (!options.runtime) fail(ErrorCode::internal, "{}: no runtime to find its queue in", np.where);
       np.queue = options.runtime->queue(QueueSpec::from(n.attrs, n.name));
     }
     if (n.op_def->variable_op && np.active) np.shard = shard_of(variable_name(n));
-    if (np.active && !n.op_def->variable_op && !n.op_def->queue_op && !n.op_def->fires_on_first_live_input &&
-        !n.op_def->frame_op && np.role != NodeRole::send && np.role != NodeRole::recv) {
+    if (np.active && np.kind == NodeKind::kernel) {
       try {
         out.kernels[id] = KernelRegistry::global().create(n, device->type());
       } catch (const Error& e) {
@@ -245,7 +229,7 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
       if (!p.nodes[id].fixed_inputs[slot].is_initialized()) {
         Endpoint from = producer_of(n.inputs[slot]);
         p.nodes[from.node].outputs[from.port].push_back(
-            {p.actors[id], uint32_t(slot), p.nodes[id].role == NodeRole::exit && slot == 0});
+            {p.actors[id], uint32_t(slot), p.nodes[id].kind == NodeKind::exit && slot == 0});
       }
     for (int c : n.control_inputs) p.nodes[c].control_outputs.push_back({p.actors[id], kControlSlot});
   }
@@ -256,10 +240,10 @@ void wire_transfers(const std::vector<std::shared_ptr<ExecPlan>>& parts) {
   std::map<std::string, caf::actor> recv_of;
   for (auto& p : parts)
     for (int id = 0; id < int(p->nodes.size()); ++id)
-      if (p->nodes[id].role == NodeRole::recv) recv_of[rendezvous_key(p->graph->node(id))] = p->actors[id];
+      if (p->nodes[id].kind == NodeKind::recv) recv_of[rendezvous_key(p->graph->node(id))] = p->actors[id];
   for (auto& p : parts)
     for (int id = 0; id < int(p->nodes.size()); ++id) {
-      if (p->nodes[id].role != NodeRole::send) continue;
+      if (p->nodes[id].kind != NodeKind::send) continue;
       const std::string key = rendezvous_key(p->graph->node(id));
       auto it = recv_of.find(key);
       if (it == recv_of.end()) fail(ErrorCode::internal, "{}: no _Recv has its rendezvous key '{}'", p->nodes[id].where, key);
@@ -333,8 +317,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     p.actors.resize(p.nodes.size());
     for (int id = 0; id < int(p.nodes.size()); ++id)
       if (p.nodes[id].active)
-        p.actors[id] = system.spawn<NodeActor, caf::lazy_init>(std::shared_ptr<const ExecPlan>(part.plan), id,
-                                                               std::move(part.kernels[id]));
+        p.actors[id] = spawn_node(system, std::shared_ptr<const ExecPlan>(part.plan), id, std::move(part.kernels[id]));
   }
 
   // wire

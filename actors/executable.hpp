@@ -27,6 +27,7 @@
 #include <tuple>
 #include <vector>
 
+#include "actors/executor/node_kind.hpp"
 #include "actors/messages.hpp"
 #include "graph/placement.hpp"
 #include "graph/prune.hpp"
@@ -38,22 +39,6 @@ struct Target {
   caf::actor actor;
   uint32_t slot;
   bool drop_dead = false;  // an Exit's data input: only the last iteration's live value matters
-};
-
-// How the node actor treats a node's messages (ARCHITECTURE.md, "The message that flows").
-enum class NodeRole {
-  kernel,          // waits for every input of a tag, runs the kernel (or asks the shard)
-  merge,           // a cond's Merge: the first live input of a tag
-  loop_merge,      // a loop's Merge: one input per tag (Enter at iteration 0, then NextIteration)
-  enter,           // into iteration 0 of the child frame
-  enter_constant,  // a loop invariant: into every iteration of the child frame
-  exit,            // back to the parent frame when the loop ends
-  next_iteration,  // on to the next iteration, at most parallel_iterations ahead
-  stack_push,      // saves a forward loop's value of each iteration
-  stack_pop,       // hands them to the gradient loop, last first
-  queue,           // a request to a queue actor (ops/data/queue.hpp)
-  send,            // _Send: passes its value to the _Recv of its rendezvous key
-  recv,            // _Recv: passes the value on (after its control inputs, if any)
 };
 
 // The values StackPush nodes save for a loop's gradient, per step, stack and iteration path
@@ -78,7 +63,7 @@ struct NodePlan {
   // What every firing reads first, together.
   const Node* node = nullptr;
   const Device* device = nullptr;
-  NodeRole role = NodeRole::kernel;
+  NodeKind kind = NodeKind::kernel;
   bool active = true;    // false: a hoisted Const that needs no actor
   int num_inputs = 0;    // data slots (an _Arg has one: the feed)
   int num_fixed = 0;     // data slots filled once, from a hoisted Const
@@ -86,14 +71,16 @@ struct NodePlan {
   std::vector<std::vector<Target>> outputs;  // per output port
   std::vector<Target> control_outputs;
   std::vector<Tensor> fixed_inputs;  // per data slot: the hoisted constant, or empty
-  // The frame, stack and queue roles'.
+  // The frame, stack, variable and queue kinds'.
   int parallel_iterations = 1;   // next_iteration
-  uint64_t frame_hash = 0;       // enter roles: fingerprint64 of the frame name
+  uint64_t frame_hash = 0;       // enter, loop_invariant: fingerprint64 of the frame name
   int frame_exits = 0;           // enter: how many Exits the loop has here (its frame's lifetime)
   int frame_enters = 0;          // enter: how many (non-constant) Enters the loop has here
-  uint64_t stack_hash = 0;       // stack roles: fingerprint64 of the stack name
+  uint64_t stack_hash = 0;       // stack kinds: fingerprint64 of the stack name
   caf::actor queue;              // queue: the queue actor
-  caf::actor shard;              // a variable op: the parameter shard holding its variable
+  QueueOp queue_op = QueueOp::size;           // queue: what it asks the queue
+  caf::actor shard;              // variable: the parameter shard holding its variable
+  VariableOp variable_op = VariableOp::read;  // variable: what it asks the shard
   std::vector<std::string> input_names;  // per data slot, for wait reports
   std::string where;  // "Add 'x' on /job:localhost/task:0/device:CPU:0", prefixed to errors
 };

@@ -27,7 +27,7 @@ inline caf::duration shard_request() { return caf::duration{std::chrono::minutes
 // design: a dequeue waits for elements and an enqueue for room for as long as it takes another
 // step (or a Prefetcher) to supply them, as TensorFlow's QueueDequeue blocks. The step's
 // deadline bounds it, and the step's abort withdraws it from the queue. A queue that dies
-// holding it never answers; the node monitors its queue and fails the step then (node_actor.hpp).
+// holding it never answers; the node monitors its queue and fails the step then (executor/queue_node.hpp).
 inline caf::duration queue_request() { return caf::infinite; }
 
 // A Prefetcher's enqueue of the next element. Unbounded by design: it waits for room until

@@ -73,8 +73,8 @@ struct OpDef {
   // Merge: fires on the first live data input of a tag instead of waiting for all (the node
   // actor does this itself; there is no kernel).
   bool fires_on_first_live_input = false;
-  // Enter, Exit, NextIteration: move values between frames and iterations; the node actor
-  // does this itself (actors/node_actor.hpp); there is no kernel.
+  // Enter, Exit, NextIteration: move values between frames and iterations; node actors of
+  // their own do this (actors/executor/); there is no kernel.
   bool frame_op = false;
   std::function<void(InferenceContext&)> shape_fn;
   std::vector<std::string> required_attrs;

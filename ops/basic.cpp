@@ -64,7 +64,7 @@ TROUPE_REGISTER_KERNEL("_Arg", DeviceType::cpu, IdentityKernel);
 // tensor_name}. The value travels from the Send's actor to the Recv's as a message with its
 // tag, so a transfer inside a loop keeps its frame and iteration. A Send has no outputs in its
 // graph and a Recv no inputs: each partition stands alone. The executor carries both out
-// itself (actors/executor/), without a kernel.
+// itself (actors/executor/send_node.hpp, recv_node.hpp), without a kernel.
 TROUPE_REGISTER_OP(OpDef{.name = "_Send",
                          .num_inputs = 1,
                          .num_outputs = 0,

@@ -1,6 +1,6 @@
 // Loops in the dataflow graph: the frame primitives Enter, Exit, NextIteration and LoopCond,
-// and the while_loop() builder (ARCHITECTURE.md, "The message that flows"). The node actor
-// runs Enter, Exit and NextIteration itself (actors/node_actor.cpp); LoopCond has a kernel.
+// and the while_loop() builder (ARCHITECTURE.md, "The message that flows"). Node actors of
+// their own run Enter, Exit and NextIteration (actors/executor/); LoopCond has a kernel.
 #include <algorithm>
 #include <map>
 #include <set>

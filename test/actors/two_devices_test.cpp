@@ -79,6 +79,8 @@ BOOST_AUTO_TEST_CASE(a_loop_whose_body_spans_two_devices_sends_its_values_inside
         if (node.op != "_Send" && node.op != "_Recv") continue;
         BOOST_TEST(loop_frame(node) == "while", node.name << " is in the loop");
         (node.op == "_Send" ? sent : received)[rendezvous_key(node)] = part->device;
+        BOOST_TEST((part->nodes[id].kind == (node.op == "_Send" ? NodeKind::send : NodeKind::recv)),
+                   node.name << " has an actor of its own kind, which runs no kernel");
       }
       BOOST_TEST(control_loops == 1, part->device << " runs a control loop for the frame");
     }

@@ -1,0 +1,11 @@
+#include "actors/executor/enter_node.hpp"
+
+namespace troupe {
+
+void EnterNode::fire(const Tag& tag, Tensor* inputs, bool dead) {
+  emit(plan_->frames.enter(tag, get_attr<std::string>(me_->node->attrs, "frame_name", me_->node->name), me_->frame_hash,
+                           me_->frame_exits, me_->frame_enters),
+       inputs, dead);
+}
+
+}  // namespace troupe

@@ -1,0 +1,28 @@
+#pragma once
+// KernelNode (NodeKind::kernel): a node that runs an OpKernel.
+// Takes: every data input of a tag (hoisted constants are preset) and every control input, or
+//   the start signal of a source node.
+// Sends: the kernel's outputs, each to each consumer with the tag; an output the kernel marks
+//   dead goes on dead (a Switch's untaken side). If any input is dead it sends dead outputs
+//   without running. A kernel error goes to the step actor.
+// Per tag: the inputs so far, in a Pending slot (none at all for a node of one input), freed
+//   when it fires. The inputs are let go of before the outputs go on.
+#include "actors/executor/node.hpp"
+
+namespace troupe {
+
+class KernelNode final : public NodeActor {
+ public:
+  KernelNode(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index,
+             std::unique_ptr<OpKernel> kernel);
+  void on_exit() override;
+
+ private:
+  void fire(const Tag& tag, Tensor* inputs, bool dead) override;
+  // The bytes of a firing's inputs, which decide whether it leases a core (devices/cpu_threads.hpp).
+  std::size_t input_bytes(const Tensor* inputs) const;
+
+  std::unique_ptr<OpKernel> kernel_;
+};
+
+}  // namespace troupe

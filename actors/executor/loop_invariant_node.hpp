@@ -1,0 +1,39 @@
+#pragma once
+// LoopInvariantNode (NodeKind::loop_invariant): a constant Enter (ops/control/while_loop.cpp),
+// which hands a value from outside a while loop to every iteration of it; no kernel.
+// Takes: slot 0, the value, in the parent frame; a control input per iteration of the child
+//   frame, which has started (from the loop's first Merge); slot 1, the loop's LoopCond, per
+//   iteration: false or dead marks the frame's last iteration.
+// Sends: the value (dead if it arrived dead) to each consumer with the tag of each iteration as
+//   it starts, or as soon as the value arrives for iterations that started before it.
+// Per frame (step, frame id): the value, how many iterations have had it, the iterations
+//   waiting for it and the last iteration once known; freed once every iteration has had it.
+#include "actors/executor/node.hpp"
+#include "actors/executor/per_frame.hpp"
+
+namespace troupe {
+
+class LoopInvariantNode final : public NodeActor {
+ public:
+  using NodeActor::NodeActor;
+
+ private:
+  struct Invariant {
+    bool arrived = false;
+    bool dead = false;
+    Tensor value;
+    int64_t served = 0;        // iterations given the value so far
+    int64_t end = -1;          // the loop's last iteration, once known
+    std::vector<Tag> waiting;  // iterations that started before the value arrived
+  };
+
+  void on_input(const Tag& tag, uint32_t slot, Value& value) override;
+  void drop_step(uint64_t step) override { erase_step(invariants_, step); }
+  void add_waits(std::vector<WaitReport>& out) const override;
+  void serve(Invariant& inv, const Tag& tag);
+  void forget_if_over(PerFrame<Invariant>::iterator it);
+
+  PerFrame<Invariant> invariants_;
+};
+
+}  // namespace troupe

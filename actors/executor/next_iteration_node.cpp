@@ -1,0 +1,55 @@
+#include "actors/executor/next_iteration_node.hpp"
+
+namespace troupe {
+
+void NextIterationNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
+  // Data: the value for the next iteration. Control: the frame's gate says iteration
+  // tag.iteration has finished. Iteration k may start once every iteration up to
+  // k - parallel_iterations has finished.
+  if (me_->num_controls == 0) {
+    // No gate: the value's arrival is the iteration's end (while_loop leaves the gate out
+    // when the producer of this value is the body's only sink), so the next one may start.
+    if (!value.dead) {
+      Tag next = tag;
+      ++next.iteration;
+      emit(next, &value.tensor, false);
+    }
+    return;
+  }
+  auto key = FrameKey{tag.step, tag.frame};
+  IterationGate& g = gates_[key];
+  const int64_t window = me_->parallel_iterations;
+  if (slot == kControlSlot) {
+    g.done.finish(tag.iteration);
+    for (std::size_t i = 0; i < g.held.size();) {
+      if (g.held[i].first.iteration < g.done.below + window) {
+        auto [next, tensor] = std::move(g.held[i]);
+        g.held.erase(g.held.begin() + std::ptrdiff_t(i));
+        emit(next, &tensor, false);
+      } else {
+        ++i;
+      }
+    }
+  } else if (value.dead) {
+    g.last = tag.iteration;  // the loop is over: nothing goes on to a next iteration
+  } else {
+    Tag next = tag;
+    ++next.iteration;
+    if (next.iteration < g.done.below + window) emit(next, &value.tensor, false);
+    else g.held.emplace_back(std::move(next), std::move(value.tensor));
+  }
+  if (g.last >= 0 && g.done.below > g.last) gates_.erase(key);
+}
+
+void NextIterationNode::add_waits(std::vector<WaitReport>& out) const {
+  // Loop state still held: what a NextIteration waits for.
+  for (auto& [key, g] : gates_) {
+    WaitReport r{me_->node->name, Tag{key.first, key.second, g.done.below}, 0, 1, {}};
+    r.missing.push_back(
+        fmt::format("iteration {} of its frame to finish ({} value(s) held back, parallel_iterations {})", g.done.below,
+                    g.held.size(), me_->parallel_iterations));
+    out.push_back(std::move(r));
+  }
+}
+
+}  // namespace troupe

@@ -1,0 +1,35 @@
+#pragma once
+// NextIterationNode (NodeKind::next_iteration): a while loop's NextIteration
+// (ops/control/while_loop.cpp), which carries a loop variable's value on to the next
+// iteration; no kernel.
+// Takes: slot 0, the value an iteration computed (dead when the loop is over); with a control
+//   input (the frame's iteration gate), a signal per finished iteration, in any order.
+// Sends: the value to each consumer (the loop's Merge) with the tag of the next iteration, at
+//   most parallel_iterations ahead of the oldest iteration not yet finished; a value for an
+//   iteration not allowed to start yet is held until it is. A dead value sends nothing.
+// Per frame (step, frame id), gated only: which iterations have finished, the values held back
+//   and the iteration that found the loop over; freed once every iteration has finished.
+#include "actors/executor/node.hpp"
+#include "actors/executor/per_frame.hpp"
+
+namespace troupe {
+
+class NextIterationNode final : public NodeActor {
+ public:
+  using NodeActor::NodeActor;
+
+ private:
+  struct IterationGate {
+    FinishedIterations done;
+    std::vector<std::pair<Tag, Tensor>> held;  // values for iterations not allowed to start yet
+    int64_t last = -1;                         // the iteration that found the loop over
+  };
+
+  void on_input(const Tag& tag, uint32_t slot, Value& value) override;
+  void drop_step(uint64_t step) override { erase_step(gates_, step); }
+  void add_waits(std::vector<WaitReport>& out) const override;
+
+  PerFrame<IterationGate> gates_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,163 @@
+#include "actors/executor/node.hpp"
+
+namespace troupe {
+namespace {
+
+constexpr std::size_t kRememberedAborts = 1024;
+
+}  // namespace
+
+NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index)
+    : caf::event_based_actor(config),
+      plan_(std::move(plan)),
+      me_(&plan_->nodes[index]),
+      expected_(me_->num_inputs - me_->num_fixed + me_->num_controls),
+      outputs_(me_->outputs.size()),
+      scratch_(me_->fixed_inputs) {
+  for (int s = 0; s < me_->num_inputs; ++s) {
+    if (!me_->fixed_inputs[s].is_initialized()) message_slots_.push_back(s);
+    else if (s < 64) fixed_mask_ |= uint64_t(1) << s;
+  }
+}
+
+caf::behavior NodeActor::make_behavior() {
+  return {
+      [this](input_atom, const Tag& tag, uint32_t slot, Value& value) {
+        if (!is_aborted(tag.step)) on_input(tag, slot, value);
+      },
+      [this](abort_atom, uint64_t step) { on_abort(step); },
+      [this](waits_atom) { return on_waits(); },
+  };
+}
+
+void NodeActor::on_exit() {
+  // The plan is released with the actor object (see ~Executable), never here.
+  release(first_);
+  more_.clear();
+}
+
+void NodeActor::start(Pending& p, const Tag& tag) {
+  if (!p.primed) {  // a fresh slot: put the hoisted constants in for good
+    if (me_->num_inputs > kInline) p.big = me_->fixed_inputs;
+    else
+      for (int s = 0; s < me_->num_inputs; ++s) p.small[s] = me_->fixed_inputs[s];
+    p.primed = true;
+  }
+  p.used = true;
+  p.tag = tag;
+  p.remaining = expected_;
+  p.dead = false;
+  p.arrived = fixed_mask_;
+}
+
+NodeActor::Pending& NodeActor::pending_for(const Tag& tag) {
+  if (first_.used && first_.tag == tag) return first_;
+  Pending* free_slot = first_.used ? nullptr : &first_;
+  for (auto& p : more_) {
+    if (p->used && p->tag == tag) return *p;
+    if (!p->used && !free_slot) free_slot = p.get();
+  }
+  if (!free_slot) {
+    more_.push_back(std::make_unique<Pending>());
+    free_slot = more_.back().get();
+  }
+  start(*free_slot, tag);
+  return *free_slot;
+}
+
+void NodeActor::release(Pending& p) {
+  let_go_of_inputs(p.inputs());
+  p.used = false;
+}
+
+void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
+  if (expected_ == 1) {  // one input or one start signal: fire at once, keep nothing
+    if (slot == kControlSlot) {
+      fire(tag, scratch_.data(), value.dead);
+    } else {
+      scratch_[slot] = std::move(value.tensor);
+      fire(tag, scratch_.data(), value.dead);
+      scratch_[slot] = Tensor();
+    }
+    return;
+  }
+  Pending& p = pending_for(tag);
+  if (slot != kControlSlot) {
+    p.inputs()[slot] = std::move(value.tensor);
+    if (slot < 64) p.arrived |= uint64_t(1) << slot;
+  }
+  p.dead = p.dead || value.dead;
+  if (--p.remaining > 0) return;
+  // fire() neither adds nor removes slots, so p stays valid.
+  fire(tag, p.inputs(), p.dead);
+  release(p);
+}
+
+void NodeActor::emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs) {
+  for (std::size_t port = 0; port < me_->outputs.size(); ++port) {
+    bool port_dead = dead || (port < 64 && (dead_outputs >> port) & 1);
+    for (const Target& t : me_->outputs[port]) {
+      if (port_dead && t.drop_dead) continue;
+      send_input(context(), t.actor, tag, t.slot, Value{port_dead ? Tensor() : outputs[port], port_dead});
+    }
+  }
+  for (const Target& t : me_->control_outputs) send_input(context(), t.actor, tag, kControlSlot, Value{Tensor(), dead});
+}
+
+void NodeActor::pass_input_on(const Tag& tag, Tensor* inputs, bool dead) {
+  if (dead) {
+    emit(tag, nullptr, true);
+    return;
+  }
+  outputs_[0] = std::move(inputs[0]);
+  emit(tag, outputs_.data(), false);
+  outputs_[0] = Tensor();
+}
+
+void NodeActor::report_error(const Tag& tag, ErrorCode code, const std::string& cause) {
+  // Only remember the abort here: the caller may be firing from a pending entry. The step
+  // actor's abort broadcast, which reaches this actor too, clears the entries.
+  remember_abort(tag.step);
+  std::string frame = plan_->frames.describe(tag);
+  caf::anon_send(plan_->step_actor, abort_atom::value, tag, int32_t(code),
+                 me_->where + (frame.empty() ? "" : " " + frame) + ": " + cause);
+}
+
+void NodeActor::remember_abort(uint64_t step) {
+  if (aborted_.insert(step).second) {
+    aborted_order_.push_back(step);
+    if (aborted_order_.size() > kRememberedAborts) {
+      aborted_.erase(aborted_order_.front());
+      aborted_order_.pop_front();
+    }
+  }
+}
+
+void NodeActor::on_abort(uint64_t step) {
+  remember_abort(step);
+  if (first_.used && first_.tag.step == step) release(first_);
+  for (auto& p : more_)
+    if (p->used && p->tag.step == step) release(*p);
+  drop_step(step);
+}
+
+std::vector<WaitReport> NodeActor::on_waits() const {
+  std::vector<WaitReport> out;
+  auto report = [&](const Pending& p) {
+    if (!p.used) return;
+    WaitReport r{me_->node->name, p.tag, expected_ - p.remaining, expected_, {}};
+    for (int s = 0; s < me_->num_inputs; ++s) {
+      bool arrived = s < 64 ? (p.arrived >> s) & 1 : p.inputs()[s].is_initialized();
+      if (!arrived) r.missing.push_back(me_->input_names[s]);
+    }
+    int controls_missing = p.remaining - int(r.missing.size());
+    if (controls_missing > 0) r.missing.push_back(std::to_string(controls_missing) + " control input(s)");
+    out.push_back(std::move(r));
+  };
+  report(first_);
+  for (auto& p : more_) report(*p);
+  add_waits(out);
+  return out;
+}
+
+}  // namespace troupe

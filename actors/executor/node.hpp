@@ -1,0 +1,96 @@
+#pragma once
+// NodeActor: what the actor of every graph node of one Executable shares, whatever its kind
+// (node_kind.hpp; each kind is a class of its own in this folder, spawn_node.hpp picks it).
+// Takes
+//   (input_atom, Tag, slot, Value)  an input (or, at kControlSlot, a control signal or the start
+//                                   signal) of a tag, handed to the kind's on_input;
+//   (abort_atom, step)              drop all state of a step that failed elsewhere;
+//   (waits_atom)                    reply the tags held and the inputs still awaited.
+// Sends each output of a tag to each consumer with the same tag, and an error (a kernel's, a
+// shard's, a queue's) to the step actor, which aborts the step everywhere. Inputs of an
+// aborted step that arrive late are dropped.
+// Per tag, the kinds that wait for every input (the default on_input) keep the inputs received
+// so far in a Pending slot; when all data and control inputs of the tag have arrived the kind
+// fires, and the slot is free for the next tag. Kinds that keep other state (per frame, per
+// step) free it when it is over, and when the step is aborted (drop_step).
+#include <array>
+#include <deque>
+#include <memory>
+#include <unordered_set>
+
+#include "actors/executable.hpp"
+
+namespace troupe {
+
+class NodeActor : public caf::event_based_actor {
+ public:
+  NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index);
+  caf::behavior make_behavior() override;
+  void on_exit() override;
+  const char* name() const override { return "troupe.node"; }
+
+ protected:
+  // The inputs of one tag so far. Up to kInline inputs are stored inside the slot, and the
+  // first slot inside the actor, so the common case (one tag at a time, few inputs) touches
+  // no memory outside the actor object.
+  static constexpr int kInline = 4;
+  struct Pending {
+    bool primed = false;  // the hoisted constants are in place
+    bool used = false;
+    bool dead = false;
+    int remaining = 0;
+    Tag tag;
+    uint64_t arrived = 0;  // bit s: data slot s has arrived (slots below 64)
+    std::array<Tensor, kInline> small;
+    std::vector<Tensor> big;  // instead of small when the node has more inputs
+    Tensor* inputs() { return big.empty() ? small.data() : big.data(); }
+    const Tensor* inputs() const { return big.empty() ? small.data() : big.data(); }
+  };
+
+  // An input of a step that is not aborted. By default: wait for every data and control input
+  // of the tag, then fire.
+  virtual void on_input(const Tag& tag, uint32_t slot, Value& value);
+  // All inputs of the tag have arrived: `inputs` holds one tensor per data slot (hoisted
+  // constants included), `dead` says whether any input was dead. Kinds that take their inputs
+  // one by one (they override on_input) never fire.
+  virtual void fire(const Tag&, Tensor*, bool) {}
+  // The step has been aborted: free what the kind keeps of it beyond its Pending slots.
+  virtual void drop_step(uint64_t) {}
+  // What the kind waits for beyond its Pending slots, for wait reports.
+  virtual void add_waits(std::vector<WaitReport>&) const {}
+
+  bool is_aborted(uint64_t step) const { return !aborted_.empty() && aborted_.count(step); }
+  void emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs = 0);
+  // Sends inputs[0] on, dead or not, letting go of it first (a send or recv: no kernel).
+  void pass_input_on(const Tag& tag, Tensor* inputs, bool dead);
+  void report_error(const Tag& tag, ErrorCode code, const std::string& cause);
+  Pending& pending_for(const Tag& tag);
+  void release(Pending& p);
+  // Lets go of the inputs that came by message (the hoisted constants stay).
+  void let_go_of_inputs(Tensor* inputs) {
+    for (int s : message_slots_) inputs[s] = Tensor();
+  }
+
+  std::shared_ptr<const ExecPlan> plan_;
+  const NodePlan* me_;
+  int expected_;  // data inputs by message, control inputs and the start signal
+  std::vector<Tensor> outputs_;
+
+ private:
+  void on_abort(uint64_t step);
+  void remember_abort(uint64_t step);
+  std::vector<WaitReport> on_waits() const;
+  void start(Pending& p, const Tag& tag);
+
+  std::unordered_set<uint64_t> aborted_;  // read by every input: kept with the other hot fields
+  // One slot per tag in progress; a slot is reused once its tag has fired, so the steady
+  // state allocates nothing per tag. Slots are few (steps in flight x live iterations).
+  Pending first_;
+  std::vector<std::unique_ptr<Pending>> more_;
+  uint64_t fixed_mask_ = 0;         // bit s: data slot s holds a hoisted constant
+  std::vector<int> message_slots_;  // the data slots filled by messages
+  std::vector<Tensor> scratch_;     // the inputs of a one-message firing; hoisted constants preset
+  std::deque<uint64_t> aborted_order_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,22 @@
+#pragma once
+// RecvNode (NodeKind::recv): the consumer's side of a data edge between two devices (its
+// _Send is send_node.hpp). No kernel.
+// Takes: data slot 0, the value from the _Send, and every control input of a tag (control
+//   inputs hold the value back until they have arrived).
+// Sends: the value to its consumers on this device with the same tag; dead if any input was
+//   dead.
+// Per tag: the inputs so far, in a Pending slot (none without control inputs), freed when it
+//   sends.
+#include "actors/executor/node.hpp"
+
+namespace troupe {
+
+class RecvNode final : public NodeActor {
+ public:
+  using NodeActor::NodeActor;
+
+ private:
+  void fire(const Tag& tag, Tensor* inputs, bool dead) override;
+};
+
+}  // namespace troupe

@@ -1,0 +1,15 @@
+#pragma once
+// The actor of one node of an executable's plan, of the class its NodePlan::kind names
+// (node_kind.hpp). Only a kernel node takes a kernel; it must have one, and no other kind may.
+// The actor is spawned lazily: it runs from its first message, which comes once the plan
+// is complete.
+#include <memory>
+
+#include "actors/executable.hpp"
+
+namespace troupe {
+
+caf::actor spawn_node(caf::actor_system& system, std::shared_ptr<const ExecPlan> plan, int index,
+                      std::unique_ptr<OpKernel> kernel);
+
+}  // namespace troupe

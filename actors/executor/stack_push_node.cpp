@@ -1,0 +1,13 @@
+#include "actors/executor/stack_push_node.hpp"
+
+namespace troupe {
+
+void StackPushNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
+  if (slot == kControlSlot) return;
+  auto path = plan_->frames.iterations(tag);
+  if (!path) return;  // the step has ended
+  plan_->stacks.push(tag.step, me_->stack_hash, std::move(*path), std::move(value));
+  emit(tag, nullptr, false);  // control outputs: the iteration gate
+}
+
+}  // namespace troupe

@@ -1,0 +1,68 @@
+#include "actors/executor/variable_node.hpp"
+
+#include "actors/timeouts.hpp"
+#include "ops/state/optimizer.hpp"
+#include "ops/state/variable.hpp"
+
+namespace troupe {
+
+void VariableNode::fire(const Tag& tag, Tensor* inputs, bool dead) {
+  if (dead) {
+    emit(tag, nullptr, true);
+    return;
+  }
+  try {
+    request_from_shard(tag, inputs);
+  } catch (const Error& e) {
+    report_error(tag, e.code(), e.what());
+  }
+}
+
+void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
+  const Node& node = *me_->node;
+  const std::string& name = variable_name(node);
+  auto on_reply = [this, tag](ShardReply& reply) {
+    if (reply.code != ErrorCode::ok) {
+      report_error(tag, reply.code, reply.message);
+      return;
+    }
+    if (is_aborted(tag.step)) return;
+    emit(tag, &reply.value, false);
+  };
+  // The shard is gone (CAF bounces the request) or never answered within its bound.
+  auto on_error = [this, tag, &name](const char* what) {
+    return [this, tag, what, name](caf::error& e) {
+      report_error(
+          tag, ErrorCode::unavailable,
+          fmt::format("the parameter shard did not answer the {} of variable '{}': {}", what, name, to_string(e)));
+    };
+  };
+  VariableUpdate update = VariableUpdate::assign;
+  switch (me_->variable_op) {
+    case VariableOp::apply_gradient: {
+      const Tensor& lr = inputs[1];
+      double rate = lr.dtype() == DType::float64 ? lr.scalar_value<double>() : double(lr.scalar_value<float>());
+      request(me_->shard, timeouts::shard_request(), apply_atom::value, name, optimizer_spec_of(node), inputs[0], rate)
+          .then(on_reply, on_error("optimizer step"));
+      return;
+    }
+    case VariableOp::read:
+      request(me_->shard, timeouts::shard_request(), read_atom::value, name).then(on_reply, on_error("read"));
+      return;
+    case VariableOp::assign: update = VariableUpdate::assign; break;
+    case VariableOp::assign_add: update = VariableUpdate::add; break;
+    case VariableOp::assign_sub: update = VariableUpdate::sub; break;
+  }
+  bool validate = get_attr_or<bool>(node.attrs, "validate_shape", true);
+  const auto& declared = get_attr<PartialShape>(node.attrs, "shape", node.name);
+  if (validate && !declared.compatible_with(inputs[0].shape())) {
+    report_error(tag, ErrorCode::invalid_argument,
+                 fmt::format("value {} does not fit variable '{}' of shape {}", inputs[0].describe(), name,
+                             declared.to_string()));
+    return;
+  }
+  request(me_->shard, timeouts::shard_request(), update_atom::value, name, int32_t(update), inputs[0], validate)
+      .then(on_reply, on_error("update"));
+}
+
+}  // namespace troupe

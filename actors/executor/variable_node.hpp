@@ -1,0 +1,25 @@
+#pragma once
+// VariableNode (NodeKind::variable): a variable op (ops/state/variable.hpp), which has no
+// kernel: the parameter shard holding its variable (actors/param_shard.hpp) does the work.
+// Takes: every data input of a tag and every control input, or the start signal of a source
+//   node (a read).
+// Sends: per tag, one request to the shard, the one NodePlan::variable_op names (a read, an
+//   update, an optimizer step), and the value it replies to each consumer with the tag. A
+//   dead input sends dead outputs and asks nothing. A shard's error, or a shard that does not
+//   answer in time (actors/timeouts.hpp), goes to the step actor; the reply of an aborted step
+//   is dropped.
+// Per tag: the inputs so far, in a Pending slot, freed when the request is sent.
+#include "actors/executor/node.hpp"
+
+namespace troupe {
+
+class VariableNode final : public NodeActor {
+ public:
+  using NodeActor::NodeActor;
+
+ private:
+  void fire(const Tag& tag, Tensor* inputs, bool dead) override;
+  void request_from_shard(const Tag& tag, Tensor* inputs);
+};
+
+}  // namespace troupe
