@@ -266,8 +266,15 @@ class Partitioner {
     if (auto it = recvs_.find(key); it != recvs_.end()) return it->second;
     int part = part_of(device);
     Graph& g = graph(part);
-    std::vector<int> gate;  // the control loop's Merge of the same tag: the frame is entered here
-    if (auto cl = control_loops_.find({send.frame, device}); cl != control_loops_.end()) gate.push_back(cl->second.merge);
+    // Inside a loop spanning devices, the Recv waits for its device's control loop in the same
+    // tag, which has entered the frame here by then: its Merge, which runs every iteration, or
+    // for the value of an Enter (iteration 0 only) its Enter.
+    std::vector<int> gate;
+    if (auto cl = control_loops_.find({send.frame, device}); cl != control_loops_.end()) {
+      const bool from_enter = send.value.port >= 0 && g_.node(send.value.node).op == "Enter" &&
+                              !get_attr_or<bool>(g_.node(send.value.node).attrs, "is_constant", false);
+      gate.push_back(from_enter ? cl->second.enter : cl->second.merge);
+    }
     const std::string base = send.value.port < 0 ? g_.node(send.value.node).name + "/_control"
                                                  : fmt::format("{}/_recv{}", g_.node(send.value.node).name, send.value.port);
     int recv = g.add_node(NodeSpec{.name = fresh_name(g, base + "_from_" + short_device(send.from_device)),

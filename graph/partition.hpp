@@ -13,9 +13,10 @@
 //  - Loops whose nodes (those of nested loops and the loop's Exits included) lie on several
 //    devices get, on each of those devices, a control loop of their own: Enter, Merge, Switch,
 //    NextIteration and Exit copies driven by the loop's LoopCond (sent across like any value).
-//    Every Recv inside such a loop waits for its device's control-loop Merge of the same tag,
-//    so a partition has entered a frame (and knows it in its own frame state) before any of
-//    its nodes handle a value of it; the control loop's Exit leaves the frame with the loop's
+//    Every Recv inside such a loop waits for its device's control-loop Merge of the same tag
+//    (the Recv of an Enter's value, which comes in iteration 0 only, for its Enter), so a
+//    partition has entered a frame (and knows it in its own frame state) before any of its
+//    nodes handle a value of it; the control loop's Exit leaves the frame with the loop's
 //    other Exits on that device. The control loop of a nested loop enters from its enclosing
 //    loop's control loop on the same device; an outermost one from a Const.
 // A loop's back edge (NextIteration into Merge) must not cross devices (placement keeps them
