@@ -61,8 +61,21 @@ std::string FrameTable::describe(const Tag& tag) const {
 }
 
 void FrameTable::drop_step(uint64_t step) {
+  constexpr std::size_t kRemembered = 1024;
   std::lock_guard<std::mutex> lock(mutex_);
   frames_.erase(frames_.lower_bound({step, 0}), frames_.lower_bound({step + 1, 0}));
+  if (dropped_.insert(step).second) {
+    dropped_order_.push_back(step);
+    if (dropped_order_.size() > kRemembered) {
+      dropped_.erase(dropped_order_.front());
+      dropped_order_.pop_front();
+    }
+  }
+}
+
+bool FrameTable::dropped(uint64_t step) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return dropped_.count(step) != 0;
 }
 
 std::size_t FrameTable::size() const {

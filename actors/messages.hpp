@@ -4,6 +4,8 @@
 #include <caf/all.hpp>
 
 #include <cstdint>
+#include <deque>
+#include <set>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -61,7 +63,10 @@ class FrameTable {
   std::optional<std::vector<int64_t>> iterations(const Tag& tag) const;
   // "" in the root frame; else "in frame 'f' iteration k (in frame 'g' iteration j)".
   std::string describe(const Tag& tag) const;
+  // Forgets the frames of a failed step, and remembers (for the last 1024 such steps) that it
+  // ended: a lookup that finds nothing for it is then expected, not an error.
   void drop_step(uint64_t step);
+  bool dropped(uint64_t step) const;
   std::size_t size() const;  // frames held, over all steps
 
  private:
@@ -71,8 +76,10 @@ class FrameTable {
     int exits_left;
     int enters_left;
   };
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // guards frames_ and the dropped steps; no other lock is taken under it
   std::map<std::pair<uint64_t, uint64_t>, Record> frames_;
+  std::set<uint64_t> dropped_;
+  std::deque<uint64_t> dropped_order_;
 };
 
 // A tensor, or the mark that it was not computed (the untaken branch of a Switch).

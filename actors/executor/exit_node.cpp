@@ -26,7 +26,10 @@ void ExitNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   ExitState left = std::move(e);
   exits_.erase(it);
   const std::optional<Tag> parent = plan_->frames.parent(tag);
-  if (!parent) return;  // a failed step's frame: nothing leaves it
+  if (!parent) {  // a failed step's frame (nothing leaves it), or one this partition never entered
+    report_unknown_frame(tag, loop_frame(plan_->graph->node(me_->node->inputs[0].node)));
+    return;
+  }
   plan_->frames.exited(tag);
   if (left.dead) {
     emit(*parent, nullptr, true);

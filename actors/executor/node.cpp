@@ -123,6 +123,14 @@ void NodeActor::report_error(const Tag& tag, ErrorCode code, const std::string& 
                  me_->where + (frame.empty() ? "" : " " + frame) + ": " + cause);
 }
 
+void NodeActor::report_unknown_frame(const Tag& tag, const std::string& loop) {
+  if (plan_->frames.dropped(tag.step)) return;
+  report_error(tag, ErrorCode::internal,
+               fmt::format("while loop '{}' (frame {:#x}, iteration {}) was never entered on this device, so its "
+                           "frame state here does not know it",
+                           loop, tag.frame, tag.iteration));
+}
+
 void NodeActor::remember_abort(uint64_t step) {
   if (aborted_.insert(step).second) {
     aborted_order_.push_back(step);

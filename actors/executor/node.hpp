@@ -64,6 +64,9 @@ class NodeActor : public caf::event_based_actor {
   // Sends inputs[0] on, dead or not, letting go of it first (a send or recv: no kernel).
   void pass_input_on(const Tag& tag, Tensor* inputs, bool dead);
   void report_error(const Tag& tag, ErrorCode code, const std::string& cause);
+  // A frame this partition's frame state does not know (no Enter of `loop` ran here) fails the
+  // step naming the loop, unless the step has failed already (its frames were dropped).
+  void report_unknown_frame(const Tag& tag, const std::string& loop);
   Pending& pending_for(const Tag& tag);
   void release(Pending& p);
   // Lets go of the inputs that came by message (the hoisted constants stay).

@@ -20,7 +20,10 @@ void StackPopNode::fire(const Tag& tag, Tensor* inputs, bool dead) {
       return;
     }
     auto found = plan_->frames.iterations(tag);
-    if (!found) return;  // the step has failed
+    if (!found) {  // the step has failed, or this partition never entered a frame of the tag
+      report_unknown_frame(tag, loop_frame(*me_->node));
+      return;
+    }
     StackStore::Path path = std::move(*found);
     if (int(path.size()) < me_->num_inputs)
       fail(ErrorCode::internal, "a StackPop outside the gradient loops it takes counts of");

@@ -1,0 +1,77 @@
+// A partition's own frame state: an Exit whose frame no Enter of this partition entered fails
+// the step naming the loop (it never drops the value silently, which would hang the step); a
+// failed step's frames are dropped and remembered as ended.
+#include <boost/test/unit_test.hpp>
+
+#include "actors/executable.hpp"
+#include "actors/executor/spawn_node.hpp"
+#include "actors/runtime.hpp"
+#include "devices/device.hpp"
+#include "ops/all.hpp"
+#include "test/support/expect_error.hpp"
+
+using namespace troupe;
+using troupe::testing::contains;
+
+BOOST_AUTO_TEST_CASE(a_frame_table_forgets_a_dropped_step_and_remembers_that_it_ended) {
+  FrameTable frames;
+  Tag child = frames.enter(Tag{5, 0, 0}, "loop", 42, 1, 1);
+  BOOST_TEST(frames.parent(child).has_value());
+  BOOST_TEST(!frames.dropped(5));
+  frames.drop_step(5);
+  BOOST_TEST(!frames.parent(child).has_value());
+  BOOST_TEST(frames.dropped(5));
+  BOOST_TEST(!frames.dropped(6));
+  BOOST_TEST(frames.size() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(an_exit_whose_frame_this_partition_never_entered_fails_the_step_naming_the_loop) {
+  // A partition holding only an Exit of loop 'outer/while': its value and last LoopCond arrive,
+  // but no Enter of the loop ran here.
+  auto root = Scope::root();
+  auto value = ops::placeholder(root.with_op_name("value"), DType::float32, Shape{});
+  auto pred = ops::placeholder(root.with_op_name("pred"), DType::boolean, Shape{});
+  value.node()->attrs[kLoopFrameAttr] = std::string("outer/while");
+  pred.node()->attrs[kLoopFrameAttr] = std::string("outer/while");
+  auto out = ops::exit(root.with_op_name("exit"), value, pred);
+
+  auto runtime = Runtime::get(0);
+  caf::scoped_actor self{runtime->system()};
+  auto plan = std::make_shared<ExecPlan>();
+  plan->graph = root.graph_ptr();
+  plan->nodes.resize(std::size_t(root.graph().size()));
+  const int id = out.node()->id;
+  NodePlan& np = plan->nodes[id];
+  np.node = out.node();
+  np.device = &DeviceRegistry::instance().cpu();
+  np.kind = kind_of(root.graph(), *out.node());
+  np.num_inputs = 2;
+  np.fixed_inputs.resize(2);
+  np.input_names = {"value:0", "pred:0"};
+  np.outputs.resize(2);
+  np.where = out.node()->describe() + " on " + np.device->name();
+  plan->step_actor = caf::actor_cast<caf::actor>(self);
+  BOOST_TEST_REQUIRE((np.kind == NodeKind::exit));
+  plan->actors.resize(plan->nodes.size());
+  plan->actors[id] = spawn_node(runtime->system(), plan, id, nullptr);
+
+  const Tag last{7, 0x1234, 3};
+  send_input(nullptr, plan->actors[id], last, 1, Value{Tensor::scalar(false), false});
+  send_input(nullptr, plan->actors[id], last, 0, Value{Tensor::scalar(2.5f), false});
+  std::string message;
+  self->receive(
+      [&](abort_atom, const Tag& tag, int32_t code, std::string& m) {
+        BOOST_TEST(tag.step == 7u);
+        BOOST_TEST(code == int32_t(ErrorCode::internal));
+        message = m;
+      },
+      caf::after(std::chrono::seconds(30)) >> [&] { message = "no abort within 30 s: the value was dropped"; });
+  BOOST_TEST(contains(message, "Exit 'exit' on /job:localhost/task:0/device:CPU:0"), message);
+  BOOST_TEST(contains(message, "while loop 'outer/while'"), message);
+  BOOST_TEST(contains(message, "was never entered on this device"), message);
+
+  self->send_exit(plan->actors[id], caf::exit_reason::user_shutdown);
+  self->wait_for(plan->actors[id]);
+  plan->actors.clear();
+  plan->step_actor = nullptr;
+}
