@@ -96,7 +96,7 @@ class Partitioner {
 
  private:
   struct ControlLoop {
-    int enter = -1, merge = -1;
+    int enter = -1, merge = -1, exit = -1;
   };
   struct PendingSend {  // a _Send added once every node exists
     std::string from_device, to_device;
@@ -178,9 +178,21 @@ class Partitioner {
     }
   }
 
+  // Switch, NextIteration and Exit of every control loop, inner loops first: a control loop's
+  // Exit waits, in every iteration, for what on its device still needs the frame state after
+  // the loop's condition has turned false (see done_in_iteration).
   void finish_control_loops() {
-    for (auto& [key, cl] : control_loops_) {
+    std::vector<std::pair<std::string, std::string>> order;
+    for (auto& [key, cl] : control_loops_) order.push_back(key);
+    auto depth = [&](std::string f) {
+      int d = 0;
+      for (; !f.empty(); f = loops_.at(f).parent) ++d;
+      return d;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](auto& a, auto& b) { return depth(a.first) > depth(b.first); });
+    for (const auto& key : order) {
       const auto& [frame, device] = key;
+      ControlLoop& cl = control_loops_.at(key);
       const Loop& loop = loops_.at(frame);
       int part = part_of(device);
       Endpoint pred = input_on(device, {loop.loop_cond, 0});
@@ -199,14 +211,41 @@ class Partitioner {
                      .id;
       g.update_input(cl.merge, 1, {next, 0});
       std::vector<int> gate;
-      for (int c : loop.exit_controls) gate.push_back(control_on(device, c));
-      g.add_node(NodeSpec{.name = fresh_name(g, frame + "/_control_loop/exit"),
-                          .op = "Exit",
-                          .inputs = {{sw, 0}, pred},
-                          .control_inputs = gate,
-                          .attrs = in_frame(loop.parent),
-                          .requested_device = device});
+      if (std::vector<int> done = done_in_iteration(frame, device); !done.empty())
+        gate.push_back(g.add_node(NodeSpec{.name = fresh_name(g, frame + "/_control_loop/iteration_done"),
+                                           .op = "NoOp",
+                                           .control_inputs = std::move(done),
+                                           .attrs = in_frame(frame),
+                                           .requested_device = device})
+                           .id);
+      cl.exit = g.add_node(NodeSpec{.name = fresh_name(g, frame + "/_control_loop/exit"),
+                                    .op = "Exit",
+                                    .inputs = {{sw, 0}, pred},
+                                    .control_inputs = gate,
+                                    .attrs = in_frame(loop.parent),
+                                    .requested_device = device})
+                    .id;
     }
+  }
+
+  // What signals, once per iteration of `frame`, that `device` is done with the iteration's
+  // frame state: the loop's own iteration gate (where its Exits wait for one), the stack ops
+  // of a gradient (they look up the iteration path), and the Exits of the loops nested in it
+  // (their frames hang below this one). A device's frame state forgets the frame once its
+  // Exits, the control loop's among them, have left, so its Exit waits for these.
+  std::vector<int> done_in_iteration(const std::string& frame, const std::string& device) {
+    std::vector<int> done;
+    for (int c : loops_.at(frame).exit_controls) done.push_back(control_on(device, c));
+    for (int id = 0; id < g_.size(); ++id) {
+      const Node& n = g_.node(id);
+      if (device_of_[id] != device) continue;
+      if ((n.op == "StackPush" || n.op == "StackPop") && loop_frame(n) == frame) done.push_back(result_.of[id].node);
+      if (n.op == "Exit" && loop_frame(n) == frame && !control_loops_.count({frame_of_work(g_, n), device}))
+        done.push_back(result_.of[id].node);  // a nested loop that lies on this device alone
+    }
+    for (auto& [key, inner] : control_loops_)
+      if (key.second == device && loops_.at(key.first).parent == frame) done.push_back(inner.exit);
+    return done;
   }
 
   // Builds node `id` into its device's partition.
