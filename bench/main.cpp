@@ -2,7 +2,7 @@
 //   troupe-bench executor --shape chain|fanout|random --nodes N --steps S [--json]
 //   troupe-bench convnet --model alexnet|overfeat|vgg|googlenet --batch N --device cpu|gpu
 //                        --steps S --warmup W [--json]
-//   troupe-bench loop --iterations N [--parallel 1,10] [--body trivial,independent] [--json]
+//   troupe-bench loop --iterations N [--parallel 1,10] [--body trivial,independent] [--devices 1,2] [--json]
 //   troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]
 //   troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]
 //   troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--json]
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
                  "[--warmup W] [--threads T] [--json]\n"
                  "       troupe-bench convnet --model alexnet|overfeat|vgg|googlenet [--batch N] "
                  "[--device cpu|gpu] [--steps S] [--warmup W] [--threads T] [--json]\n"
-                 "       troupe-bench loop --iterations N [--parallel 1,10] [--body trivial,independent] "
+                 "       troupe-bench loop --iterations N [--parallel 1,10] [--body trivial,independent] [--devices 1,2] "
                  "[--steps S] [--warmup W] [--threads T] [--json]\n"
                  "       troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]\n"
                  "       troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]\n"
