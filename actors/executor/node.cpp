@@ -119,6 +119,13 @@ void NodeActor::report_error(const Tag& tag, ErrorCode code, const std::string& 
   // actor's abort broadcast, which reaches this actor too, clears the entries.
   remember_abort(tag.step);
   std::string frame = plan_->frames.describe(tag);
+  if (frame.empty() && tag.frame != 0) {
+    // The partition's frame state has forgotten the frame already (its control loop, which
+    // follows only the condition, may have exited while this iteration was still running
+    // here): the node's own frame and the tag's iteration still say where it was.
+    const Node& n = me_->kind == NodeKind::exit ? plan_->graph->node(me_->node->inputs[0].node) : *me_->node;
+    frame = fmt::format("in frame '{}' iteration {}", loop_frame(n), tag.iteration);
+  }
   caf::anon_send(plan_->step_actor, abort_atom::value, tag, int32_t(code),
                  me_->where + (frame.empty() ? "" : " " + frame) + ": " + cause);
 }
