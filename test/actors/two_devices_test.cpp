@@ -3,8 +3,10 @@
 // which carry the frame and iteration; results, errors and gradients are as on one device.
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <cstdlib>
 #include <map>
+#include <set>
 
 #include "actors/executable.hpp"
 #include "actors/param_shard.hpp"
@@ -126,5 +128,63 @@ BOOST_AUTO_TEST_CASE(the_gradient_of_a_loop_spanning_two_devices) {
   auto r = s.run({{x, Tensor::scalar(2.0f)}}, {out[1], g[0]});
   BOOST_TEST(r[0].scalar_value<float>() == 12.0f);
   BOOST_TEST(r[1].scalar_value<float>() == 18.0f);
+  BOOST_TEST(settles(s), s.describe_waiting());
+}
+
+BOOST_AUTO_TEST_CASE(a_device_leaves_a_gradient_loops_frame_only_after_its_stack_pops) {
+  // y = tanh(...tanh(tanh(y0) x) x...) x, three times, with tanh on CPU:1: the values its
+  // gradient saves live on CPU:1, so the gradient loop's StackPops run there, next to no Exit of
+  // that loop. CPU:1's control loop must not leave the frame (and forget it) before the pops of
+  // every iteration have looked their iteration up in it: the gradient's counter runs ahead of
+  // its body, and the last LoopCond can reach CPU:1 before an earlier pop has run.
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_op_name("x"), DType::float32, Shape{});
+  auto y0 = ops::placeholder(root.with_op_name("y0"), DType::float32, Shape{});
+  auto step = [&](const Scope& s, Output y) { return ops::mul(s, ops::tanh(s.with_device(kCpu1), y), x); };
+  auto out = ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], ops::constant(s, 3)); },
+      [&](const Scope& s, const Vars& v) { return Vars{ops::add(s, v[0], ops::constant(s, 1)), step(s, v[1])}; },
+      {ops::constant(root, 0), y0});
+  auto g = gradients(root, {out[1]}, {x, y0});
+  auto unrolled = step(root, step(root, step(root, y0)));
+  auto unrolled_g = gradients(root, {unrolled}, {x, y0});
+
+  auto runtime = Runtime::get(0);
+  auto shard = runtime->system().spawn(param_shard);
+  {
+    Executable exe(runtime->system(), root.graph(), {x.endpoint(), y0.endpoint()}, {g[0].endpoint(), g[1].endpoint()},
+                   {}, [&](const std::string&) { return shard; }, {.runtime = runtime.get()});
+    int pops_checked = 0;
+    for (auto& part : exe.parts()) {
+      const Graph& pg = *part->graph;
+      for (int id = 0; id < pg.size(); ++id) {
+        const Node& exit = pg.node(id);
+        if (exit.op != "Exit" || exit.name.find("_control_loop") == std::string::npos) continue;
+        const std::string& frame = loop_frame(pg.node(exit.inputs[0].node));
+        std::set<int> before;  // what the Exit waits for through control edges
+        std::vector<int> todo(exit.control_inputs.begin(), exit.control_inputs.end());
+        while (!todo.empty()) {
+          int c = todo.back();
+          todo.pop_back();
+          if (before.insert(c).second) todo.insert(todo.end(), pg.node(c).control_inputs.begin(), pg.node(c).control_inputs.end());
+        }
+        for (int p = 0; p < pg.size(); ++p) {
+          if (pg.node(p).op != "StackPop" || loop_frame(pg.node(p)) != frame) continue;
+          BOOST_TEST(before.count(p), exit.name << " on " << part->device << " waits for " << pg.node(p).name);
+          ++pops_checked;
+        }
+      }
+    }
+    BOOST_TEST(pops_checked > 0, "CPU:1 runs StackPops of the gradient loop and a control loop for it");
+  }
+  caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+
+  Session s(root);
+  for (int i = 0; i < 20; ++i) {
+    auto r = s.run({{x, Tensor::scalar(0.5f + 0.1f * float(i))}, {y0, Tensor::scalar(1.5f)}},
+                   {g[0], g[1], unrolled_g[0], unrolled_g[1]});
+    BOOST_TEST(std::abs(r[0].scalar_value<float>() - r[2].scalar_value<float>()) < 1e-5f, "dy/dx, run " << i);
+    BOOST_TEST(std::abs(r[1].scalar_value<float>() - r[3].scalar_value<float>()) < 1e-5f, "dy/dy0, run " << i);
+  }
   BOOST_TEST(settles(s), s.describe_waiting());
 }
