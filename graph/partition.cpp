@@ -337,7 +337,7 @@ class Partitioner {
     const Node& p = g_.node(s.value.node);
     Endpoint value{result_.of[s.value.node].node, s.value.port};
     if (s.value.port < 0) {  // a control edge: a dummy that waits for the source
-      value = {g.add_node(NodeSpec{.name = fresh_name(g, p.name + "/_control_to_" + short_device(s.to_device)),
+      value = {g.add_node(NodeSpec{.name = fresh_name(g, p.name + "/_control_dummy_to_" + short_device(s.to_device)),
                                    .op = "Const",
                                    .control_inputs = {result_.of[s.value.node].node},
                                    .attrs = in_frame(s.frame, {{"value", Tensor::scalar<int32_t>(0)}}),
