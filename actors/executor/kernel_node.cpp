@@ -4,15 +4,6 @@
 
 namespace troupe {
 
-KernelNode::KernelNode(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index,
-                       std::unique_ptr<OpKernel> kernel)
-    : NodeActor(config, std::move(plan), index), kernel_(std::move(kernel)) {}
-
-void KernelNode::on_exit() {
-  NodeActor::on_exit();
-  kernel_.reset();
-}
-
 std::size_t KernelNode::input_bytes(const Tensor* inputs) const {
   std::size_t bytes = 0;
   for (int i = 0; i < me_->num_inputs; ++i)

@@ -13,16 +13,12 @@ namespace troupe {
 
 class KernelNode final : public NodeActor {
  public:
-  KernelNode(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index,
-             std::unique_ptr<OpKernel> kernel);
-  void on_exit() override;
+  using NodeActor::NodeActor;  // with the kernel, which the base keeps among its hot fields
 
  private:
   void fire(const Tag& tag, Tensor* inputs, bool dead) override;
   // The bytes of a firing's inputs, which decide whether it leases a core (devices/cpu_threads.hpp).
   std::size_t input_bytes(const Tensor* inputs) const;
-
-  std::unique_ptr<OpKernel> kernel_;
 };
 
 }  // namespace troupe

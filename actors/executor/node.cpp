@@ -7,13 +7,15 @@ constexpr std::size_t kRememberedAborts = 1024;
 
 }  // namespace
 
-NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index)
+NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index,
+                     std::unique_ptr<OpKernel> kernel)
     : caf::event_based_actor(config),
       plan_(std::move(plan)),
       me_(&plan_->nodes[index]),
+      kernel_(std::move(kernel)),
       expected_(me_->num_inputs - me_->num_fixed + me_->num_controls),
-      outputs_(me_->outputs.size()),
-      scratch_(me_->fixed_inputs) {
+      scratch_(me_->fixed_inputs),
+      outputs_(me_->outputs.size()) {
   for (int s = 0; s < me_->num_inputs; ++s) {
     if (!me_->fixed_inputs[s].is_initialized()) message_slots_.push_back(s);
     else if (s < 64) fixed_mask_ |= uint64_t(1) << s;
@@ -34,6 +36,7 @@ void NodeActor::on_exit() {
   // The plan is released with the actor object (see ~Executable), never here.
   release(first_);
   more_.clear();
+  kernel_.reset();
 }
 
 void NodeActor::start(Pending& p, const Tag& tag) {

@@ -24,7 +24,9 @@ namespace troupe {
 
 class NodeActor : public caf::event_based_actor {
  public:
-  NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index);
+  // `kernel`: a kernel node's kernel (kernel_node.hpp); null for every other kind.
+  NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index,
+            std::unique_ptr<OpKernel> kernel = nullptr);
   caf::behavior make_behavior() override;
   void on_exit() override;
   const char* name() const override { return "troupe.node"; }
@@ -74,10 +76,12 @@ class NodeActor : public caf::event_based_actor {
     for (int s : message_slots_) inputs[s] = Tensor();
   }
 
+  // The fields every firing reads come first, together, with the kernel among them: a step
+  // of a large graph touches each actor once, so each cache line they span costs a miss.
   std::shared_ptr<const ExecPlan> plan_;
   const NodePlan* me_;
+  std::unique_ptr<OpKernel> kernel_;  // a kernel node's; null for every other kind
   int expected_;  // data inputs by message, control inputs and the start signal
-  std::vector<Tensor> outputs_;
 
  private:
   void on_abort(uint64_t step);
@@ -93,6 +97,11 @@ class NodeActor : public caf::event_based_actor {
   uint64_t fixed_mask_ = 0;         // bit s: data slot s holds a hoisted constant
   std::vector<int> message_slots_;  // the data slots filled by messages
   std::vector<Tensor> scratch_;     // the inputs of a one-message firing; hoisted constants preset
+
+ protected:
+  std::vector<Tensor> outputs_;
+
+ private:
   std::deque<uint64_t> aborted_order_;
 };
 
