@@ -4,7 +4,6 @@
 #include "actors/runtime.hpp"
 #include "actors/step_actor.hpp"
 #include "core/fingerprint.hpp"
-#include "graph/graph_def.hpp"
 #include "graph/partition.hpp"
 #include "ops/kernel.hpp"
 #include "ops/state/variable.hpp"
@@ -290,12 +289,6 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
   Subgraph sub = prune(graph, feeds, fetches, targets);
   const std::vector<std::string> device_of = place_nodes(*sub.graph, options);
   Partitions cut = partition(*sub.graph, device_of);
-  // Each partition travels as a GraphDef, as it will to a worker in another process: what the
-  // plan is built from is what a worker would have.
-  for (Partition& part : cut.parts) {
-    auto bytes = graph_to_bytes(*part.graph);
-    part.graph = graph_from_bytes(bytes.data(), bytes.size(), "the partition for " + part.device);
-  }
   // Where a node of the signature is: its partition, and its id there (by name: the name is
   // what a partition keeps).
   auto at = [&](int node) {

@@ -4,7 +4,7 @@
 //   prune     the subgraph the fetches and targets need, feeds as _Arg nodes, CSE'd;
 //   place     a device for every node (graph/placement.hpp);
 //   partition one graph per device, _Send/_Recv between them (graph/partition.hpp), each
-//             passed through its Cap'n Proto GraphDef as it would be to another process;
+//             a Graph of its own that round-trips through the Cap'n Proto GraphDef (tested);
 //   plan      per partition an ExecPlan built from that partition alone (plus which of its
 //             nodes are fetched): each node's actor kind, inputs, constants, kernel;
 //   spawn     one actor per node of every partition, and the step actor;
