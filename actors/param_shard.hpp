@@ -63,6 +63,8 @@ class ParamShards {
  private:
   std::vector<caf::actor> shards_;
   std::shared_ptr<const Graph> graph_;
+  // Guards index_, scanned_nodes_ and next_ (index_of, from any Session thread); nothing else
+  // is locked or called out to while it is held.
   mutable std::mutex mutex_;
   mutable std::unordered_map<std::string, int> index_;
   mutable int scanned_nodes_ = 0;  // graph nodes [0, scanned_nodes_) have been assigned

@@ -71,7 +71,7 @@ Runtime::~Runtime() {
 }
 
 std::shared_ptr<Runtime> Runtime::get(int cores, int inter_op, int intra_op) {
-  static std::mutex mutex;
+  static std::mutex mutex;  // guards `current`; held while a Runtime is made (its actor system starts)
   static std::weak_ptr<Runtime> current;
   std::lock_guard<std::mutex> lock(mutex);
   if (auto rt = current.lock()) return rt;

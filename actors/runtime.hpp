@@ -31,6 +31,9 @@ class Runtime {
   std::unique_ptr<caf::actor_system_config> config_;
   std::unique_ptr<caf::actor_system> system_;
   std::vector<caf::actor> device_actors_;
+  // Guards queues_. queue() spawns a new queue actor while holding it (CAF may then take its
+  // scheduler's locks); nothing ever takes this one while holding another, so the order is
+  // always queues_mutex_ first.
   std::mutex queues_mutex_;
   std::map<std::string, std::pair<QueueSpec, caf::actor>> queues_;
 };

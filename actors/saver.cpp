@@ -81,7 +81,10 @@ int64_t step_value(const Tensor& t, const std::string& name) {
 struct Saver::Impl {
   Session& session;
   SaverOptions options;
-  std::mutex mutex;    // one save at a time: held from the snapshot until `writer` is started
+  // One save at a time: held from the snapshot until `writer` is started, so it is held while
+  // the shards are asked for their contents (bounded, actors/timeouts.hpp); no other lock of
+  // Troupe's is taken under it.
+  std::mutex mutex;
   std::thread writer;  // the save in flight, if any
 
   // What every shard holds now, with the state of the optimizers the graph has.

@@ -36,6 +36,9 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   struct worker_data {
     explicit worker_data(caf::scheduler::abstract_coordinator*) {}
     worker_data(const worker_data&) {}
+    // Guards queue and asleep (size mirrors queue.size() for peeks without it). A worker blocks
+    // only on its own; another worker's it takes with try_lock (steals, wake_one_other), and
+    // never while holding its own, so no two are ever held waiting on each other.
     std::mutex mutex;
     std::deque<caf::resumable*> queue;
     std::atomic<std::size_t> size{0};

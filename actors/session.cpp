@@ -19,6 +19,8 @@ struct Session::Impl {
   std::shared_ptr<Runtime> runtime;
   std::shared_ptr<ParamShards> shards;
 
+  // Guards in_flight (with slot_free) and executables. Never held while an executable is built,
+  // a step runs or an actor is asked: only around the map and the counter, taking no other lock.
   mutable std::mutex mutex;
   std::condition_variable slot_free;
   int in_flight = 0;

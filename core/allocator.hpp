@@ -83,7 +83,7 @@ class HostAllocator final : public Allocator {
  private:
   std::string device_name_;
   std::size_t cache_limit_;
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_;  // guards free_; takes no other lock (std::free may run under it)
   FreeBlocks free_;  // by rounded size
 };
 
@@ -119,6 +119,7 @@ class CachingAllocator final : public Allocator {
   std::string device_name_;
   bool host_accessible_;
   Backend backend_;
+  // Guards free_, reserved_ and raw_allocations_; the backend (cudaMalloc) is called outside it.
   mutable std::mutex mutex_;
   FreeBlocks free_;  // by size class
   std::size_t reserved_ = 0;

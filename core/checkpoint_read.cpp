@@ -88,7 +88,7 @@ class DataFiles {
   }
 
   std::string dir_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards files_ (open() from the reader threads); takes no other lock
   std::map<std::string, File> files_;  // nodes stay put while others are added
 };
 
