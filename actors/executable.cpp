@@ -168,6 +168,11 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     }
     // A _Send has no outputs in its graph; its one target is the _Recv of its key (wire).
     np.outputs.resize(std::size_t(np.kind == NodeKind::send ? 1 : n.num_outputs()));
+    // An Exit counts each control message as one finished iteration (exit_node.hpp): two
+    // control inputs would count every iteration twice.
+    if (np.kind == NodeKind::exit && n.control_inputs.size() > 1)
+      fail(ErrorCode::internal, "{} has {} control inputs; an Exit takes at most one (its loop's iteration gate)",
+           np.where, n.control_inputs.size());
     if (np.kind == NodeKind::enter) {
       const std::string frame = get_attr<std::string>(n.attrs, "frame_name", n.name);
       np.frame_exits = exits_of[frame];
