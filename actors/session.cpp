@@ -6,7 +6,7 @@
 #include <mutex>
 
 #include "actors/device_actor.hpp"
-#include "actors/executable.hpp"
+#include "actors/executor/executable.hpp"
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/timeouts.hpp"

@@ -7,13 +7,13 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 # The public headers: every header of these folders except the internal ones below, which
-# include CAF, Cap'n Proto or oneDNN, and those of the executor's node actors (actors/executor/).
+# include CAF, Cap'n Proto or oneDNN, and those of the executor (actors/executor/).
 # A program using Troupe then needs only fmt's headers besides ours; tools/examples.sh checks
 # that no installed header reaches the others.
 set(TROUPE_INTERNAL_HEADERS
-  actors/device_actor.hpp actors/executable.hpp actors/messages.hpp
+  actors/device_actor.hpp actors/messages.hpp
   actors/param_shard.hpp actors/queue_actor.hpp actors/runtime.hpp actors/scheduler.hpp
-  actors/step_actor.hpp actors/timeouts.hpp core/checkpoint_internal.hpp core/wire/convert.hpp ops/nn/dnnl.hpp)
+  actors/timeouts.hpp core/checkpoint_internal.hpp core/wire/convert.hpp ops/nn/dnnl.hpp)
 file(GLOB_RECURSE TROUPE_PUBLIC_HEADERS CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}
      actors/*.hpp core/*.hpp devices/*.hpp graph/*.hpp ops/*.hpp)
 list(REMOVE_ITEM TROUPE_PUBLIC_HEADERS ${TROUPE_INTERNAL_HEADERS})

@@ -18,7 +18,7 @@
 #include <memory>
 #include <unordered_set>
 
-#include "actors/executable.hpp"
+#include "actors/executor/executable.hpp"
 
 namespace troupe {
 

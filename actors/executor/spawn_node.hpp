@@ -5,7 +5,7 @@
 // is complete.
 #include <memory>
 
-#include "actors/executable.hpp"
+#include "actors/executor/executable.hpp"
 
 namespace troupe {
 

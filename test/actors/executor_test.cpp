@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "actors/executable.hpp"
+#include "actors/executor/executable.hpp"
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"

@@ -3,7 +3,7 @@
 // failed step's frames are dropped and remembered as ended.
 #include <boost/test/unit_test.hpp>
 
-#include "actors/executable.hpp"
+#include "actors/executor/executable.hpp"
 #include "actors/executor/spawn_node.hpp"
 #include "actors/runtime.hpp"
 #include "devices/device.hpp"

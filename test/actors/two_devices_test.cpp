@@ -8,7 +8,7 @@
 #include <map>
 #include <set>
 
-#include "actors/executable.hpp"
+#include "actors/executor/executable.hpp"
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"

@@ -1,8 +1,8 @@
-#include "actors/executable.hpp"
+#include "actors/executor/executable.hpp"
 
 #include "actors/executor/spawn_node.hpp"
 #include "actors/runtime.hpp"
-#include "actors/step_actor.hpp"
+#include "actors/executor/step_actor.hpp"
 #include "core/fingerprint.hpp"
 #include "graph/partition.hpp"
 #include "ops/kernel.hpp"

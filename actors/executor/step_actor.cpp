@@ -1,4 +1,4 @@
-#include "actors/step_actor.hpp"
+#include "actors/executor/step_actor.hpp"
 
 namespace troupe {
 

@@ -9,7 +9,7 @@
 // due; the entry is erased when the step ends, either way. Reports of ended steps are ignored.
 #include <unordered_map>
 
-#include "actors/executable.hpp"
+#include "actors/executor/executable.hpp"
 
 namespace troupe {
 
