@@ -20,7 +20,8 @@ struct Session::Impl {
   std::shared_ptr<ParamShards> shards;
 
   // Guards in_flight (with slot_free) and executables. Never held while an executable is built,
-  // a step runs or an actor is asked: only around the map and the counter, taking no other lock.
+  // a step runs or an actor is asked: only around the map and the counter, taking no other lock
+  // (but see the race in executable_for()).
   mutable std::mutex mutex;
   std::condition_variable slot_free;
   int in_flight = 0;
@@ -124,6 +125,10 @@ std::shared_ptr<Executable> Session::Impl::executable_for(const std::vector<Endp
                                           [this](const std::string& v) { return shards->of(v); },
                                           ExecutableOptions{.allow_soft_placement = options.allow_soft_placement, .runtime = runtime.get()});
   std::lock_guard<std::mutex> lock(mutex);
+  // When another thread stored this key first, the losing `exe` must be destroyed after
+  // `lock` (its destructor stops its actors and waits). libstdc++'s emplace looks the key up
+  // before moving from `exe`, so it is; the standard allows emplace to build the node first
+  // and destroy it here, under the lock (try_emplace would rule that out).
   return executables.emplace(key, std::move(exe)).first->second;
 }
 

@@ -203,7 +203,7 @@ std::vector<Tensor> read(const std::string& checkpoint_path, const std::vector<R
   for (const auto& [e, takers] : readers) jobs.push_back({e, &takers});
   std::atomic<std::size_t> next{0};
   std::exception_ptr error;
-  std::mutex error_mutex;
+  std::mutex error_mutex;  // guards error (the first failure); takes no other lock
   auto work = [&] {
     for (std::size_t j; (j = next.fetch_add(1)) < jobs.size();) {
       try {

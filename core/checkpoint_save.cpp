@@ -42,7 +42,7 @@ constexpr const char* kCheckpointPrefix = "ckpt-";
 
 // The temporary entries this process is using now: a dead save of this very process (one that
 // threw without abandon) is not in it, so begin_save may remove it although the pid is alive.
-std::mutex live_mutex;
+std::mutex live_mutex;  // guards live_names; takes no other lock
 std::set<std::string> live_names;
 
 void set_live(const std::string& name, bool live) {

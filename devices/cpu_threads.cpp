@@ -22,6 +22,8 @@ std::atomic<int>& setting() {
 }
 
 struct Cores {
+  // Guards budget, free and teams_waiting (with `freed`); held only to count, never while a
+  // kernel runs or OpenBLAS is told its threads, so no other lock is taken under it.
   std::mutex mutex;
   std::condition_variable freed;
   int budget = hardware_threads();
@@ -130,6 +132,8 @@ class TeamThreads {
     }
   }
 
+  // Guards jobs_, idle_ and every Job's done (with work_ and the Job's done_cv). A new team
+  // thread is started under it; the kernel runs outside it, so it takes no other lock.
   std::mutex mutex_;
   std::condition_variable work_;
   std::deque<Job*> jobs_;

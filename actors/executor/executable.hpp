@@ -17,7 +17,7 @@
 // An ExecPlan is written while the Executable is being built and is read-only from the moment
 // the first message is sent; node actors read it without locks. The two mutex-guarded members,
 // `stacks` and `frames`, each guard only their own map (a call takes one lock and calls out to
-// nothing, so no lock is ever held while taking another). Destroying the Executable stops all
+// nothing but, for `stacks`, a freed tensor's allocator, whose lock is always taken last). Destroying the Executable stops all
 // its actors; it must not happen while a step is in flight.
 #include <functional>
 #include <map>
@@ -57,6 +57,8 @@ class StackStore {
 
  private:
   using Key = std::tuple<uint64_t, uint64_t, Path>;
+  // Guards values_. A Value freed under it (drop_step, a push over an old one) gives its
+  // buffer back to its allocator, whose lock takes no other: the order is this, then that.
   mutable std::mutex mutex_;
   std::map<Key, Value> values_;
 };
