@@ -123,13 +123,13 @@ std::shared_ptr<Executable> Session::Impl::executable_for(const std::vector<Endp
   // Built outside the lock: another thread may build the same one; the first stored wins.
   auto exe = std::make_shared<Executable>(runtime->system(), *graph, feeds, fetches, targets,
                                           [this](const std::string& v) { return shards->of(v); },
-                                          ExecutableOptions{.allow_soft_placement = options.allow_soft_placement, .runtime = runtime.get()});
+                                          ExecutableOptions{.allow_soft_placement = options.allow_soft_placement,
+                                                            .runtime = runtime.get()});
   std::lock_guard<std::mutex> lock(mutex);
-  // When another thread stored this key first, the losing `exe` must be destroyed after
-  // `lock` (its destructor stops its actors and waits). libstdc++'s emplace looks the key up
-  // before moving from `exe`, so it is; the standard allows emplace to build the node first
-  // and destroy it here, under the lock (try_emplace would rule that out).
-  return executables.emplace(key, std::move(exe)).first->second;
+  // When another thread stored this key first, the losing `exe` is destroyed after `lock` is
+  // released (its destructor stops its actors and waits): try_emplace does not move from `exe`
+  // when the key is there.
+  return executables.try_emplace(key, std::move(exe)).first->second;
 }
 
 Session::Session(std::shared_ptr<Graph> graph, SessionOptions options) : impl_(new Impl) {
