@@ -2,8 +2,8 @@
 """Checks that every ```cpp snippet of the docs compiles as written.
 
 Usage: tools/check_doc_snippets.py [--build-dir build] [-I DIR ...] [FILE.md ...]
-(default files: docs/api.md and README.md; default include path: the repository root and
-BUILD_DIR/gen, as the build compiles the library; -I replaces it, e.g. -I PREFIX/include/troupe
+(default files: docs/api.md, README.md and docs/cluster.md; default include path: the repository
+root and BUILD_DIR/gen, as the build compiles the library; -I replaces it, e.g. -I PREFIX/include/troupe
 to check the snippets against an installed Troupe). Exits 1 if a snippet does not compile,
 after reporting each failing one with the compiler's errors, whose lines are lines of the
 markdown file.
@@ -31,7 +31,7 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_FILES = ["docs/api.md", "README.md"]
+DEFAULT_FILES = ["docs/api.md", "README.md", "docs/cluster.md"]
 PRELUDE = ['#include "actors/session.hpp"', '#include "ops/all.hpp"']
 CONTEXT_RE = re.compile(r"<!--\s*snippet-context:(.*?)-->", re.S)
 MAIN_RE = re.compile(r"\bint\s+main\s*\(")
@@ -122,7 +122,7 @@ def compile_snippet(snippet, compiler, include_dirs, workdir):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("files", nargs="*", help="markdown files (default: docs/api.md README.md)")
+    parser.add_argument("files", nargs="*", help="markdown files (default: docs/api.md README.md docs/cluster.md)")
     parser.add_argument("--build-dir", help="the build whose gen/ holds the generated headers "
                         "(default: the repository's $TROUPE_BUILD_DIR or build)")
     parser.add_argument("-I", dest="include_dirs", action="append",

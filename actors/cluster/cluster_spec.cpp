@@ -1,0 +1,223 @@
+#include "actors/cluster/cluster_spec.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+
+namespace troupe {
+namespace {
+
+using nlohmann::json;
+
+// What a job name may be: it appears in device names ("/job:ps/task:0/device:CPU:0").
+bool valid_job_name(const std::string& name) {
+  if (name.empty() || !std::isalpha(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+// A non-negative decimal integer that fits an int, or nullopt.
+std::optional<int> parse_index(const std::string& text) {
+  if (text.empty() || text.size() > 9) return std::nullopt;
+  for (char c : text)
+    if (c < '0' || c > '9') return std::nullopt;
+  return std::stoi(text);
+}
+
+std::string kind_of(const json& v) { return v.type_name(); }
+
+void check_keys(const json& object, std::initializer_list<const char*> known, const std::string& where) {
+  for (auto& [key, value] : object.items()) {
+    bool ok = false;
+    std::string expected;
+    for (const char* k : known) {
+      ok = ok || key == k;
+      expected += (expected.empty() ? "" : ", ") + std::string(k);
+    }
+    if (!ok) fail(ErrorCode::invalid_argument, "{}: unknown key '{}' (expected {})", where, key, expected);
+  }
+}
+
+}  // namespace
+
+std::string TaskAddress::to_string() const {
+  return host.find(':') != std::string::npos ? fmt::format("[{}]:{}", host, port) : fmt::format("{}:{}", host, port);
+}
+
+TaskAddress parse_task_address(const std::string& text, const std::string& where) {
+  std::string host, port;
+  if (!text.empty() && text[0] == '[') {
+    auto close = text.find(']');
+    if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      fail(ErrorCode::invalid_argument, "{}: address '{}' is not [ipv6]:port", where, text);
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    auto colon = text.rfind(':');
+    if (colon == std::string::npos)
+      fail(ErrorCode::invalid_argument, "{}: address '{}' has no port (host:port)", where, text);
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (host.find(':') != std::string::npos)
+      fail(ErrorCode::invalid_argument, "{}: address '{}': write an IPv6 host in brackets, [host]:port", where, text);
+  }
+  if (host.empty()) fail(ErrorCode::invalid_argument, "{}: address '{}' has no host", where, text);
+  auto number = parse_index(port);
+  if (!number || *number < 1 || *number > 65535)
+    fail(ErrorCode::invalid_argument, "{}: address '{}': port '{}' is not a number from 1 to 65535", where, text,
+         port);
+  return {host, uint16_t(*number)};
+}
+
+std::string TaskId::to_string() const { return fmt::format("{}:{}", job, index); }
+
+TaskId parse_task_id(const std::string& text) {
+  std::string job, index;
+  if (text.rfind("/job:", 0) == 0) {
+    auto task = text.find("/task:");
+    if (task == std::string::npos)
+      fail(ErrorCode::invalid_argument, "task '{}' is neither job:index nor /job:J/task:T", text);
+    job = text.substr(5, task - 5);
+    index = text.substr(task + 6);
+  } else {
+    auto colon = text.find(':');
+    if (colon == std::string::npos)
+      fail(ErrorCode::invalid_argument, "task '{}' is neither job:index nor /job:J/task:T", text);
+    job = text.substr(0, colon);
+    index = text.substr(colon + 1);
+  }
+  if (!valid_job_name(job))
+    fail(ErrorCode::invalid_argument, "task '{}': '{}' is not a job name (a letter, then letters, digits, _)", text,
+         job);
+  auto i = parse_index(index);
+  if (!i) fail(ErrorCode::invalid_argument, "task '{}': index '{}' is not a non-negative number", text, index);
+  return {job, *i};
+}
+
+ClusterSpec ClusterSpec::from_json(const std::string& text, const std::string& where) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(ErrorCode::invalid_argument, "{}: not JSON: {}", where, e.what());
+  }
+  if (!doc.is_object()) fail(ErrorCode::invalid_argument, "{}: a cluster spec is a JSON object, not {}", where, kind_of(doc));
+  check_keys(doc, {"cluster", "task", "environment", "rpc_layer"}, where);
+  if (!doc.contains("cluster")) fail(ErrorCode::invalid_argument, "{}: no \"cluster\" (jobs and their tasks' addresses)", where);
+  const json& cluster = doc["cluster"];
+  if (!cluster.is_object() || cluster.empty())
+    fail(ErrorCode::invalid_argument, "{}: \"cluster\" must map job names to lists of \"host:port\", got {}", where,
+         cluster.dump());
+
+  ClusterSpec spec;
+  spec.where_ = where;
+  std::map<std::string, std::string> seen;  // address -> the task that has it
+  for (auto& [job, tasks] : cluster.items()) {
+    const std::string at = fmt::format("{}: cluster.{}", where, job);
+    if (!valid_job_name(job))
+      fail(ErrorCode::invalid_argument, "{}: job name '{}' is not a letter followed by letters, digits and _", where, job);
+    std::map<int, std::string> listed;
+    if (tasks.is_array()) {
+      for (std::size_t i = 0; i < tasks.size(); ++i) {
+        if (!tasks[i].is_string())
+          fail(ErrorCode::invalid_argument, "{}[{}]: an address is a \"host:port\" string, not {}", at, i, tasks[i].dump());
+        listed[int(i)] = tasks[i].get<std::string>();
+      }
+    } else if (tasks.is_object()) {
+      for (auto& [index, address] : tasks.items()) {
+        auto i = parse_index(index);
+        if (!i) fail(ErrorCode::invalid_argument, "{}: task index '{}' is not a non-negative number", at, index);
+        if (!address.is_string())
+          fail(ErrorCode::invalid_argument, "{}.{}: an address is a \"host:port\" string, not {}", at, index, address.dump());
+        listed[*i] = address.get<std::string>();
+      }
+    } else {
+      fail(ErrorCode::invalid_argument, "{}: a job's tasks are a list of \"host:port\" (or an object by index), not {}",
+           at, tasks.dump());
+    }
+    if (listed.empty()) fail(ErrorCode::invalid_argument, "{}: job '{}' has no tasks", where, job);
+    auto& addresses = spec.jobs_[job];
+    for (auto& [index, text] : listed) {
+      const std::string task = fmt::format("{}:{}", job, index);
+      TaskAddress address = parse_task_address(text, fmt::format("{}: task {}", where, task));
+      auto [it, fresh] = seen.emplace(address.to_string(), task);
+      if (!fresh)
+        fail(ErrorCode::invalid_argument, "{}: tasks {} and {} have the same address {}", where, it->second, task,
+             address.to_string());
+      addresses[index] = address;
+    }
+  }
+
+  if (doc.contains("task")) {
+    const json& task = doc["task"];
+    if (!task.is_object()) fail(ErrorCode::invalid_argument, "{}: \"task\" must be {{\"type\": job, \"index\": n}}, not {}", where, task.dump());
+    check_keys(task, {"type", "index", "trial"}, where + ": task");
+    if (!task.contains("type") || !task["type"].is_string())
+      fail(ErrorCode::invalid_argument, "{}: task.type must name a job, got {}", where,
+           task.contains("type") ? task["type"].dump() : "nothing");
+    const json& index = task.contains("index") ? task["index"] : json(0);
+    if (!index.is_number_integer() || index.get<int64_t>() < 0 || index.get<int64_t>() > INT32_MAX)
+      fail(ErrorCode::invalid_argument, "{}: task.index must be a non-negative number, got {}", where, index.dump());
+    spec.set_this_task({task["type"].get<std::string>(), int(index.get<int64_t>())});
+  }
+  return spec;
+}
+
+ClusterSpec ClusterSpec::from_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail(ErrorCode::not_found, "cannot read cluster spec '{}': {}", path, std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  return from_json(text.str(), path);
+}
+
+std::optional<ClusterSpec> ClusterSpec::from_environment() {
+  const char* text = std::getenv("TF_CONFIG");
+  if (!text || !*text) return std::nullopt;
+  return from_json(text, "TF_CONFIG");
+}
+
+std::vector<TaskId> ClusterSpec::tasks() const {
+  std::vector<TaskId> out;
+  for (auto& [job, tasks] : jobs_)
+    for (auto& [index, address] : tasks) out.push_back({job, index});
+  return out;
+}
+
+bool ClusterSpec::has(const TaskId& task) const {
+  auto job = jobs_.find(task.job);
+  return job != jobs_.end() && job->second.count(task.index);
+}
+
+const TaskAddress& ClusterSpec::address(const TaskId& task) const {
+  auto job = jobs_.find(task.job);
+  if (job == jobs_.end()) {
+    std::string names;
+    for (auto& [name, tasks] : jobs_) names += (names.empty() ? "" : ", ") + name;
+    fail(ErrorCode::invalid_argument, "{}: task {}: the cluster has no job '{}' (its jobs: {})", where_,
+         task.to_string(), task.job, names);
+  }
+  auto it = job->second.find(task.index);
+  if (it == job->second.end()) {
+    std::string indexes;
+    for (auto& [index, address] : job->second) indexes += (indexes.empty() ? "" : ", ") + std::to_string(index);
+    fail(ErrorCode::invalid_argument, "{}: task {}: job '{}' has no task {} (its tasks: {})", where_,
+         task.to_string(), task.job, task.index, indexes);
+  }
+  return it->second;
+}
+
+void ClusterSpec::set_this_task(const TaskId& task) {
+  (void)address(task);  // throws naming what there is
+  this_task_ = task;
+}
+
+}  // namespace troupe

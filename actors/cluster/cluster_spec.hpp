@@ -1,0 +1,66 @@
+#pragma once
+// A cluster spec: which jobs there are, the address of each of their tasks, and (optionally)
+// which task this process is. The form is TensorFlow's TF_CONFIG:
+//   {"cluster": {"chief": ["host:port"], "worker": ["host:port", ...], "ps": [...]},
+//    "task": {"type": "worker", "index": 0}}
+// (a job may also list its tasks as {"0": "host:port", "2": "host:port"}, leaving indexes out).
+// Every check names the bad entry: a duplicate address (with both tasks), a job name that
+// cannot appear in a device name, a port that is not a number from 1 to 65535, a task of a job
+// the spec lacks or an index out of range, and any key that is not one of TF_CONFIG's (a typo).
+// Plain data: copyable, thread-safe to read.
+#include <compare>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace troupe {
+
+struct TaskAddress {
+  std::string host;  // a name, an IPv4 address, or an IPv6 address without brackets
+  uint16_t port = 0;
+  std::string to_string() const;  // "host:port", "[::1]:port" for IPv6
+  friend bool operator==(const TaskAddress&, const TaskAddress&) = default;
+};
+
+// "host:port" or "[v6]:port"; `where` prefixes errors (invalid_argument).
+TaskAddress parse_task_address(const std::string& text, const std::string& where);
+
+struct TaskId {
+  std::string job;
+  int index = 0;
+  std::string to_string() const;  // "worker:0"
+  friend auto operator<=>(const TaskId&, const TaskId&) = default;
+};
+
+// "worker:0" (also "/job:worker/task:0"); throws invalid_argument naming the text.
+TaskId parse_task_id(const std::string& text);
+
+class ClusterSpec {
+ public:
+  // `where` names the source in errors ("spec.json", "TF_CONFIG").
+  static ClusterSpec from_json(const std::string& text, const std::string& where);
+  static ClusterSpec from_file(const std::string& path);
+  // The spec in TF_CONFIG; nullopt when the variable is unset or empty.
+  static std::optional<ClusterSpec> from_environment();
+
+  // Jobs by name; each job's tasks by index (a sparse job leaves indexes out).
+  const std::map<std::string, std::map<int, TaskAddress>>& jobs() const { return jobs_; }
+  std::vector<TaskId> tasks() const;  // every task, by job then index
+  bool has(const TaskId& task) const;
+  // The address of `task`; throws invalid_argument naming the task and what the spec has.
+  const TaskAddress& address(const TaskId& task) const;
+  // The task this process is ("task" in TF_CONFIG), if the spec says.
+  const std::optional<TaskId>& this_task() const { return this_task_; }
+  // Checks that `task` is in the spec (throws invalid_argument naming the jobs and indexes there
+  // are) and makes it this process's task.
+  void set_this_task(const TaskId& task);
+
+ private:
+  std::string where_;
+  std::map<std::string, std::map<int, TaskAddress>> jobs_;
+  std::optional<TaskId> this_task_;
+};
+
+}  // namespace troupe
