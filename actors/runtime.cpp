@@ -1,5 +1,7 @@
 #include "actors/runtime.hpp"
 
+#include <caf/io/all.hpp>
+
 #include "actors/device_actor.hpp"
 #include "actors/queue_actor.hpp"
 #include "actors/scheduler.hpp"
@@ -12,7 +14,7 @@
 
 namespace troupe {
 
-Runtime::Runtime(int cores, int inter_op, int intra_op) {
+Runtime::Runtime(int cores, int inter_op, int intra_op, std::optional<NetworkOptions> network) {
   if (cores <= 0) cores = int(std::max(1u, std::thread::hardware_concurrency()));
   threads_ = inter_op > 0 ? inter_op : cores;
   set_intra_op_threads(intra_op > 0 ? intra_op : cores, cores);
@@ -43,6 +45,12 @@ Runtime::Runtime(int cores, int inter_op, int intra_op) {
       pos = end + 1;
     }
   }
+  if (network) {
+    config_->load<caf::io::middleman>();
+    config_->set("middleman.heartbeat-interval", caf::timespan{network->heartbeat});
+    config_->set("middleman.connection-timeout", caf::timespan{network->connection_timeout});
+    networked_ = true;
+  }
   system_ = std::make_unique<caf::actor_system>(*config_);
   for (auto& device : DeviceRegistry::instance().devices())
     device_actors_.push_back(system_->spawn(device_actor, device.get()));
@@ -70,13 +78,32 @@ Runtime::~Runtime() {
   system_.reset();
 }
 
+namespace {
+
+std::mutex current_mutex;  // guards current_runtime; held while a Runtime is made (its actor system starts)
+std::weak_ptr<Runtime> current_runtime;
+
+}  // namespace
+
 std::shared_ptr<Runtime> Runtime::get(int cores, int inter_op, int intra_op) {
-  static std::mutex mutex;  // guards `current`; held while a Runtime is made (its actor system starts)
-  static std::weak_ptr<Runtime> current;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto rt = current.lock()) return rt;
+  std::lock_guard<std::mutex> lock(current_mutex);
+  if (auto rt = current_runtime.lock()) return rt;
   auto rt = std::make_shared<Runtime>(cores, inter_op, intra_op);
-  current = rt;
+  current_runtime = rt;
+  return rt;
+}
+
+std::shared_ptr<Runtime> Runtime::get_networked(int cores, const NetworkOptions& network) {
+  std::lock_guard<std::mutex> lock(current_mutex);
+  if (auto rt = current_runtime.lock()) {
+    if (!rt->networked())
+      fail(ErrorCode::failed_precondition,
+           "this process's runtime was started without the network layer (a Session made before the cluster "
+           "member); start the cluster member first");
+    return rt;
+  }
+  auto rt = std::make_shared<Runtime>(cores, 0, 0, network);
+  current_runtime = rt;
   return rt;
 }
 

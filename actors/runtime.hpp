@@ -1,7 +1,9 @@
 #pragma once
 // The process's actor system, shared by every Session alive in the process. Created by the
 // first Session with its thread option; destroyed when the last Session that holds it goes.
+#include <chrono>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -11,12 +13,24 @@
 
 namespace troupe {
 
+// CAF's network layer (the middleman), for a process that talks to other processes: heartbeats
+// every `heartbeat`, and a peer silent for `connection_timeout` is taken as gone (a hung peer is
+// seen only so; ../shared/docs/caf-0.17.md §4).
+struct NetworkOptions {
+  std::chrono::milliseconds heartbeat{200};
+  std::chrono::milliseconds connection_timeout{1000};
+};
+
 class Runtime {
  public:
   // cores: the threads that may compute at once (0: the hardware threads). inter_op: scheduler
   // threads, intra_op: threads per kernel team (devices/cpu_threads.hpp); 0 for either: cores.
   static std::shared_ptr<Runtime> get(int cores, int inter_op = 0, int intra_op = 0);
-  Runtime(int cores, int inter_op, int intra_op);
+  // The process's runtime with the network layer: made with it if there is none yet; an
+  // existing one made without it is refused (failed_precondition), since CAF cannot add it.
+  static std::shared_ptr<Runtime> get_networked(int cores, const NetworkOptions& network);
+  Runtime(int cores, int inter_op, int intra_op, std::optional<NetworkOptions> network = std::nullopt);
+  bool networked() const { return networked_; }
   ~Runtime();
   caf::actor_system& system() { return *system_; }
   // The device actors of this process, in DeviceRegistry order (CPU:0 first).
@@ -28,6 +42,7 @@ class Runtime {
 
  private:
   int threads_;
+  bool networked_ = false;
   std::unique_ptr<caf::actor_system_config> config_;
   std::unique_ptr<caf::actor_system> system_;
   std::vector<caf::actor> device_actors_;

@@ -1,0 +1,92 @@
+#include "actors/cluster/member.hpp"
+
+#include <caf/io/all.hpp>
+
+#include <random>
+
+#include "actors/cluster/worker.hpp"
+#include "actors/runtime.hpp"
+#include "core/error.hpp"
+#include "devices/device.hpp"
+
+namespace troupe {
+namespace {
+
+NetworkOptions network_of(const MemberOptions& o) { return {o.heartbeat, o.connection_timeout}; }
+
+uint64_t fresh_incarnation() {
+  std::random_device entropy;
+  uint64_t id = (uint64_t(entropy()) << 32) ^ entropy();
+  return id == 0 ? 1 : id;
+}
+
+}  // namespace
+
+struct ClusterMember::Impl {
+  TaskId task;
+  TaskAddress address;
+  uint64_t incarnation = 0;
+  std::string devices;
+  std::shared_ptr<Runtime> runtime;
+  caf::actor worker;
+  uint16_t port = 0;
+};
+
+ClusterMember::ClusterMember(const ClusterSpec& spec, const TaskId& task, const MemberOptions& options)
+    : impl_(new Impl) {
+  impl_->task = task;
+  impl_->address = spec.address(task);  // throws naming what the spec has
+  impl_->incarnation = fresh_incarnation();
+  // This process's devices under the task's name: /job:worker/task:0/device:CPU:0.
+  for (const auto& d : DeviceRegistry::instance().devices()) {
+    const std::string& local = d->name();
+    impl_->devices += (impl_->devices.empty() ? "" : ",") +
+                      fmt::format("/job:{}/task:{}{}", task.job, task.index, local.substr(local.find("/device:")));
+  }
+  impl_->runtime = Runtime::get_networked(options.threads, network_of(options));
+  auto& system = impl_->runtime->system();
+  impl_->worker = system.spawn(worker_actor, task.to_string(), impl_->incarnation, impl_->devices);
+  const std::string& host = impl_->address.host;
+  auto port = system.middleman().publish(impl_->worker, impl_->address.port, host == "0.0.0.0" ? nullptr : host.c_str(),
+                                         false);
+  if (!port) {
+    caf::anon_send_exit(impl_->worker, caf::exit_reason::user_shutdown);
+    fail(ErrorCode::unavailable, "task {} cannot listen on {}: {}", task.to_string(), impl_->address.to_string(),
+         system.render(port.error()));
+  }
+  impl_->port = *port;
+}
+
+ClusterMember::~ClusterMember() {
+  auto& system = impl_->runtime->system();
+  system.middleman().unpublish(impl_->worker, impl_->port);
+  caf::anon_send_exit(impl_->worker, caf::exit_reason::user_shutdown);
+}
+
+const TaskId& ClusterMember::task() const { return impl_->task; }
+const TaskAddress& ClusterMember::address() const { return impl_->address; }
+uint64_t ClusterMember::incarnation() const { return impl_->incarnation; }
+std::string ClusterMember::devices() const { return impl_->devices; }
+
+MemberIdentity identify_member(const TaskAddress& address, std::chrono::milliseconds timeout,
+                               const MemberOptions& options) {
+  auto runtime = Runtime::get_networked(options.threads, network_of(options));
+  auto& system = runtime->system();
+  auto worker = system.middleman().remote_actor(address.host, address.port);
+  if (!worker)
+    fail(ErrorCode::unavailable, "no cluster member answers at {}: {}", address.to_string(),
+         system.render(worker.error()));
+  MemberIdentity out;
+  caf::scoped_actor self{system};
+  self->request(*worker, timeout, identify_atom::value)
+      .receive([&](std::string& task, uint64_t incarnation, std::string& devices) {
+                 out = {std::move(task), incarnation, std::move(devices)};
+               },
+               [&](caf::error& e) {
+                 fail(ErrorCode::unavailable, "the cluster member at {} did not say who it is within {} ms: {}",
+                      address.to_string(), timeout.count(), system.render(e));
+               });
+  return out;
+}
+
+}  // namespace troupe

@@ -1,0 +1,54 @@
+#pragma once
+// This process as a member of a cluster (what troupe-node runs): the process's runtime with CAF's
+// network layer (heartbeats on, so a hung peer is seen), and its worker actor published on the
+// task's address from the cluster spec, on that address only (all interfaces only where the spec
+// says 0.0.0.0). Destroying it unpublishes the worker and stops it.
+//
+// identify_member() asks the member at an address who it is: the first thing a master does with
+// each task, and how a test sees that a node is up.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "actors/cluster/cluster_spec.hpp"
+
+namespace troupe {
+
+struct MemberOptions {
+  int threads = 0;  // 0: the hardware threads
+  std::chrono::milliseconds heartbeat{200};
+  std::chrono::milliseconds connection_timeout{1000};  // a silent peer is gone after this
+};
+
+class ClusterMember {
+ public:
+  // Throws invalid_argument for a task the spec lacks, unavailable when the address cannot be
+  // listened on ("task worker:0 cannot listen on 127.0.0.1:2221: ..." for a port in use).
+  ClusterMember(const ClusterSpec& spec, const TaskId& task, const MemberOptions& options = {});
+  ~ClusterMember();
+  ClusterMember(const ClusterMember&) = delete;
+  ClusterMember& operator=(const ClusterMember&) = delete;
+
+  const TaskId& task() const;
+  const TaskAddress& address() const;
+  uint64_t incarnation() const;
+  std::string devices() const;  // its devices' full names under the task (/job:worker/task:0/...), by ','
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct MemberIdentity {
+  std::string task;  // "worker:0"
+  uint64_t incarnation = 0;
+  std::string devices;
+};
+
+// Connects to the member at `address` and asks who it is, within `timeout` for the answer.
+// Throws unavailable naming the address when nothing listens there or no answer comes.
+MemberIdentity identify_member(const TaskAddress& address, std::chrono::milliseconds timeout,
+                               const MemberOptions& options = {});
+
+}  // namespace troupe

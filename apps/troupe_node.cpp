@@ -1,0 +1,88 @@
+// troupe-node: one process of a Troupe cluster (docs/cluster.md).
+//   troupe-node --cluster spec.json --task worker:0 [--threads N]
+//   TF_CONFIG='{"cluster": ..., "task": {"type": "worker", "index": 0}}' troupe-node
+// Publishes the task's worker on the task's address from the spec, logs one line per event, and
+// stops cleanly on SIGTERM or SIGINT. Exit codes: 0 stopped by a signal, 1 could not start
+// (a port in use), 2 a bad spec or command line.
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <optional>
+#include <pthread.h>
+#include <string>
+
+#include "actors/cluster/member.hpp"
+#include "core/error.hpp"
+
+namespace {
+
+// "2026-11-23T20:58:01Z troupe-node worker:0: ..."
+void log_line(const std::string& who, const std::string& what) {
+  char stamp[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
+  std::printf("%s troupe-node %s: %s\n", stamp, who.c_str(), what.c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"troupe-node: one process (task) of a Troupe cluster"};
+  std::string cluster_file, task_text;
+  int threads = 0;
+  app.add_option("--cluster", cluster_file, "cluster spec (JSON, TF_CONFIG's form); default: $TF_CONFIG")
+      ->check(CLI::ExistingFile);
+  app.add_option("--task", task_text, "this process's task, job:index (default: the spec's \"task\")");
+  app.add_option("--threads", threads, "threads that compute at once (default: the hardware threads)")
+      ->check(CLI::NonNegativeNumber);
+  CLI11_PARSE(app, argc, argv);
+
+  // SIGTERM and SIGINT are taken by sigwait below, in this thread; every thread started from
+  // here on inherits the mask, so no other thread is interrupted by them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  troupe::ClusterSpec spec;
+  troupe::TaskId task;
+  try {
+    std::optional<troupe::ClusterSpec> read;
+    if (!cluster_file.empty()) read = troupe::ClusterSpec::from_file(cluster_file);
+    else read = troupe::ClusterSpec::from_environment();
+    if (!read) {
+      std::fprintf(stderr, "troupe-node: no cluster spec: give --cluster FILE or set TF_CONFIG\n");
+      return 2;
+    }
+    spec = *read;
+    if (!task_text.empty()) spec.set_this_task(troupe::parse_task_id(task_text));
+    if (!spec.this_task()) {
+      std::fprintf(stderr, "troupe-node: which task is this process? give --task job:index or \"task\" in the spec\n");
+      return 2;
+    }
+    task = *spec.this_task();
+  } catch (const troupe::Error& e) {
+    std::fprintf(stderr, "troupe-node: %s\n", e.what());
+    return 2;
+  }
+
+  std::optional<troupe::ClusterMember> member;
+  try {
+    member.emplace(spec, task, troupe::MemberOptions{.threads = threads});
+  } catch (const troupe::Error& e) {
+    std::fprintf(stderr, "troupe-node: %s\n", e.what());
+    return 1;
+  }
+  log_line(task.to_string(), "started on " + member->address().to_string() + " (incarnation " +
+                                 std::to_string(member->incarnation()) + ", devices " + member->devices() + ")");
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  log_line(task.to_string(), std::string("stopping on ") + (signal == SIGINT ? "SIGINT" : "SIGTERM"));
+  member.reset();
+  log_line(task.to_string(), "stopped");
+  return 0;
+}

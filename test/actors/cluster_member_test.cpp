@@ -1,0 +1,105 @@
+// troupe-node processes on 127.0.0.1 (ports checked free): a node publishes its worker on its
+// task's address and says who it is; a second node on a busy port, a task the spec lacks and a
+// misspelt spec are refused with their errors; SIGTERM stops a node cleanly, and a node started
+// again is a new incarnation. Every process is stopped by its pid, also when a check fails.
+#include <boost/test/unit_test.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <fstream>
+
+#include "actors/cluster/member.hpp"
+#include "test/support/child_process.hpp"
+#include "test/support/expect_error.hpp"
+#include "test/support/scratch_dir.hpp"
+
+using namespace troupe;
+using namespace std::chrono_literals;
+using troupe::testing::ChildProcess;
+using troupe::testing::contains;
+using troupe::testing::error_of;
+
+namespace {
+
+// A port nothing listens on now, on 127.0.0.1 (the OS picks it).
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  BOOST_REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct Cluster {
+  troupe::testing::ScratchDir dir;
+  uint16_t worker_port = free_port();
+  uint16_t ps_port = free_port();
+  std::string spec = dir.file("cluster.json");
+  Cluster() {
+    std::ofstream(spec) << "{\"cluster\": {\"worker\": [\"127.0.0.1:" << worker_port << "\"], \"ps\": [\"127.0.0.1:"
+                        << ps_port << "\"]}}";
+  }
+  std::unique_ptr<ChildProcess> node(const std::string& task, const std::string& name) const {
+    return std::make_unique<ChildProcess>(
+        std::vector<std::string>{TROUPE_NODE_BINARY, "--cluster", spec, "--task", task, "--threads", "1"},
+        dir.file(name + ".out"), dir.file(name + ".err"));
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_node_publishes_its_worker_says_who_it_is_and_stops_on_sigterm) {
+  Cluster c;
+  auto node = c.node("worker:0", "first");
+  BOOST_TEST_REQUIRE(node->wait_for_output("started on 127.0.0.1:" + std::to_string(c.worker_port), 30s),
+                     "out: " << node->out() << " err: " << node->err());
+
+  TaskAddress address{"127.0.0.1", c.worker_port};
+  MemberIdentity who = identify_member(address, 10s);
+  BOOST_TEST(who.task == "worker:0");
+  BOOST_TEST(contains(node->out(), "(incarnation " + std::to_string(who.incarnation) + ","), node->out());
+  BOOST_TEST(contains(who.devices, "/job:worker/task:0/device:CPU:0"), who.devices);
+
+  // The port is taken: a second node for the task says so and exits 1.
+  auto second = c.node("worker:0", "second");
+  BOOST_TEST_REQUIRE(second->wait_exit(30s).value_or(-1) == 1, second->err());
+  BOOST_TEST(contains(second->err(), "task worker:0 cannot listen on 127.0.0.1:" + std::to_string(c.worker_port)),
+             second->err());
+
+  node->signal(SIGTERM);
+  BOOST_TEST_REQUIRE(node->wait_exit(30s).value_or(-1) == 0, node->out() << node->err());
+  BOOST_TEST(contains(node->out(), "worker:0: stopping on SIGTERM"), node->out());
+  BOOST_TEST(contains(node->out(), "worker:0: stopped"), node->out());
+  auto gone = error_of([&] { identify_member(address, 5s); }, ErrorCode::unavailable);
+  BOOST_TEST(contains(gone, "127.0.0.1:" + std::to_string(c.worker_port)), gone);
+
+  // Started again, the task is a new incarnation.
+  auto again = c.node("worker:0", "again");
+  BOOST_TEST_REQUIRE(again->wait_for_output("started on", 30s), again->err());
+  MemberIdentity now = identify_member(address, 10s);
+  BOOST_TEST(now.task == "worker:0");
+  BOOST_TEST(now.incarnation != who.incarnation);
+  again->signal(SIGINT);
+  BOOST_TEST(again->wait_exit(30s).value_or(-1) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_the_spec_lacks_or_a_misspelt_spec_is_refused_with_exit_code_2) {
+  Cluster c;
+  auto lacking = c.node("ps:3", "lacking");
+  BOOST_TEST_REQUIRE(lacking->wait_exit(30s).value_or(-1) == 2, lacking->err());
+  BOOST_TEST(contains(lacking->err(), "task ps:3: job 'ps' has no task 3 (its tasks: 0)"), lacking->err());
+
+  const std::string typo = c.dir.file("typo.json");
+  std::ofstream(typo) << "{\"clustr\": {\"worker\": [\"127.0.0.1:1\"]}}";
+  ChildProcess bad({TROUPE_NODE_BINARY, "--cluster", typo, "--task", "worker:0"}, c.dir.file("bad.out"),
+                   c.dir.file("bad.err"));
+  BOOST_TEST_REQUIRE(bad.wait_exit(30s).value_or(-1) == 2, bad.err());
+  BOOST_TEST(contains(bad.err(), "unknown key 'clustr'"), bad.err());
+}
