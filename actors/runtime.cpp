@@ -15,7 +15,7 @@
 namespace troupe {
 
 Runtime::Runtime(int cores, int inter_op, int intra_op, std::optional<NetworkOptions> network) {
-  if (cores <= 0) cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  if (cores <= 0) cores = usable_cores();
   threads_ = inter_op > 0 ? inter_op : cores;
   set_intra_op_threads(intra_op > 0 ? intra_op : cores, cores);
   config_ = std::make_unique<caf::actor_system_config>();

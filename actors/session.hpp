@@ -28,7 +28,7 @@ namespace troupe {
 
 struct SessionOptions {
   // The cores Troupe may use, set by the first Session alive (later ones share them); 0: the
-  // hardware threads. Both kinds of threads follow from it: the scheduler's (inter-op) threads
+  // cores this process may use (its CPU affinity and cgroup quota: usable_cores()). Both kinds of threads follow from it: the scheduler's (inter-op) threads
   // run node actors, and a kernel's team (intra-op: oneDNN, OpenBLAS) is as wide as `threads`,
   // with teams taking turns (devices/cpu_threads.hpp), so the two never oversubscribe the cores.
   int threads = 0;

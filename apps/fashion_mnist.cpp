@@ -25,6 +25,7 @@
 #include "actors/prefetch.hpp"
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
+#include "devices/cpu_threads.hpp"
 #include "ops/all.hpp"
 #include "ops/data/batch_reader.hpp"
 #include "ops/data/idx.hpp"
@@ -280,7 +281,7 @@ int main(int argc, char** argv) {
         std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"epoch\":%d,\"batch\":%d,\"threads\":%d,\"prefetch\":%d,"
                     "\"global_step\":%lld,\"train_loss\":%.9g,\"test_accuracy\":%.4f,\"epoch_seconds\":%.3f,\"examples_per_s\":%.1f}\n",
                     a.model.c_str(), epoch, a.batch,
-                    a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency()), a.prefetch,
+                    a.threads > 0 ? a.threads : usable_cores(), a.prefetch,
                     (long long)global_step, loss_sum / double(seen),
                     last_accuracy, seconds,
                     double(seen) / seconds);

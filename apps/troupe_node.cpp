@@ -36,7 +36,7 @@ int main(int argc, char** argv) {
   app.add_option("--cluster", cluster_file, "cluster spec (JSON, TF_CONFIG's form); default: $TF_CONFIG")
       ->check(CLI::ExistingFile);
   app.add_option("--task", task_text, "this process's task, job:index (default: the spec's \"task\")");
-  app.add_option("--threads", threads, "threads that compute at once (default: the hardware threads)")
+  app.add_option("--threads", threads, "threads that compute at once (default: the cores this process may use)")
       ->check(CLI::NonNegativeNumber);
   CLI11_PARSE(app, argc, argv);
 

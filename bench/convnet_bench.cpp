@@ -18,6 +18,7 @@
 
 #include "actors/session.hpp"
 #include "bench/flags.hpp"
+#include "devices/cpu_threads.hpp"
 #include "devices/device.hpp"
 #include "graph/prune.hpp"
 #include "ops/all.hpp"
@@ -133,7 +134,7 @@ int convnet_main(int argc, char** argv) {
   const double gflops = flops / (median / 1000.0) / 1e9;
   const double peak_mib = double(device->allocator().peak_bytes()) / (1 << 20);
   const double rss_mib = max_rss_bytes() / (1 << 20);
-  const int threads = a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency());
+  const int threads = a.threads > 0 ? a.threads : usable_cores();
   if (a.json) {
     std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"batch\":%d,\"device\":\"%s\",\"device_name\":\"%s\","
                 "\"threads\":%d,\"parameters\":%lld,\"steps\":%d,\"median_ms\":%.2f,\"min_ms\":%.2f,"

@@ -16,6 +16,7 @@
 
 #include "actors/session.hpp"
 #include "bench/flags.hpp"
+#include "devices/cpu_threads.hpp"
 #include "ops/all.hpp"
 
 namespace troupe::bench {
@@ -97,7 +98,7 @@ int executor_main(int argc, char** argv) {
   Built b = build(root, a);
   SessionOptions options;
   options.threads = a.threads;
-  const int threads = a.threads > 0 ? a.threads : int(std::thread::hardware_concurrency());
+  const int threads = a.threads > 0 ? a.threads : usable_cores();
   Session session(root, options);
   auto start = std::chrono::steady_clock::now();
   FeedList feeds{{b.x0, Tensor::scalar(0.0f)}};

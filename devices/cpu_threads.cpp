@@ -1,6 +1,7 @@
 #include "devices/cpu_threads.hpp"
 
 #include <cblas.h>
+#include <sched.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -8,13 +9,94 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <thread>
 
 namespace troupe {
 namespace {
 
-int hardware_threads() { return int(std::max(1u, std::thread::hardware_concurrency())); }
+int hardware_threads() { return usable_cores(); }
+
+std::optional<int> quota_cores(long long quota, long long period) {
+  if (quota <= 0 || period <= 0) return std::nullopt;
+  return int(std::max<long long>(1, (quota + period - 1) / period));
+}
+
+// The cgroup v1 quota of the process's cgroup of the cpu controller ("N:cpu,cpuacct:/path" in
+// /proc/self/cgroup), if it sets one.
+std::optional<int> cgroup_v1_cores() {
+  std::ifstream self("/proc/self/cgroup");
+  std::string line;
+  while (std::getline(self, line)) {
+    auto first = line.find(':'), second = line.find(':', first + 1);
+    if (first == std::string::npos || second == std::string::npos) continue;
+    const std::string controllers = "," + line.substr(first + 1, second - first - 1) + ",";
+    if (controllers.find(",cpu,") == std::string::npos) continue;
+    const std::string path = line.substr(second + 1);
+    for (const char* mount : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct"}) {
+      const std::string dir = mount + (path == "/" ? std::string() : path);
+      std::ifstream q(dir + "/cpu.cfs_quota_us"), p(dir + "/cpu.cfs_period_us");
+      long long quota = -1, period = 0;
+      if (q >> quota && p >> period) return quota_cores(quota, period);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<int> cgroup_v2_cores();
+
+}  // namespace
+
+std::optional<int> cores_from_cpu_max(const std::string& line) {
+  std::istringstream in(line);
+  std::string quota;
+  long long period = 0;
+  if (!(in >> quota >> period) || quota == "max") return std::nullopt;
+  try {
+    return quota_cores(std::stoll(quota), period);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+namespace {
+
+// The tightest cpu.max of the process's cgroup v2 and its ancestors ("0::/path" in
+// /proc/self/cgroup; a limit on a parent holds for its children too).
+std::optional<int> cgroup_v2_cores() {
+  std::ifstream self("/proc/self/cgroup");
+  std::string line, path;
+  while (std::getline(self, line))
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+  if (path.empty()) return std::nullopt;
+  std::optional<int> tightest;
+  for (;;) {
+    std::ifstream max("/sys/fs/cgroup" + (path == "/" ? std::string() : path) + "/cpu.max");
+    std::string limit;
+    if (max && std::getline(max, limit))
+      if (auto cores = cores_from_cpu_max(limit)) tightest = tightest ? std::min(*tightest, *cores) : *cores;
+    if (path == "/" || path.empty()) break;
+    auto slash = path.rfind('/');
+    path = slash == 0 ? "/" : path.substr(0, slash);
+  }
+  return tightest;
+}
+
+}  // namespace
+
+int usable_cores() {
+  int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (sched_getaffinity(0, sizeof mask, &mask) == 0) cores = std::max(1, CPU_COUNT(&mask));
+  std::optional<int> quota = cgroup_v2_cores();
+  if (!quota) quota = cgroup_v1_cores();
+  return quota ? std::min(cores, *quota) : cores;
+}
+
+namespace {
 
 std::atomic<int>& setting() {
   static std::atomic<int> n{hardware_threads()};

@@ -13,8 +13,17 @@
 #include <cstddef>
 #include <functional>
 #include <optional>
+#include <string>
 
 namespace troupe {
+
+// The cores this process may use: the CPUs of its affinity mask (taskset, cpusets), capped by
+// its cgroup's CPU quota rounded up (cgroup v2 cpu.max, or v1 cpu.cfs_quota_us / period), at
+// least 1. What every thread count defaults to, instead of the machine's hardware threads.
+int usable_cores();
+// The cores a cgroup v2 `cpu.max` line ("50000 100000", "max 100000") allows; nullopt when it
+// sets no limit or cannot be read.
+std::optional<int> cores_from_cpu_max(const std::string& line);
 
 // intra_op >= 1 threads per kernel team, cores >= 1 threads that may compute at once. Takes
 // effect for OpenBLAS at once and for OpenMP on each thread's next team.

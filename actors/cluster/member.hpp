@@ -16,7 +16,7 @@
 namespace troupe {
 
 struct MemberOptions {
-  int threads = 0;  // 0: the hardware threads
+  int threads = 0;  // 0: the cores this process may use (usable_cores)
   std::chrono::milliseconds heartbeat{200};
   std::chrono::milliseconds connection_timeout{1000};  // a silent peer is gone after this
 };
