@@ -151,6 +151,7 @@ std::string clock_text(double seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  troupe::bound_openmp_spinning(argv);  // another program on the same cores must not stall it
   try {
     Args a = parse(argc, argv);
     const bool tty = ::isatty(STDOUT_FILENO) && !a.json;

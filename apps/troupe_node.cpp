@@ -15,6 +15,7 @@
 
 #include "actors/cluster/member.hpp"
 #include "core/error.hpp"
+#include "devices/cpu_threads.hpp"
 
 namespace {
 
@@ -30,6 +31,7 @@ void log_line(const std::string& who, const std::string& what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  troupe::bound_openmp_spinning(argv);  // several nodes may share a host's cores
   CLI::App app{"troupe-node: one process (task) of a Troupe cluster"};
   std::string cluster_file, task_text;
   int threads = 0;

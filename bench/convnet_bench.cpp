@@ -130,6 +130,7 @@ int convnet_main(int argc, char** argv) {
   }
   if (!std::isfinite(last_loss)) fail(ErrorCode::aborted, "the loss is {} after {} steps", last_loss, a.steps);
   const auto [median, min] = summarize(ms);
+  const double worst = *std::max_element(ms.begin(), ms.end());
   const double images_per_s = a.batch / (median / 1000.0);
   const double gflops = flops / (median / 1000.0) / 1e9;
   const double peak_mib = double(device->allocator().peak_bytes()) / (1 << 20);
@@ -137,17 +138,17 @@ int convnet_main(int argc, char** argv) {
   const int threads = a.threads > 0 ? a.threads : usable_cores();
   if (a.json) {
     std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"batch\":%d,\"device\":\"%s\",\"device_name\":\"%s\","
-                "\"threads\":%d,\"parameters\":%lld,\"steps\":%d,\"median_ms\":%.2f,\"min_ms\":%.2f,"
+                "\"threads\":%d,\"parameters\":%lld,\"steps\":%d,\"median_ms\":%.2f,\"min_ms\":%.2f,\"max_ms\":%.2f,"
                 "\"images_per_s\":%.1f,\"step_gflop\":%.2f,\"gflops\":%.1f,\"peak_device_mib\":%.0f,"
                 "\"max_rss_mib\":%.0f,\"loss\":%.4f}\n",
                 a.model.c_str(), a.batch, a.device.c_str(), device->description().c_str(), threads,
-                (long long)model.num_parameters(), a.steps, median, min, images_per_s, flops / 1e9, gflops,
+                (long long)model.num_parameters(), a.steps, median, min, worst, images_per_s, flops / 1e9, gflops,
                 peak_mib, rss_mib, double(last_loss));
   } else {
     std::printf("%s, batch %d, on %s (%s), %d threads\n", info.description.c_str(), a.batch, device->name().c_str(),
                 device->description().c_str(), threads);
     std::printf("  parameters        %lld\n", (long long)model.num_parameters());
-    std::printf("  step (%d timed)   median %.1f ms, min %.1f ms\n", a.steps, median, min);
+    std::printf("  step (%d timed)   median %.1f ms, min %.1f ms, max %.1f ms\n", a.steps, median, min, worst);
     std::printf("  throughput        %.1f images/s\n", images_per_s);
     std::printf("  compute           %.1f GFLOP per step, %.1f GFLOP/s (conv and matmul, forward and backward)\n",
                 flops / 1e9, gflops);

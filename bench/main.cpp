@@ -12,6 +12,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "devices/cpu_threads.hpp"
 
 namespace troupe::bench {
 int executor_main(int argc, char** argv);
@@ -22,6 +23,7 @@ int checkpoint_main(int argc, char** argv);
 }
 
 int main(int argc, char** argv) {
+  troupe::bound_openmp_spinning(argv);  // as the programs people run do
   auto usage = [] {
     std::fprintf(stderr,
                  "usage: troupe-bench executor --shape chain|fanout|random --nodes N --steps S "

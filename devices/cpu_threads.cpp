@@ -2,12 +2,14 @@
 
 #include <cblas.h>
 #include <sched.h>
+#include <unistd.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <cstdlib>
 #include <exception>
 #include <fstream>
 #include <sstream>
@@ -85,6 +87,13 @@ std::optional<int> cgroup_v2_cores() {
 }
 
 }  // namespace
+
+void bound_openmp_spinning(char** argv) {
+  if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;
+  if (setenv("GOMP_SPINCOUNT", "1000", 1) != 0) return;
+  ::execv("/proc/self/exe", argv);
+  unsetenv("GOMP_SPINCOUNT");  // not re-executed: this process's libgomp keeps its settings
+}
 
 int usable_cores() {
   int cores = int(std::max(1u, std::thread::hardware_concurrency()));

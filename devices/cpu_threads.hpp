@@ -25,6 +25,16 @@ int usable_cores();
 // sets no limit or cannot be read.
 std::optional<int> cores_from_cpu_max(const std::string& line);
 
+// oneDNN's kernel teams are OpenMP teams (libgomp), whose threads spin at every barrier by
+// default (GOMP_SPINCOUNT 300000). Alone on its cores that is fine; with another process on them
+// the spinning threads keep the descheduled ones from running: two AlexNet trainings on this
+// 2-core machine took 3.7x a lone one's step each instead of 2x. libgomp reads its settings when
+// it is loaded, before main(), so a program that wants them bounded must start with them set:
+// call this first thing in main(). If neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY is set, it sets
+// GOMP_SPINCOUNT=1000 (a lone step is as fast; two share the cores at 1.9x) and executes the
+// program again (/proc/self/exe, same arguments); otherwise, or if that fails, it returns.
+void bound_openmp_spinning(char** argv);
+
 // intra_op >= 1 threads per kernel team, cores >= 1 threads that may compute at once. Takes
 // effect for OpenBLAS at once and for OpenMP on each thread's next team.
 void set_intra_op_threads(int intra_op, int cores);

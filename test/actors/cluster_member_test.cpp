@@ -8,7 +8,9 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <iterator>
 
 #include "actors/cluster/member.hpp"
 #include "test/support/child_process.hpp"
@@ -60,6 +62,14 @@ BOOST_AUTO_TEST_CASE(a_node_publishes_its_worker_says_who_it_is_and_stops_on_sig
   auto node = c.node("worker:0", "first");
   BOOST_TEST_REQUIRE(node->wait_for_output("started on 127.0.0.1:" + std::to_string(c.worker_port), 30s),
                      "out: " << node->out() << " err: " << node->err());
+
+  // It runs with OpenMP's spinning bounded (devices/cpu_threads.hpp: bound_openmp_spinning
+  // executes the program again with GOMP_SPINCOUNT set, unless the environment sets it).
+  if (!std::getenv("GOMP_SPINCOUNT") && !std::getenv("OMP_WAIT_POLICY")) {
+    std::ifstream environ("/proc/" + std::to_string(node->pid()) + "/environ");
+    std::string all((std::istreambuf_iterator<char>(environ)), std::istreambuf_iterator<char>());
+    BOOST_TEST(all.find(std::string("GOMP_SPINCOUNT=1000") + '\0') != std::string::npos);
+  }
 
   TaskAddress address{"127.0.0.1", c.worker_port};
   MemberIdentity who = identify_member(address, 10s);

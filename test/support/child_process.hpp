@@ -44,6 +44,7 @@ class ChildProcess {
   ChildProcess& operator=(const ChildProcess&) = delete;
 
   bool started() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
   void signal(int sig) const { ::kill(pid_, sig); }
   // The exit code (128 + signal if killed), or nullopt if still running after `bound`.
   std::optional<int> wait_exit(std::chrono::milliseconds bound) {
