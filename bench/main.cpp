@@ -6,6 +6,7 @@
 //   troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]
 //   troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]
 //   troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--json]
+//   troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--json]
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -20,6 +21,7 @@ int convnet_main(int argc, char** argv);
 int loop_main(int argc, char** argv);
 int pipeline_main(int argc, char** argv);
 int checkpoint_main(int argc, char** argv);
+int transfer_main(int argc, char** argv);
 }
 
 int main(int argc, char** argv) {
@@ -34,7 +36,8 @@ int main(int argc, char** argv) {
                  "[--steps S] [--warmup W] [--threads T] [--json]\n"
                  "       troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]\n"
                  "       troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]\n"
-                 "       troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--threads T] [--json]\n");
+                 "       troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--threads T] [--json]\n"
+                 "       troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--json]\n");
     return 2;
   };
   if (argc < 2) return usage();
@@ -44,6 +47,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], "loop") == 0) return troupe::bench::loop_main(argc - 1, argv + 1);
     if (std::strcmp(argv[1], "pipeline") == 0) return troupe::bench::pipeline_main(argc - 1, argv + 1);
     if (std::strcmp(argv[1], "checkpoint") == 0) return troupe::bench::checkpoint_main(argc - 1, argv + 1);
+    if (std::strcmp(argv[1], "transfer") == 0) return troupe::bench::transfer_main(argc - 1, argv + 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe-bench: %s\n", e.what());
     return 1;

@@ -1,0 +1,277 @@
+// troupe-bench transfer: bytes between two processes on loopback, over CAF's network layer (the
+// middleman: the layer Send/Recv between processes will use) beside a plain TCP socket pair, in
+// one run. The benchmark forks its peer process (a sink that acknowledges each message) before it
+// starts any thread, and stops it by pid at the end.
+//   throughput: a message of S bytes (CAF: chunks of at most 16 MiB, up to 4 in flight, each a
+//     std::vector<uint8_t>, which CAF serializes with one memcpy), acknowledged by the peer; GB/s
+//     over repetitions lasting at least --seconds.
+//   round trip: a 64-byte message and its acknowledgement, median of 2,000.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench/flags.hpp"
+
+namespace troupe::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::size_t kChunk = 16u << 20;
+constexpr int kWindow = 4;
+constexpr std::size_t kSmall = 64;
+
+struct Args : CommonFlags {
+  std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20, 256u << 20};
+  double seconds = 1.0;
+};
+
+std::size_t parse_size(const std::string& s) {
+  std::size_t n = std::stoull(s);
+  char unit = s.empty() ? 0 : s.back();
+  if (unit == 'K' || unit == 'k') n <<= 10;
+  if (unit == 'M' || unit == 'm') n <<= 20;
+  if (unit == 'G' || unit == 'g') n <<= 30;
+  return n;
+}
+
+// ---- the peer process ----------------------------------------------------------------------
+
+void read_all(int fd, void* data, std::size_t n) {
+  auto* p = static_cast<char*>(data);
+  while (n > 0) {
+    ssize_t r = ::read(fd, p, n);
+    if (r <= 0) ::_exit(0);  // the benchmark is done (or gone)
+    p += r;
+    n -= std::size_t(r);
+  }
+}
+
+void write_all(int fd, const void* data, std::size_t n) {
+  auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w <= 0) fail(ErrorCode::unavailable, "TCP write failed: {}", std::strerror(errno));
+    p += w;
+    n -= std::size_t(w);
+  }
+}
+
+int listen_loopback(uint16_t& port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 1) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    fail(ErrorCode::unavailable, "cannot listen on 127.0.0.1: {}", std::strerror(errno));
+  port = ntohs(a.sin_port);
+  return fd;
+}
+
+// The TCP sink: messages of an 8-byte length and the bytes, each acknowledged by one byte.
+[[noreturn]] void serve_tcp(int listener) {
+  int fd = ::accept(listener, nullptr, nullptr);
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::vector<char> buffer;
+  for (;;) {
+    uint64_t n = 0;
+    read_all(fd, &n, sizeof n);
+    if (buffer.size() < n) buffer.resize(n);
+    read_all(fd, buffer.data(), n);
+    char ack = 1;
+    write_all(fd, &ack, 1);
+  }
+}
+
+// The CAF sink: each message of bytes is answered with its size.
+caf::behavior sink(caf::event_based_actor*) {
+  return {[](const std::vector<uint8_t>& bytes) { return uint64_t(bytes.size()); }};
+}
+
+struct Peer {
+  pid_t pid = -1;
+  uint16_t tcp_port = 0, caf_port = 0;
+  ~Peer() {
+    if (pid > 0) {
+      ::kill(pid, SIGKILL);
+      int status;
+      ::waitpid(pid, &status, 0);
+    }
+  }
+};
+
+// Forks the peer: a TCP sink (its own process) and a CAF sink published on 127.0.0.1.
+void start_peer(Peer& peer) {
+  int ports[2];
+  if (::pipe(ports) != 0) fail(ErrorCode::internal, "pipe: {}", std::strerror(errno));
+  peer.pid = ::fork();
+  if (peer.pid < 0) fail(ErrorCode::internal, "fork: {}", std::strerror(errno));
+  if (peer.pid == 0) {
+    ::close(ports[0]);
+    uint16_t tcp_port = 0;
+    int listener = listen_loopback(tcp_port);
+    if (::fork() == 0) serve_tcp(listener);  // the TCP sink, a process of its own; dies with the pipe's reader
+    caf::actor_system_config config;
+    config.add_message_type<std::vector<uint8_t>>("troupe.bytes");
+    config.load<caf::io::middleman>();
+    config.set("logger.verbosity", caf::atom("quiet"));
+    caf::actor_system system{config};
+    auto port = system.middleman().publish(system.spawn(sink), 0, "127.0.0.1");
+    uint16_t both[2] = {tcp_port, port ? *port : uint16_t(0)};
+    write_all(ports[1], both, sizeof both);
+    ::pause();  // until killed
+    ::_exit(0);
+  }
+  ::close(ports[1]);
+  uint16_t both[2];
+  read_all(ports[0], both, sizeof both);
+  ::close(ports[0]);
+  peer.tcp_port = both[0];
+  peer.caf_port = both[1];
+  if (!peer.caf_port) fail(ErrorCode::unavailable, "the peer could not publish its CAF sink");
+}
+
+// ---- the measurements ------------------------------------------------------------------------
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Figures {
+  double gb_per_s = 0;
+  double rtt_us = 0;
+};
+
+template <class SendOne>
+double throughput(std::size_t size, double seconds, SendOne&& send_one) {
+  send_one(size);  // warm up
+  std::size_t bytes = 0;
+  auto start = Clock::now();
+  double elapsed = 0;
+  do {
+    send_one(size);
+    bytes += size;
+    elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+  } while (elapsed < seconds);
+  return double(bytes) / elapsed / 1e9;
+}
+
+template <class SendOne>
+double round_trip_us(SendOne&& send_one) {
+  for (int i = 0; i < 100; ++i) send_one(kSmall);
+  std::vector<double> us;
+  for (int i = 0; i < 2000; ++i) {
+    auto start = Clock::now();
+    send_one(kSmall);
+    us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+  }
+  return median(us);
+}
+
+}  // namespace
+
+int transfer_main(int argc, char** argv) {
+  Args a;
+  parse_flags(argc, argv, a, [&](const std::string& k, const std::function<std::string()>& value) {
+    if (k == "--sizes") {
+      a.sizes.clear();
+      std::stringstream in(value());
+      for (std::string item; std::getline(in, item, ',');) a.sizes.push_back(parse_size(item));
+    } else if (k == "--seconds") {
+      a.seconds = std::stod(value());
+    } else {
+      return false;
+    }
+    return true;
+  });
+  Peer peer;
+  start_peer(peer);  // before any thread of ours exists
+
+  // Raw TCP.
+  int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to.sin_port = htons(peer.tcp_port);
+  if (::connect(tcp, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0)
+    fail(ErrorCode::unavailable, "cannot connect to the TCP sink: {}", std::strerror(errno));
+  int one = 1;
+  ::setsockopt(tcp, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  std::vector<char> payload(*std::max_element(a.sizes.begin(), a.sizes.end()), 7);
+  auto tcp_send = [&](std::size_t n) {
+    uint64_t header = n;
+    write_all(tcp, &header, sizeof header);
+    write_all(tcp, payload.data(), n);
+    char ack;
+    read_all(tcp, &ack, 1);
+  };
+
+  // CAF's middleman.
+  caf::actor_system_config config;
+  config.add_message_type<std::vector<uint8_t>>("troupe.bytes");  // the same name in the peer
+  config.load<caf::io::middleman>();
+  config.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system system{config};
+  auto remote = system.middleman().remote_actor("127.0.0.1", peer.caf_port);
+  if (!remote) fail(ErrorCode::unavailable, "cannot reach the CAF sink: {}", system.render(remote.error()));
+  caf::scoped_actor self{system};
+  auto caf_send = [&](std::size_t n) {
+    std::deque<decltype(self->request(*remote, std::chrono::seconds(60), std::vector<uint8_t>{}))> in_flight;
+    auto wait_one = [&] {
+      in_flight.front().receive([](uint64_t) {},
+                                [&](caf::error& e) { fail(ErrorCode::unavailable, "CAF sink: {}", system.render(e)); });
+      in_flight.pop_front();
+    };
+    for (std::size_t offset = 0; offset < n; offset += kChunk) {
+      const std::size_t len = std::min(kChunk, n - offset);
+      std::vector<uint8_t> chunk(payload.begin() + std::ptrdiff_t(offset), payload.begin() + std::ptrdiff_t(offset + len));
+      in_flight.push_back(self->request(*remote, std::chrono::seconds(60), std::move(chunk)));
+      if (in_flight.size() >= std::size_t(kWindow)) wait_one();
+    }
+    while (!in_flight.empty()) wait_one();
+  };
+
+  const double tcp_rtt = round_trip_us(tcp_send), caf_rtt = round_trip_us(caf_send);
+  if (a.json) {
+    std::printf("{\"bench\":\"transfer\",\"what\":\"round_trip\",\"bytes\":%zu,\"tcp_us\":%.1f,\"caf_us\":%.1f}\n",
+                kSmall, tcp_rtt, caf_rtt);
+  } else {
+    std::printf("round trip of %zu bytes: TCP %.1f us, CAF %.1f us (%.2fx)\n", kSmall, tcp_rtt, caf_rtt,
+                caf_rtt / tcp_rtt);
+  }
+  for (std::size_t size : a.sizes) {
+    const double tcp_gbs = throughput(size, a.seconds, tcp_send), caf_gbs = throughput(size, a.seconds, caf_send);
+    if (a.json) {
+      std::printf("{\"bench\":\"transfer\",\"what\":\"throughput\",\"bytes\":%zu,\"tcp_gb_per_s\":%.3f,"
+                  "\"caf_gb_per_s\":%.3f}\n",
+                  size, tcp_gbs, caf_gbs);
+    } else {
+      std::printf("%10zu bytes: TCP %.3f GB/s, CAF %.3f GB/s (%.0f%%)\n", size, tcp_gbs, caf_gbs,
+                  100 * caf_gbs / tcp_gbs);
+    }
+    std::fflush(stdout);
+  }
+  ::close(tcp);
+  return 0;
+}
+
+}  // namespace troupe::bench
