@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <sstream>
@@ -48,6 +49,22 @@ std::size_t parse_size(const std::string& s) {
   if (unit == 'M' || unit == 'm') n <<= 20;
   if (unit == 'G' || unit == 'g') n <<= 30;
   return n;
+}
+
+// The CAF configuration of both sides: the middleman, quiet logs, and any integer options in
+// TROUPE_CAF_OPTIONS ("middleman.workers=0,scheduler.max-threads=2"), for experiments.
+void configure(caf::actor_system_config& config) {
+  config.add_message_type<std::vector<uint8_t>>("troupe.bytes");
+  config.load<caf::io::middleman>();
+  config.set("logger.verbosity", caf::atom("quiet"));
+  if (const char* opts = std::getenv("TROUPE_CAF_OPTIONS")) {
+    std::stringstream in(opts);
+    for (std::string item; std::getline(in, item, ',');) {
+      auto eq = item.find('=');
+      if (eq == std::string::npos) fail(ErrorCode::invalid_argument, "TROUPE_CAF_OPTIONS: '{}' is not key=integer", item);
+      config.set(item.substr(0, eq), std::stoll(item.substr(eq + 1)));
+    }
+  }
 }
 
 // ---- the peer process ----------------------------------------------------------------------
@@ -130,9 +147,7 @@ void start_peer(Peer& peer) {
     int listener = listen_loopback(tcp_port);
     if (::fork() == 0) serve_tcp(listener);  // the TCP sink, a process of its own; dies with the pipe's reader
     caf::actor_system_config config;
-    config.add_message_type<std::vector<uint8_t>>("troupe.bytes");
-    config.load<caf::io::middleman>();
-    config.set("logger.verbosity", caf::atom("quiet"));
+    configure(config);
     caf::actor_system system{config};
     auto port = system.middleman().publish(system.spawn(sink), 0, "127.0.0.1");
     uint16_t both[2] = {tcp_port, port ? *port : uint16_t(0)};
@@ -227,9 +242,7 @@ int transfer_main(int argc, char** argv) {
 
   // CAF's middleman.
   caf::actor_system_config config;
-  config.add_message_type<std::vector<uint8_t>>("troupe.bytes");  // the same name in the peer
-  config.load<caf::io::middleman>();
-  config.set("logger.verbosity", caf::atom("quiet"));
+  configure(config);  // as the peer's
   caf::actor_system system{config};
   auto remote = system.middleman().remote_actor("127.0.0.1", peer.caf_port);
   if (!remote) fail(ErrorCode::unavailable, "cannot reach the CAF sink: {}", system.render(remote.error()));
