@@ -31,8 +31,17 @@ Runtime::Runtime(int cores, int inter_op, int intra_op, std::optional<NetworkOpt
     config_->set("work-stealing.aggressive-steal-interval", 1000);
     config_->set("work-stealing.moderate-steal-interval", 1000);
   }
-  // TROUPE_CAF_OPTIONS="key=integer,..." sets integer CAF scheduler options for tuning
-  // experiments, e.g. work-stealing.aggressive-steal-interval=100.
+  if (network) {
+    config_->load<caf::io::middleman>();
+    config_->set("middleman.heartbeat-interval", caf::timespan{network->heartbeat});
+    config_->set("middleman.connection-timeout", caf::timespan{network->connection_timeout});
+    // Deserialize in the middleman's own thread instead of a worker's: half the round trip of a
+    // small message between two processes (docs/performance.md, "Bytes between two processes").
+    config_->set("middleman.workers", int64_t(0));
+    networked_ = true;
+  }
+  // TROUPE_CAF_OPTIONS="key=integer,..." sets integer CAF options for tuning experiments, e.g.
+  // work-stealing.aggressive-steal-interval=100 or middleman.workers=1 (after the defaults above).
   if (const char* opts = std::getenv("TROUPE_CAF_OPTIONS")) {
     std::string all = opts;
     std::size_t pos = 0;
@@ -44,12 +53,6 @@ Runtime::Runtime(int cores, int inter_op, int intra_op, std::optional<NetworkOpt
       if (eq != std::string::npos) config_->set(item.substr(0, eq), std::stoll(item.substr(eq + 1)));
       pos = end + 1;
     }
-  }
-  if (network) {
-    config_->load<caf::io::middleman>();
-    config_->set("middleman.heartbeat-interval", caf::timespan{network->heartbeat});
-    config_->set("middleman.connection-timeout", caf::timespan{network->connection_timeout});
-    networked_ = true;
   }
   system_ = std::make_unique<caf::actor_system>(*config_);
   for (auto& device : DeviceRegistry::instance().devices())
