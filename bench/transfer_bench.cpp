@@ -2,9 +2,9 @@
 // middleman: the layer Send/Recv between processes will use) beside a plain TCP socket pair, in
 // one run. The benchmark forks its peer process (a sink that acknowledges each message) before it
 // starts any thread, and stops it by pid at the end.
-//   throughput: a message of S bytes (CAF: chunks of at most 16 MiB, up to 4 in flight, each a
-//     std::vector<uint8_t>, which CAF serializes with one memcpy), acknowledged by the peer; GB/s
-//     over repetitions lasting at least --seconds.
+//   throughput: a message of S bytes, acknowledged by the peer; GB/s over repetitions lasting at
+//     least --seconds. Over CAF in chunks of at most --chunk (16 MiB) with up to --window (4) in
+//     flight, each a std::vector<uint8_t>, which CAF serializes with one memcpy.
 //   round trip: a 64-byte message and its acknowledgement, median of 2,000.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -33,13 +33,13 @@ namespace troupe::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::size_t kChunk = 16u << 20;
-constexpr int kWindow = 4;
 constexpr std::size_t kSmall = 64;
 
 struct Args : CommonFlags {
   std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20, 256u << 20};
   double seconds = 1.0;
+  std::size_t chunk = 16u << 20;  // CAF: the largest message a tensor is cut into
+  int window = 4;                 // CAF: messages in flight at once
 };
 
 std::size_t parse_size(const std::string& s) {
@@ -213,6 +213,10 @@ int transfer_main(int argc, char** argv) {
       for (std::string item; std::getline(in, item, ',');) a.sizes.push_back(parse_size(item));
     } else if (k == "--seconds") {
       a.seconds = std::stod(value());
+    } else if (k == "--chunk") {
+      a.chunk = parse_size(value());
+    } else if (k == "--window") {
+      a.window = std::stoi(value());
     } else {
       return false;
     }
@@ -254,11 +258,11 @@ int transfer_main(int argc, char** argv) {
                                 [&](caf::error& e) { fail(ErrorCode::unavailable, "CAF sink: {}", system.render(e)); });
       in_flight.pop_front();
     };
-    for (std::size_t offset = 0; offset < n; offset += kChunk) {
-      const std::size_t len = std::min(kChunk, n - offset);
+    for (std::size_t offset = 0; offset < n; offset += a.chunk) {
+      const std::size_t len = std::min(a.chunk, n - offset);
       std::vector<uint8_t> chunk(payload.begin() + std::ptrdiff_t(offset), payload.begin() + std::ptrdiff_t(offset + len));
       in_flight.push_back(self->request(*remote, std::chrono::seconds(60), std::move(chunk)));
-      if (in_flight.size() >= std::size_t(kWindow)) wait_one();
+      if (in_flight.size() >= std::size_t(a.window)) wait_one();
     }
     while (!in_flight.empty()) wait_one();
   };
