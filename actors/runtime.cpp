@@ -2,6 +2,7 @@
 
 #include <caf/io/all.hpp>
 
+#include "actors/cluster/tensor_transfer.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/queue_actor.hpp"
 #include "actors/scheduler.hpp"
@@ -33,6 +34,7 @@ Runtime::Runtime(int cores, int inter_op, int intra_op, std::optional<NetworkOpt
   }
   if (network) {
     config_->load<caf::io::middleman>();
+    add_transfer_types(*config_);
     config_->set("middleman.heartbeat-interval", caf::timespan{network->heartbeat});
     config_->set("middleman.connection-timeout", caf::timespan{network->connection_timeout});
     // Deserialize in the middleman's own thread instead of a worker's: half the round trip of a

@@ -1,0 +1,70 @@
+#include "actors/cluster/tensor_transfer.hpp"
+
+#include <cstring>
+
+#include "core/error.hpp"
+
+namespace troupe {
+
+std::vector<TensorChunk> chunks_of(const Tensor& tensor, uint64_t transfer, std::size_t chunk_bytes) {
+  if (chunk_bytes == 0) fail(ErrorCode::invalid_argument, "a transfer chunk must hold at least one byte");
+  const std::size_t total = tensor.byte_size();
+  const auto* data = static_cast<const uint8_t*>(tensor.raw_data());
+  std::vector<TensorChunk> out;
+  for (std::size_t offset = 0; offset < total || (total == 0 && out.empty()); offset += chunk_bytes) {
+    const std::size_t len = std::min(chunk_bytes, total - offset);
+    TensorChunk c;
+    c.transfer = transfer;
+    c.offset = offset;
+    c.total = total;
+    c.dtype = int32_t(tensor.dtype());
+    c.dims = tensor.shape().dims();
+    if (len > 0) c.bytes.assign(data + offset, data + offset + len);
+    out.push_back(std::move(c));
+    if (total == 0) break;
+  }
+  return out;
+}
+
+std::optional<Tensor> TensorAssembler::add(TensorChunk& c) {
+  auto [it, fresh] = partial_.try_emplace(c.transfer);
+  Partial& p = it->second;
+  auto refuse = [&](const std::string& why) {
+    partial_.erase(it);
+    fail(ErrorCode::data_loss, "transfer {}: {}", c.transfer, why);
+  };
+  if (fresh) {
+    if (c.dtype <= 0 || c.dtype > int32_t(DType::boolean)) refuse(fmt::format("unknown dtype {}", c.dtype));
+    if (c.dims.size() > std::size_t(Shape::kMaxRank)) refuse(fmt::format("{} dimensions", c.dims.size()));
+    for (int64_t d : c.dims)
+      if (d < 0) refuse(fmt::format("a negative dimension {}", d));
+    p.tensor = Tensor(DType(c.dtype), Shape(c.dims));
+    if (p.tensor.byte_size() != c.total)
+      refuse(fmt::format("{} bytes said for a {} tensor of {} bytes", c.total, p.tensor.describe(), p.tensor.byte_size()));
+  } else if (DType(c.dtype) != p.tensor.dtype() || c.dims != p.tensor.shape().dims() || c.total != p.tensor.byte_size()) {
+    refuse("chunks disagree on the tensor's dtype, shape or size");
+  }
+  const uint64_t end = c.offset + c.bytes.size();
+  if (end > c.total || end < c.offset) refuse(fmt::format("bytes {}..{} lie outside its {} bytes", c.offset, end, c.total));
+  auto next = p.ranges.lower_bound(c.offset);
+  bool overlaps = next != p.ranges.end() && next->first < end;
+  if (next != p.ranges.begin() && std::prev(next)->second > c.offset) overlaps = true;
+  if (overlaps && !c.bytes.empty()) refuse(fmt::format("bytes {}..{} came twice", c.offset, end));
+  if (!c.bytes.empty()) {
+    std::memcpy(static_cast<uint8_t*>(p.tensor.raw_data()) + c.offset, c.bytes.data(), c.bytes.size());
+    p.ranges.emplace(c.offset, end);
+    p.received += c.bytes.size();
+  }
+  if (p.received < c.total) return std::nullopt;
+  Tensor done = std::move(p.tensor);
+  partial_.erase(it);
+  return done;
+}
+
+void add_transfer_types(caf::actor_system_config& config) {
+  config.add_message_type<std::vector<int64_t>>("troupe.int64s");
+  config.add_message_type<std::vector<uint8_t>>("troupe.bytes");
+  config.add_message_type<TensorChunk>("troupe.TensorChunk");
+}
+
+}  // namespace troupe

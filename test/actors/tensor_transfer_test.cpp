@@ -1,0 +1,116 @@
+// Tensors crossing processes (actors/cluster/tensor_transfer.hpp): cut into chunks of raw bytes,
+// sent over CAF's network layer on loopback (two actor systems, each with its middleman, the
+// receiver published on 127.0.0.1), put together on the receiver into one tensor equal to the
+// original; chunks that disagree are refused naming the transfer.
+#include <boost/test/unit_test.hpp>
+
+#include <caf/io/all.hpp>
+
+#include <random>
+#include <string_view>
+
+#include "actors/cluster/tensor_transfer.hpp"
+#include "core/fingerprint.hpp"
+#include "test/support/expect_error.hpp"
+
+using namespace troupe;
+using troupe::testing::contains;
+using troupe::testing::error_of;
+
+namespace {
+
+uint64_t fingerprint_of(const Tensor& t) {
+  return fnv1a64(std::string_view(static_cast<const char*>(t.raw_data()), t.byte_size()));
+}
+
+struct ReceiverState {
+  TensorAssembler assembler;
+  static inline const char* name = "test.receiver";
+};
+
+// Answers each chunk with (transfer, done, fingerprint of the tensor when done).
+caf::behavior receiver(caf::stateful_actor<ReceiverState>* self) {
+  return {[self](TensorChunk& c) -> caf::result<uint64_t, bool, uint64_t, std::string> {
+    auto done = self->state.assembler.add(c);
+    if (!done) return {c.transfer, false, uint64_t(0), std::string()};
+    return {c.transfer, true, fingerprint_of(*done), done->describe()};
+  }};
+}
+
+caf::actor_system_config& networked(caf::actor_system_config& config) {
+  add_transfer_types(config);
+  config.load<caf::io::middleman>();
+  config.set("logger.verbosity", caf::atom("quiet"));
+  return config;
+}
+
+Tensor random_floats(Shape shape, uint32_t seed) {
+  Tensor t(DType::float32, shape);
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t i = 0; i < t.num_elements(); ++i) t.data<float>()[i] = u(gen);
+  return t;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_tensor_crosses_the_network_layer_in_chunks_and_arrives_whole) {
+  caf::actor_system_config receiving_config, sending_config;
+  caf::actor_system receiving{networked(receiving_config)}, sending{networked(sending_config)};
+  auto port = receiving.middleman().publish(receiving.spawn(receiver), 0, "127.0.0.1");
+  BOOST_TEST_REQUIRE(bool(port));
+  auto remote = sending.middleman().remote_actor("127.0.0.1", *port);
+  BOOST_TEST_REQUIRE(bool(remote));
+  caf::scoped_actor self{sending};
+
+  const std::vector<Tensor> tensors = {random_floats(Shape{1024, 2600}, 1),  // 10.2 MB: three chunks
+                                       random_floats(Shape{3}, 2),           // one message
+                                       Tensor(DType::int64, Shape{0, 4}),    // no bytes at all
+                                       Tensor::scalar<int32_t>(7)};
+  uint64_t transfer = 1;
+  for (const Tensor& t : tensors) {
+    auto chunks = chunks_of(t, transfer);
+    BOOST_TEST(chunks.size() == std::max<std::size_t>(1, (t.byte_size() + kTransferChunk - 1) / kTransferChunk));
+    int completed = 0;
+    for (auto& c : chunks) {
+      self->request(*remote, std::chrono::seconds(30), std::move(c))
+          .receive(
+              [&](uint64_t id, bool done, uint64_t fingerprint, std::string& what) {
+                BOOST_TEST(id == transfer);
+                if (!done) return;
+                ++completed;
+                BOOST_TEST(fingerprint == fingerprint_of(t));
+                BOOST_TEST(what == t.describe());
+              },
+              [&](caf::error& e) { BOOST_FAIL("the receiver did not answer: " << sending.render(e)); });
+    }
+    BOOST_TEST(completed == 1, t.describe() << " is put together once, at its last chunk");
+    ++transfer;
+  }
+  anon_send_exit(*remote, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(chunks_come_in_any_order_and_disagreeing_ones_are_refused) {
+  Tensor t = random_floats(Shape{300}, 3);
+  auto chunks = chunks_of(t, 9, 256);  // 1200 bytes: five chunks
+  BOOST_TEST_REQUIRE(chunks.size() == 5u);
+  TensorAssembler a;
+  std::optional<Tensor> done;
+  for (int i : {4, 0, 2, 1, 3}) done = a.add(chunks[std::size_t(i)]);
+  BOOST_TEST_REQUIRE(done.has_value());
+  BOOST_TEST(fingerprint_of(*done) == fingerprint_of(t));
+  BOOST_TEST(a.in_progress() == 0u);
+
+  auto again = chunks_of(t, 10, 256);
+  a.add(again[0]);
+  auto twice = again[0];
+  BOOST_TEST(contains(error_of([&] { a.add(twice); }, ErrorCode::data_loss), "transfer 10: bytes 0..256 came twice"));
+  auto other = chunks_of(t, 11, 256);
+  a.add(other[0]);
+  other[1].dims = {299};
+  BOOST_TEST(contains(error_of([&] { a.add(other[1]); }, ErrorCode::data_loss),
+                      "transfer 11: chunks disagree on the tensor's dtype, shape or size"));
+  auto bad = chunks_of(t, 12, 256)[0];
+  bad.total = 5;
+  BOOST_TEST(contains(error_of([&] { a.add(bad); }, ErrorCode::data_loss), "transfer 12: 5 bytes said for a float32[300]"));
+}
