@@ -5,6 +5,8 @@
 //   throughput: a message of S bytes, acknowledged by the peer; GB/s over repetitions lasting at
 //     least --seconds. Over CAF in chunks of at most --chunk (16 MiB) with up to --window (4) in
 //     flight, each a std::vector<uint8_t>, which CAF serializes with one memcpy.
+//     As tensors: a uint8 tensor of S bytes cut into TensorChunks (actors/cluster/tensor_transfer.hpp,
+//     the wire form of a tensor crossing processes) and put together again by the peer.
 //   round trip: a 64-byte message and its acknowledgement, median of 2,000.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -23,10 +25,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "actors/cluster/tensor_transfer.hpp"
 #include "bench/flags.hpp"
 
 namespace troupe::bench {
@@ -51,12 +55,14 @@ std::size_t parse_size(const std::string& s) {
   return n;
 }
 
-// The CAF configuration of both sides: the middleman, quiet logs, and any integer options in
-// TROUPE_CAF_OPTIONS ("middleman.workers=0,scheduler.max-threads=2"), for experiments.
+// The CAF configuration of both sides: the middleman as a networked Troupe runtime sets it up
+// (middleman.workers=0, actors/runtime.cpp), quiet logs, then any integer options in
+// TROUPE_CAF_OPTIONS ("middleman.workers=1,scheduler.max-threads=2"), for experiments.
 void configure(caf::actor_system_config& config) {
-  config.add_message_type<std::vector<uint8_t>>("troupe.bytes");
+  add_transfer_types(config);  // byte vectors and TensorChunks, under the names Troupe uses
   config.load<caf::io::middleman>();
   config.set("logger.verbosity", caf::atom("quiet"));
+  config.set("middleman.workers", int64_t(0));
   if (const char* opts = std::getenv("TROUPE_CAF_OPTIONS")) {
     std::stringstream in(opts);
     for (std::string item; std::getline(in, item, ',');) {
@@ -118,9 +124,20 @@ int listen_loopback(uint16_t& port) {
   }
 }
 
-// The CAF sink: each message of bytes is answered with its size.
-caf::behavior sink(caf::event_based_actor*) {
-  return {[](const std::vector<uint8_t>& bytes) { return uint64_t(bytes.size()); }};
+// The CAF sink: each message of bytes is answered with its size; each tensor chunk is put into
+// its tensor and answered with the bytes received so far of the tensors completed.
+struct SinkState {
+  TensorAssembler assembler;
+  static inline const char* name = "bench.sink";
+};
+caf::behavior sink(caf::stateful_actor<SinkState>* self) {
+  return {
+      [](const std::vector<uint8_t>& bytes) { return uint64_t(bytes.size()); },
+      [self](TensorChunk& chunk) {
+        auto done = self->state.assembler.add(chunk);
+        return uint64_t(done ? done->byte_size() : 0);
+      },
+  };
 }
 
 struct Peer {
@@ -267,6 +284,30 @@ int transfer_main(int argc, char** argv) {
     while (!in_flight.empty()) wait_one();
   };
 
+  // As a tensor: a uint8 tensor of each size, made once; its chunks are made as they are sent.
+  uint64_t transfer = 0;
+  std::map<std::size_t, Tensor> tensors;
+  for (std::size_t n : a.sizes) {
+    Tensor t(DType::uint8, Shape{int64_t(n)});
+    std::memcpy(t.raw_data(), payload.data(), n);
+    tensors.emplace(n, std::move(t));
+  }
+  auto tensor_send = [&](std::size_t n) {
+    const Tensor& t = tensors.at(n);
+    std::deque<decltype(self->request(*remote, std::chrono::seconds(60), TensorChunk{}))> in_flight;
+    auto wait_one = [&] {
+      in_flight.front().receive([](uint64_t) {},
+                                [&](caf::error& e) { fail(ErrorCode::unavailable, "CAF sink: {}", system.render(e)); });
+      in_flight.pop_front();
+    };
+    ++transfer;
+    for (std::size_t i = 0; i < num_chunks(t, a.chunk); ++i) {
+      in_flight.push_back(self->request(*remote, std::chrono::seconds(60), chunk_of(t, transfer, i, a.chunk)));
+      if (in_flight.size() >= std::size_t(a.window)) wait_one();
+    }
+    while (!in_flight.empty()) wait_one();
+  };
+
   const double tcp_rtt = round_trip_us(tcp_send), caf_rtt = round_trip_us(caf_send);
   if (a.json) {
     std::printf("{\"bench\":\"transfer\",\"what\":\"round_trip\",\"bytes\":%zu,\"tcp_us\":%.1f,\"caf_us\":%.1f}\n",
@@ -277,13 +318,14 @@ int transfer_main(int argc, char** argv) {
   }
   for (std::size_t size : a.sizes) {
     const double tcp_gbs = throughput(size, a.seconds, tcp_send), caf_gbs = throughput(size, a.seconds, caf_send);
+    const double tensor_gbs = throughput(size, a.seconds, tensor_send);
     if (a.json) {
       std::printf("{\"bench\":\"transfer\",\"what\":\"throughput\",\"bytes\":%zu,\"tcp_gb_per_s\":%.3f,"
-                  "\"caf_gb_per_s\":%.3f}\n",
-                  size, tcp_gbs, caf_gbs);
+                  "\"caf_gb_per_s\":%.3f,\"tensor_gb_per_s\":%.3f}\n",
+                  size, tcp_gbs, caf_gbs, tensor_gbs);
     } else {
-      std::printf("%10zu bytes: TCP %.3f GB/s, CAF %.3f GB/s (%.0f%%)\n", size, tcp_gbs, caf_gbs,
-                  100 * caf_gbs / tcp_gbs);
+      std::printf("%10zu bytes: TCP %.3f GB/s, CAF bytes %.3f GB/s (%.0f%%), CAF tensor %.3f GB/s (%.0f%%)\n", size,
+                  tcp_gbs, caf_gbs, 100 * caf_gbs / tcp_gbs, tensor_gbs, 100 * tensor_gbs / tcp_gbs);
     }
     std::fflush(stdout);
   }

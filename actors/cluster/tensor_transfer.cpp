@@ -6,23 +6,30 @@
 
 namespace troupe {
 
-std::vector<TensorChunk> chunks_of(const Tensor& tensor, uint64_t transfer, std::size_t chunk_bytes) {
+std::size_t num_chunks(const Tensor& tensor, std::size_t chunk_bytes) {
   if (chunk_bytes == 0) fail(ErrorCode::invalid_argument, "a transfer chunk must hold at least one byte");
+  return std::max<std::size_t>(1, (tensor.byte_size() + chunk_bytes - 1) / chunk_bytes);
+}
+
+TensorChunk chunk_of(const Tensor& tensor, uint64_t transfer, std::size_t index, std::size_t chunk_bytes) {
   const std::size_t total = tensor.byte_size();
+  if (index >= num_chunks(tensor, chunk_bytes))
+    fail(ErrorCode::internal, "chunk {} of a tensor of {} chunk(s)", index, num_chunks(tensor, chunk_bytes));
+  TensorChunk c;
+  c.transfer = transfer;
+  c.offset = index * chunk_bytes;
+  c.total = total;
+  c.dtype = int32_t(tensor.dtype());
+  c.dims = tensor.shape().dims();
+  const std::size_t len = std::min(chunk_bytes, total - c.offset);
   const auto* data = static_cast<const uint8_t*>(tensor.raw_data());
+  if (len > 0) c.bytes.assign(data + c.offset, data + c.offset + len);
+  return c;
+}
+
+std::vector<TensorChunk> chunks_of(const Tensor& tensor, uint64_t transfer, std::size_t chunk_bytes) {
   std::vector<TensorChunk> out;
-  for (std::size_t offset = 0; offset < total || (total == 0 && out.empty()); offset += chunk_bytes) {
-    const std::size_t len = std::min(chunk_bytes, total - offset);
-    TensorChunk c;
-    c.transfer = transfer;
-    c.offset = offset;
-    c.total = total;
-    c.dtype = int32_t(tensor.dtype());
-    c.dims = tensor.shape().dims();
-    if (len > 0) c.bytes.assign(data + offset, data + offset + len);
-    out.push_back(std::move(c));
-    if (total == 0) break;
-  }
+  for (std::size_t i = 0; i < num_chunks(tensor, chunk_bytes); ++i) out.push_back(chunk_of(tensor, transfer, i, chunk_bytes));
   return out;
 }
 

@@ -34,7 +34,12 @@ typename Inspector::result_type inspect(Inspector& f, TensorChunk& x) {
   return f(caf::meta::type_name("troupe.TensorChunk"), x.transfer, x.offset, x.total, x.dtype, x.dims, x.bytes);
 }
 
-// The chunks of `tensor` (one for an empty tensor), of at most `chunk_bytes` each.
+// How many chunks `tensor` takes (one for an empty tensor), and chunk `index` of them: made one
+// at a time, so a sender holds only the chunks in flight, not a second copy of the tensor.
+std::size_t num_chunks(const Tensor& tensor, std::size_t chunk_bytes = kTransferChunk);
+TensorChunk chunk_of(const Tensor& tensor, uint64_t transfer, std::size_t index,
+                     std::size_t chunk_bytes = kTransferChunk);
+// All of them at once (small tensors, tests).
 std::vector<TensorChunk> chunks_of(const Tensor& tensor, uint64_t transfer, std::size_t chunk_bytes = kTransferChunk);
 
 // Puts received chunks together, per transfer. Not thread-safe: one actor owns it.
