@@ -79,10 +79,11 @@ class Partitioner {
   }
 
   Partitions run() {
-    for (int id : g_.topological_order()) part_of(device_of_[id]);  // partitions in order of first node
+    const std::vector<int> order = g_.topological_order();
+    for (int id : order) part_of(device_of_[id]);  // partitions in order of first node
     start_control_loops();
     std::vector<std::pair<int, int>> back_edges;  // (node, slot) closed once every node exists
-    for (int id : g_.topological_order()) build(id, back_edges);
+    for (int id : order) build(id, back_edges);
     for (auto [id, slot] : back_edges) {
       const Node& n = g_.node(id);
       auto [part, local] = result_.of[id];

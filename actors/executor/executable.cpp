@@ -294,27 +294,18 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
   Subgraph sub = prune(graph, feeds, fetches, targets);
   const std::vector<std::string> device_of = place_nodes(*sub.graph, options);
   Partitions cut = partition(*sub.graph, device_of);
-  // Where a node of the signature is: its partition, and its id there (by name: the name is
-  // what a partition keeps).
-  auto at = [&](int node) {
-    const int part = cut.of[node].part;
-    const Node* there = cut.parts[part].graph->find(sub.graph->node(node).name);
-    if (!there) fail(ErrorCode::internal, "{} is missing from the partition for {}", sub.graph->node(node).describe(),
-                     cut.parts[part].device);
-    return StepPlan::Feed{part, there->id};
-  };
 
   // plan
   plan_ = std::make_shared<StepPlan>();
   StepPlan& step = *plan_;
   std::vector<PartSignature> signatures(cut.parts.size());
   for (int i = 0; i < int(sub.fetches.size()); ++i) {
-    auto where = at(sub.fetches[i].node);
-    signatures[where.part].fetches.push_back({{where.node, sub.fetches[i].port}, i});
+    auto at = cut.of[sub.fetches[i].node];
+    signatures[at.part].fetches.push_back({{at.node, sub.fetches[i].port}, i});
     step.fetch_names.push_back(tensor_name(sub.graph->node(sub.fetches[i].node), sub.fetches[i].port));
   }
-  for (int t : sub.targets) signatures[at(t).part].targets.push_back(at(t).node);
-  for (int a : sub.args) step.args.push_back(at(a));
+  for (int t : sub.targets) signatures[cut.of[t].part].targets.push_back(cut.of[t].node);
+  for (int a : sub.args) step.args.push_back({cut.of[a].part, cut.of[a].node});
   step.num_fetches = int(sub.fetches.size());
   step.num_targets = int(sub.targets.size());
   std::vector<PartPlan> parts;
