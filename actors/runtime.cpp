@@ -10,10 +10,33 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <sstream>
 #include <string>
 #include <thread>
 
 namespace troupe {
+
+void configure_network(caf::actor_system_config& config, const NetworkOptions& network) {
+  config.load<caf::io::middleman>();
+  add_transfer_types(config);
+  config.set("middleman.heartbeat-interval", caf::timespan{network.heartbeat});
+  config.set("middleman.connection-timeout", caf::timespan{network.connection_timeout});
+  config.set("middleman.workers", int64_t(0));
+}
+
+void apply_caf_options_from_environment(caf::actor_system_config& config) {
+  const char* opts = std::getenv("TROUPE_CAF_OPTIONS");
+  if (!opts) return;
+  std::stringstream in(opts);
+  for (std::string item; std::getline(in, item, ',');) {
+    auto eq = item.find('=');
+    char* end = nullptr;
+    const long long value = eq == std::string::npos ? 0 : std::strtoll(item.c_str() + eq + 1, &end, 10);
+    if (eq == std::string::npos || eq == 0 || end == item.c_str() + eq + 1 || *end != '\0')
+      fail(ErrorCode::invalid_argument, "TROUPE_CAF_OPTIONS: '{}' is not key=integer", item);
+    config.set(item.substr(0, eq), int64_t(value));
+  }
+}
 
 Runtime::Runtime(int cores, int inter_op, int intra_op, std::optional<NetworkOptions> network) {
   if (cores <= 0) cores = usable_cores();
@@ -33,29 +56,10 @@ Runtime::Runtime(int cores, int inter_op, int intra_op, std::optional<NetworkOpt
     config_->set("work-stealing.moderate-steal-interval", 1000);
   }
   if (network) {
-    config_->load<caf::io::middleman>();
-    add_transfer_types(*config_);
-    config_->set("middleman.heartbeat-interval", caf::timespan{network->heartbeat});
-    config_->set("middleman.connection-timeout", caf::timespan{network->connection_timeout});
-    // Deserialize in the middleman's own thread instead of a worker's: half the round trip of a
-    // small message between two processes (docs/performance.md, "Bytes between two processes").
-    config_->set("middleman.workers", int64_t(0));
+    configure_network(*config_, *network);
     networked_ = true;
   }
-  // TROUPE_CAF_OPTIONS="key=integer,..." sets integer CAF options for tuning experiments, e.g.
-  // work-stealing.aggressive-steal-interval=100 or middleman.workers=1 (after the defaults above).
-  if (const char* opts = std::getenv("TROUPE_CAF_OPTIONS")) {
-    std::string all = opts;
-    std::size_t pos = 0;
-    while (pos < all.size()) {
-      auto end = all.find(',', pos);
-      if (end == std::string::npos) end = all.size();
-      auto item = all.substr(pos, end - pos);
-      auto eq = item.find('=');
-      if (eq != std::string::npos) config_->set(item.substr(0, eq), std::stoll(item.substr(eq + 1)));
-      pos = end + 1;
-    }
-  }
+  apply_caf_options_from_environment(*config_);
   system_ = std::make_unique<caf::actor_system>(*config_);
   for (auto& device : DeviceRegistry::instance().devices())
     device_actors_.push_back(system_->spawn(device_actor, device.get()));

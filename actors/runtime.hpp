@@ -21,6 +21,16 @@ struct NetworkOptions {
   std::chrono::milliseconds connection_timeout{1000};
 };
 
+// CAF's network layer as every networked Troupe process sets it up: the middleman, the message
+// types tensors cross in (actors/cluster/tensor_transfer.hpp), heartbeats and the connection
+// timeout, and deserializing in the middleman's own thread (middleman.workers=0: half the round
+// trip of a small message; docs/performance.md, "Bytes between two processes").
+void configure_network(caf::actor_system_config& config, const NetworkOptions& network);
+// TROUPE_CAF_OPTIONS="key=integer,..." sets integer CAF options for tuning experiments, e.g.
+// work-stealing.aggressive-steal-interval=100 or middleman.workers=1; call it after the defaults.
+// An item that is not key=integer is refused (invalid_argument) naming it.
+void apply_caf_options_from_environment(caf::actor_system_config& config);
+
 class Runtime {
  public:
   // cores: the threads that may compute at once (0: the hardware threads). inter_op: scheduler

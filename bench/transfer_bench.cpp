@@ -28,9 +28,11 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "actors/cluster/tensor_transfer.hpp"
+#include "actors/runtime.hpp"
 #include "bench/flags.hpp"
 
 namespace troupe::bench {
@@ -55,34 +57,27 @@ std::size_t parse_size(const std::string& s) {
   return n;
 }
 
-// The CAF configuration of both sides: the middleman as a networked Troupe runtime sets it up
-// (middleman.workers=0, actors/runtime.cpp), quiet logs, then any integer options in
-// TROUPE_CAF_OPTIONS ("middleman.workers=1,scheduler.max-threads=2"), for experiments.
+// The CAF configuration of both sides: the network layer as a networked Troupe runtime sets it
+// up, quiet logs, then any integer options in TROUPE_CAF_OPTIONS ("middleman.workers=1"), for
+// experiments.
 void configure(caf::actor_system_config& config) {
-  add_transfer_types(config);  // byte vectors and TensorChunks, under the names Troupe uses
-  config.load<caf::io::middleman>();
+  configure_network(config, NetworkOptions{});
   config.set("logger.verbosity", caf::atom("quiet"));
-  config.set("middleman.workers", int64_t(0));
-  if (const char* opts = std::getenv("TROUPE_CAF_OPTIONS")) {
-    std::stringstream in(opts);
-    for (std::string item; std::getline(in, item, ',');) {
-      auto eq = item.find('=');
-      if (eq == std::string::npos) fail(ErrorCode::invalid_argument, "TROUPE_CAF_OPTIONS: '{}' is not key=integer", item);
-      config.set(item.substr(0, eq), std::stoll(item.substr(eq + 1)));
-    }
-  }
+  apply_caf_options_from_environment(config);
 }
 
 // ---- the peer process ----------------------------------------------------------------------
 
-void read_all(int fd, void* data, std::size_t n) {
+// Reads n bytes; false if the other side closed (or failed) first.
+bool read_all(int fd, void* data, std::size_t n) {
   auto* p = static_cast<char*>(data);
   while (n > 0) {
     ssize_t r = ::read(fd, p, n);
-    if (r <= 0) ::_exit(0);  // the benchmark is done (or gone)
+    if (r <= 0) return false;
     p += r;
     n -= std::size_t(r);
   }
+  return true;
 }
 
 void write_all(int fd, const void* data, std::size_t n) {
@@ -108,7 +103,8 @@ int listen_loopback(uint16_t& port) {
   return fd;
 }
 
-// The TCP sink: messages of an 8-byte length and the bytes, each acknowledged by one byte.
+// The TCP sink: messages of an 8-byte length and the bytes, each acknowledged by one byte; the
+// peer process ends when the benchmark closes the connection.
 [[noreturn]] void serve_tcp(int listener) {
   int fd = ::accept(listener, nullptr, nullptr);
   int one = 1;
@@ -116,9 +112,9 @@ int listen_loopback(uint16_t& port) {
   std::vector<char> buffer;
   for (;;) {
     uint64_t n = 0;
-    read_all(fd, &n, sizeof n);
+    if (!read_all(fd, &n, sizeof n)) ::_exit(0);  // the benchmark is done (or gone)
     if (buffer.size() < n) buffer.resize(n);
-    read_all(fd, buffer.data(), n);
+    if (!read_all(fd, buffer.data(), n)) ::_exit(0);
     char ack = 1;
     write_all(fd, &ack, 1);
   }
@@ -158,23 +154,28 @@ void start_peer(Peer& peer) {
   if (::pipe(ports) != 0) fail(ErrorCode::internal, "pipe: {}", std::strerror(errno));
   peer.pid = ::fork();
   if (peer.pid < 0) fail(ErrorCode::internal, "fork: {}", std::strerror(errno));
-  if (peer.pid == 0) {
-    ::close(ports[0]);
-    uint16_t tcp_port = 0;
-    int listener = listen_loopback(tcp_port);
-    if (::fork() == 0) serve_tcp(listener);  // the TCP sink, a process of its own; dies with the pipe's reader
-    caf::actor_system_config config;
-    configure(config);
-    caf::actor_system system{config};
-    auto port = system.middleman().publish(system.spawn(sink), 0, "127.0.0.1");
-    uint16_t both[2] = {tcp_port, port ? *port : uint16_t(0)};
-    write_all(ports[1], both, sizeof both);
-    ::pause();  // until killed
-    ::_exit(0);
+  if (peer.pid == 0) {  // the peer: never returns, killed by the benchmark's pid at the end
+    try {
+      ::close(ports[0]);
+      uint16_t tcp_port = 0;
+      int listener = listen_loopback(tcp_port);
+      std::thread(serve_tcp, listener).detach();  // the TCP sink, beside the CAF one
+      caf::actor_system_config config;
+      configure(config);
+      caf::actor_system system{config};
+      auto port = system.middleman().publish(system.spawn(sink), 0, "127.0.0.1");
+      uint16_t both[2] = {tcp_port, port ? *port : uint16_t(0)};
+      write_all(ports[1], both, sizeof both);
+      ::pause();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "troupe-bench transfer, the peer process: %s\n", e.what());
+    }
+    ::_exit(1);
   }
   ::close(ports[1]);
   uint16_t both[2];
-  read_all(ports[0], both, sizeof both);
+  if (!read_all(ports[0], both, sizeof both))  // the peer failed, and said why
+    fail(ErrorCode::unavailable, "the peer process did not start");
   ::close(ports[0]);
   peer.tcp_port = both[0];
   peer.caf_port = both[1];
@@ -239,6 +240,8 @@ int transfer_main(int argc, char** argv) {
     }
     return true;
   });
+  caf::actor_system_config checked;
+  apply_caf_options_from_environment(checked);  // a bad TROUPE_CAF_OPTIONS is refused here, not in the peer
   Peer peer;
   start_peer(peer);  // before any thread of ours exists
 
@@ -258,7 +261,7 @@ int transfer_main(int argc, char** argv) {
     write_all(tcp, &header, sizeof header);
     write_all(tcp, payload.data(), n);
     char ack;
-    read_all(tcp, &ack, 1);
+    if (!read_all(tcp, &ack, 1)) fail(ErrorCode::unavailable, "the TCP sink closed the connection");
   };
 
   // CAF's middleman.
@@ -268,20 +271,27 @@ int transfer_main(int argc, char** argv) {
   auto remote = system.middleman().remote_actor("127.0.0.1", peer.caf_port);
   if (!remote) fail(ErrorCode::unavailable, "cannot reach the CAF sink: {}", system.render(remote.error()));
   caf::scoped_actor self{system};
-  auto caf_send = [&](std::size_t n) {
-    std::deque<decltype(self->request(*remote, std::chrono::seconds(60), std::vector<uint8_t>{}))> in_flight;
+  // Sends the `count` messages make(i) gives, at most --window of them unanswered at once, and
+  // waits for every answer (the sink answers each with a number).
+  auto send_windowed = [&](std::size_t count, auto&& make) {
+    std::deque<decltype(self->request(*remote, std::chrono::seconds(60), make(0)))> in_flight;
     auto wait_one = [&] {
       in_flight.front().receive([](uint64_t) {},
                                 [&](caf::error& e) { fail(ErrorCode::unavailable, "CAF sink: {}", system.render(e)); });
       in_flight.pop_front();
     };
-    for (std::size_t offset = 0; offset < n; offset += a.chunk) {
-      const std::size_t len = std::min(a.chunk, n - offset);
-      std::vector<uint8_t> chunk(payload.begin() + std::ptrdiff_t(offset), payload.begin() + std::ptrdiff_t(offset + len));
-      in_flight.push_back(self->request(*remote, std::chrono::seconds(60), std::move(chunk)));
+    for (std::size_t i = 0; i < count; ++i) {
+      in_flight.push_back(self->request(*remote, std::chrono::seconds(60), make(i)));
       if (in_flight.size() >= std::size_t(a.window)) wait_one();
     }
     while (!in_flight.empty()) wait_one();
+  };
+  auto caf_send = [&](std::size_t n) {
+    send_windowed((n + a.chunk - 1) / a.chunk, [&](std::size_t i) {
+      const std::size_t offset = i * a.chunk, len = std::min(a.chunk, n - offset);
+      return std::vector<uint8_t>(payload.begin() + std::ptrdiff_t(offset),
+                                  payload.begin() + std::ptrdiff_t(offset + len));
+    });
   };
 
   // As a tensor: a uint8 tensor of each size, made once; its chunks are made as they are sent.
@@ -294,18 +304,8 @@ int transfer_main(int argc, char** argv) {
   }
   auto tensor_send = [&](std::size_t n) {
     const Tensor& t = tensors.at(n);
-    std::deque<decltype(self->request(*remote, std::chrono::seconds(60), TensorChunk{}))> in_flight;
-    auto wait_one = [&] {
-      in_flight.front().receive([](uint64_t) {},
-                                [&](caf::error& e) { fail(ErrorCode::unavailable, "CAF sink: {}", system.render(e)); });
-      in_flight.pop_front();
-    };
     ++transfer;
-    for (std::size_t i = 0; i < num_chunks(t, a.chunk); ++i) {
-      in_flight.push_back(self->request(*remote, std::chrono::seconds(60), chunk_of(t, transfer, i, a.chunk)));
-      if (in_flight.size() >= std::size_t(a.window)) wait_one();
-    }
-    while (!in_flight.empty()) wait_one();
+    send_windowed(num_chunks(t, a.chunk), [&](std::size_t i) { return chunk_of(t, transfer, i, a.chunk); });
   };
 
   const double tcp_rtt = round_trip_us(tcp_send), caf_rtt = round_trip_us(caf_send);

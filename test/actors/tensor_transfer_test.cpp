@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "actors/cluster/tensor_transfer.hpp"
+#include "actors/runtime.hpp"
 #include "core/fingerprint.hpp"
 #include "test/support/expect_error.hpp"
 
@@ -38,8 +39,7 @@ caf::behavior receiver(caf::stateful_actor<ReceiverState>* self) {
 }
 
 caf::actor_system_config& networked(caf::actor_system_config& config) {
-  add_transfer_types(config);
-  config.load<caf::io::middleman>();
+  configure_network(config, NetworkOptions{});  // as a networked Troupe process is
   config.set("logger.verbosity", caf::atom("quiet"));
   return config;
 }
