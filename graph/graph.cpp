@@ -95,6 +95,14 @@ const std::string& loop_frame(const Node& node) {
 
 bool is_constant_value(const Node& node) { return node.op == "Const" && node.control_inputs.empty(); }
 
+const std::string& variable_name(const Node& node) {
+  auto it = node.attrs.find("shared_name");
+  if (it == node.attrs.end()) return node.name;
+  const auto* name = std::get_if<std::string>(&it->second);
+  if (!name) fail(ErrorCode::invalid_argument, "{}: attr 'shared_name' is not a string", node.describe());
+  return name->empty() ? node.name : *name;
+}
+
 bool is_back_edge(const Graph& graph, const Node& consumer, int slot) {
   if (graph.node(consumer.inputs[slot].node).op == "NextIteration") return true;
   // A loop invariant learns from its loop's LoopCond when the frame ends, and the condition

@@ -102,6 +102,9 @@ std::string tensor_name(const Node& node, int port);
 // value: the loop's frame name, "" outside any loop.
 inline constexpr const char* kLoopFrameAttr = "_frame";
 const std::string& loop_frame(const Node& node);
+// The name a variable op's variable has (in its parameter shard, and for placement's colocation):
+// attr "shared_name" where set and not empty, else the node's name.
+const std::string& variable_name(const Node& node);
 // A Const without control inputs: the same value in every step and frame. The executor hands
 // it to its consumers once instead of sending it (except to a Merge or a frame op, which must
 // see it arrive).

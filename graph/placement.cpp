@@ -70,15 +70,6 @@ class ColocationGroups {
   std::vector<std::vector<Link>> links_;
 };
 
-// The name of the variable a variable op reads or updates (ops/state/variable.hpp's
-// variable_name, which graph/ cannot include): "shared_name" where set, else the node's name.
-const std::string& variable_of(const Node& node) {
-  auto it = node.attrs.find("shared_name");
-  if (it != node.attrs.end())
-    if (auto* name = std::get_if<std::string>(&it->second); name && !name->empty()) return *name;
-  return node.name;
-}
-
 bool feeds_a_merge(const Graph& graph, const Graph::Edges& edges, const Node& node) {
   if (node.op != "NextIteration") return false;
   for (auto& c : edges.data[node.id][0])
@@ -97,7 +88,7 @@ ColocationGroups colocation_groups(const Graph& graph, const Graph::Edges& edges
         if (const Node* target = graph.find(entry.substr(5)))
           groups.join(id, target->id, node.describe() + " is colocated with " + target->describe());
     if (node.op_def->variable_op) {
-      const std::string& variable = variable_of(node);
+      const std::string& variable = variable_name(node);
       auto [first, fresh] = variable_users.try_emplace(variable, id);
       if (!fresh)
         groups.join(id, first->second,

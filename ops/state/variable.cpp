@@ -58,14 +58,6 @@ Output update(const Scope& scope, const char* op, Output variable, Output value,
 
 }  // namespace
 
-const std::string& variable_name(const Node& node) {
-  auto it = node.attrs.find("shared_name");
-  if (it != node.attrs.end()) {
-    const auto& name = std::get<std::string>(it->second);
-    if (!name.empty()) return name;
-  }
-  return node.name;
-}
 
 namespace {
 constexpr const char* kPartitionOfAttr = "_partition_of";

@@ -60,8 +60,8 @@ PartitionedVariable partitioned_variable(const Scope& scope, const std::string& 
 
 namespace troupe {
 
-// The name a variable op's variable has in its shard: attr "shared_name", else the node's name.
-const std::string& variable_name(const Node& node);
+// variable_name(node), the name a variable op's variable has in its shard, is in graph/graph.hpp
+// (placement colocates a variable's ops by it).
 
 // Where a part of a partitioned variable lies in the whole, read from its Variable node's
 // attributes; nullopt for an unsplit variable.
