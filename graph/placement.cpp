@@ -251,6 +251,7 @@ class Placer {
   // soft placement, the CPUs of the requested job and task.
   void find_candidates(Group& group) const {
     DeviceSpec request = group.request;
+    if (options_.single_process) request.job.reset(), request.task.reset();
     if (!request.job && !request.task) request.task = options_.default_task;
     if (!request.job) request.job = options_.default_job;
     std::map<std::string, bool> runs_on;  // device type -> every member has a kernel there

@@ -55,6 +55,10 @@ struct PlacementOptions {
   // Unset: every op has a kernel on every device.
   std::function<bool(const Node& node, const std::string& type)> has_kernel;
   bool allow_soft_placement = true;
+  // A process of its own (a local Session): the job and task a request names are taken as the
+  // default job and task, so a graph written for a cluster ("/job:ps/task:0") runs in one
+  // process unchanged, as TensorFlow's local session runs it.
+  bool single_process = false;
   enum class Policy { cost, alternate };
   Policy policy = Policy::cost;
 };

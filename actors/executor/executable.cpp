@@ -63,11 +63,8 @@ std::vector<std::string> place_nodes(const Graph& g, const ExecutableOptions& op
   const auto& registry = DeviceRegistry::instance();
   PlacementOptions p;
   for (const auto& d : registry.devices()) p.devices.push_back(d->name());
-  p.has_kernel = [](const Node& n, const std::string& type) {
-    if (n.op_def->variable_op || n.op_def->queue_op) return type == "CPU";
-    if (n.op_def->fires_on_first_live_input || n.op_def->frame_op) return true;
-    return KernelRegistry::global().has(n.op, type == "GPU" ? DeviceType::gpu : DeviceType::cpu);
-  };
+  p.single_process = true;
+  p.has_kernel = can_run_on;
   p.allow_soft_placement = options.allow_soft_placement;
   p.policy = options.placement_policy ? *options.placement_policy : placement_policy_from_environment();
   try {
@@ -80,11 +77,7 @@ std::vector<std::string> place_nodes(const Graph& g, const ExecutableOptions& op
 
 // ---- plan ----------------------------------------------------------------------------
 
-// What a partition's plan needs to know of the signature besides its graph.
-struct PartSignature {
-  std::vector<std::pair<Endpoint, int>> fetches;  // (endpoint here, fetch index)
-  std::vector<int> targets;                       // nodes here
-};
+using PartSignature = PartitionSet::Signature;
 
 struct PartPlan {
   std::shared_ptr<ExecPlan> plan;
@@ -101,7 +94,7 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
   p.device = part.device;
   p.graph = part.graph;
   const Graph& g = *p.graph;
-  const Device* device = DeviceRegistry::instance().find(part.device);
+  const Device* device = options.find_device ? options.find_device(part.device) : DeviceRegistry::instance().find(part.device);
   if (!device) fail(ErrorCode::internal, "a partition for {}, which this process does not have", part.device);
   p.nodes.resize(std::size_t(g.size()));
 
@@ -138,7 +131,7 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     NodePlan& np = p.nodes[id];
     np.node = &n;
     np.device = device;
-    np.where = n.describe() + " on " + device->name();
+    np.where = n.describe() + " on " + part.device;
     np.active = active[id];
     np.kind = kind_of(g, n);
     // An _Arg takes its feed, a _Recv its value, as a message on slot 0.
@@ -240,8 +233,9 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
   }
 }
 
-// Each _Send to the _Recv of its rendezvous key, in whichever partition that is.
-void wire_transfers(const std::vector<std::shared_ptr<ExecPlan>>& parts) {
+// Each _Send to the _Recv of its rendezvous key, in whichever partition that is, or to another
+// process (options.remote_target).
+void wire_transfers(const std::vector<std::shared_ptr<ExecPlan>>& parts, const ExecutableOptions& options) {
   std::map<std::string, caf::actor> recv_of;
   for (auto& p : parts)
     for (int id = 0; id < int(p->nodes.size()); ++id)
@@ -251,8 +245,13 @@ void wire_transfers(const std::vector<std::shared_ptr<ExecPlan>>& parts) {
       if (p->nodes[id].kind != NodeKind::send) continue;
       const std::string key = rendezvous_key(p->graph->node(id));
       auto it = recv_of.find(key);
-      if (it == recv_of.end()) fail(ErrorCode::internal, "{}: no _Recv has its rendezvous key '{}'", p->nodes[id].where, key);
-      p->nodes[id].outputs[0].push_back({it->second, 0});
+      if (it != recv_of.end()) {
+        p->nodes[id].outputs[0].push_back({it->second, 0});
+        continue;
+      }
+      auto remote = options.remote_target ? options.remote_target(p->graph->node(id)) : std::nullopt;
+      if (!remote) fail(ErrorCode::internal, "{}: no _Recv has its rendezvous key '{}'", p->nodes[id].where, key);
+      p->nodes[id].outputs[0].push_back(*remote);
     }
 }
 
@@ -286,6 +285,49 @@ std::size_t StackStore::size() const {
   return values_.size();
 }
 
+bool can_run_on(const Node& n, const std::string& type) {
+  if (n.op_def->variable_op || n.op_def->queue_op) return type == "CPU";
+  if (n.op_def->fires_on_first_live_input || n.op_def->frame_op) return true;
+  return KernelRegistry::global().has(n.op, type == "GPU" ? DeviceType::gpu : DeviceType::cpu);
+}
+
+Subgraph prune_signature(const Graph& graph, const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
+                         const std::vector<int>& targets) {
+  return prune(graph, feeds, fetches, targets);
+}
+
+LocalSignature local_signature(const Subgraph& sub, const Partitions& cut, const std::vector<int>& parts) {
+  LocalSignature out;
+  std::map<int, int> local_of;  // partition index in cut -> in out.set
+  for (int i : parts) {
+    local_of[i] = int(out.set.parts.size());
+    out.set.parts.push_back(cut.parts[std::size_t(i)]);
+  }
+  out.set.signatures.resize(out.set.parts.size());
+  for (int i = 0; i < int(sub.fetches.size()); ++i) {
+    auto at = cut.of[sub.fetches[i].node];
+    auto it = local_of.find(at.part);
+    if (it == local_of.end()) continue;
+    out.set.signatures[it->second].fetches.push_back({{at.node, sub.fetches[i].port}, int(out.fetch_index.size())});
+    out.set.fetch_names.push_back(tensor_name(sub.graph->node(sub.fetches[i].node), sub.fetches[i].port));
+    out.fetch_index.push_back(i);
+  }
+  for (int t : sub.targets) {
+    auto it = local_of.find(cut.of[t].part);
+    if (it == local_of.end()) continue;
+    out.set.signatures[it->second].targets.push_back(cut.of[t].node);
+    ++out.set.num_targets;
+  }
+  for (int i = 0; i < int(sub.args.size()); ++i) {
+    auto at = cut.of[sub.args[i]];
+    auto it = local_of.find(at.part);
+    if (it == local_of.end()) continue;
+    out.set.args.push_back({it->second, at.node});
+    out.feed_index.push_back(i);
+  }
+  return out;
+}
+
 Executable::Executable(caf::actor_system& system, const Graph& graph,
                        const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
                        const std::vector<int>& targets, const ShardOf& shard_of,
@@ -294,23 +336,32 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
   Subgraph sub = prune(graph, feeds, fetches, targets);
   const std::vector<std::string> device_of = place_nodes(*sub.graph, options);
   Partitions cut = partition(*sub.graph, device_of);
+  std::vector<int> all(cut.parts.size());
+  for (int i = 0; i < int(all.size()); ++i) all[i] = i;
+  build(local_signature(sub, cut, all).set, shard_of, options);
+}
 
+Executable::Executable(caf::actor_system& system, PartitionSet set, const ShardOf& shard_of,
+                       const ExecutableOptions& options)
+    : system_(&system) {
+  build(std::move(set), shard_of, options);
+}
+
+void Executable::build(PartitionSet set, const ShardOf& shard_of, const ExecutableOptions& options) {
+  caf::actor_system& system = *system_;
   // plan
   plan_ = std::make_shared<StepPlan>();
   StepPlan& step = *plan_;
-  std::vector<PartSignature> signatures(cut.parts.size());
-  for (int i = 0; i < int(sub.fetches.size()); ++i) {
-    auto at = cut.of[sub.fetches[i].node];
-    signatures[at.part].fetches.push_back({{at.node, sub.fetches[i].port}, i});
-    step.fetch_names.push_back(tensor_name(sub.graph->node(sub.fetches[i].node), sub.fetches[i].port));
-  }
-  for (int t : sub.targets) signatures[cut.of[t].part].targets.push_back(cut.of[t].node);
-  for (int a : sub.args) step.args.push_back({cut.of[a].part, cut.of[a].node});
-  step.num_fetches = int(sub.fetches.size());
-  step.num_targets = int(sub.targets.size());
+  const std::vector<PartSignature>& signatures = set.signatures;
+  step.fetch_names = set.fetch_names;
+  step.args = set.args;
+  step.num_fetches = int(set.fetch_names.size());
+  step.num_targets = set.num_targets;
+  step.error_sink = set.error_sink;
+  step.error_sink_id = set.error_sink_id;
   std::vector<PartPlan> parts;
-  for (std::size_t i = 0; i < cut.parts.size(); ++i) {
-    parts.push_back(plan_partition(cut.parts[i], signatures[i], shard_of, options));
+  for (std::size_t i = 0; i < set.parts.size(); ++i) {
+    parts.push_back(plan_partition(set.parts[i], signatures[i], shard_of, options));
     step.parts.push_back(parts.back().plan);
   }
 
@@ -327,12 +378,26 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
 
   // wire
   for (PartPlan& part : parts) wire_partition(*part.plan, part.forwards);
-  wire_transfers(step.parts);
+  wire_transfers(step.parts, options);
   for (std::size_t i = 0; i < parts.size(); ++i) {
     ExecPlan& p = *parts[i].plan;
     for (auto& [f, index] : signatures[i].fetches) p.nodes[f.node].outputs[f.port].push_back({step_actor_, uint32_t(index)});
     for (int t : signatures[i].targets) p.nodes[t].control_outputs.push_back({step_actor_, kControlSlot});
+    if (set.report_root_sends)
+      for (int id = 0; id < int(p.nodes.size()); ++id)
+        if (p.nodes[id].kind == NodeKind::send && loop_frame(p.graph->node(id)).empty()) {
+          p.nodes[id].control_outputs.push_back({step_actor_, kControlSlot});
+          ++step.num_root_sends;
+        }
   }
+}
+
+std::map<std::string, caf::actor> Executable::recv_actors() const {
+  std::map<std::string, caf::actor> out;
+  for (auto& p : plan_->parts)
+    for (int id = 0; id < int(p->nodes.size()); ++id)
+      if (p->nodes[id].kind == NodeKind::recv && p->actors[id]) out[rendezvous_key(p->graph->node(id))] = p->actors[id];
+  return out;
 }
 
 const ExecPlan* Executable::part_on(const std::string& device) const {

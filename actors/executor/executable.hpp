@@ -30,6 +30,7 @@
 
 #include "actors/executor/node_kind.hpp"
 #include "actors/messages.hpp"
+#include "graph/partition.hpp"
 #include "graph/placement.hpp"
 #include "graph/prune.hpp"
 #include "ops/kernel.hpp"
@@ -110,10 +111,55 @@ struct StepPlan {
   std::vector<Feed> args;  // per feed
   int num_fetches = 0;
   int num_targets = 0;
+  int num_root_sends = 0;  // _Sends outside loops that report firing (a cluster member's share)
   std::vector<std::string> fetch_names;
+  // Where the error of a step that has already been answered goes (a cluster member's worker,
+  // which tells the master): a member may answer a step before all its nodes have run.
+  caf::actor error_sink;  // takes (abort_atom, error_sink_id, tag, code, message)
+  uint64_t error_sink_id = 0;
 };
 
 class Runtime;
+
+// What one process runs of a signature: its partitions, and where the step's feeds, fetches and
+// targets are among them (a local Session's process runs all partitions; a cluster member the
+// ones on its task's devices).
+struct PartitionSet {
+  struct Signature {
+    std::vector<std::pair<Endpoint, int>> fetches;  // (endpoint in the partition, fetch index)
+    std::vector<int> targets;                       // nodes of the partition
+  };
+  std::vector<Partition> parts;
+  std::vector<Signature> signatures;   // per part
+  std::vector<StepPlan::Feed> args;    // per feed of this process
+  std::vector<std::string> fetch_names;  // per fetch of this process
+  int num_targets = 0;
+  // A cluster member's share: its step is answered once every _Send outside loops has fired
+  // too (so a partition with no fetch or target, a ps's, is not answered before it ran), and
+  // errors after the answer go to `error_sink`.
+  bool report_root_sends = false;
+  caf::actor error_sink;  // takes (abort_atom, error_sink_id, tag, code, message)
+  uint64_t error_sink_id = 0;
+};
+
+// Whether `node` can run on a device of `type` ("CPU", "GPU"): placement's has_kernel. Ops the
+// actors carry out themselves (Merge, the frame ops) run anywhere; variable and queue ops talk
+// to actors from the host, on a CPU.
+bool can_run_on(const Node& node, const std::string& type);
+
+// The subgraph of a signature, checked for what no executor could run (a fetch or target
+// inside a loop, an edge between frames that bypasses Enter and Exit); feeds become _Arg nodes.
+Subgraph prune_signature(const Graph& graph, const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
+                         const std::vector<int>& targets);
+
+// The share of partitions `parts` (indices into cut.parts) in signature `sub`: local fetch i is
+// the signature's fetch fetch_index[i], local feed i its feed feed_index[i].
+struct LocalSignature {
+  PartitionSet set;
+  std::vector<int> fetch_index;
+  std::vector<int> feed_index;
+};
+LocalSignature local_signature(const Subgraph& sub, const Partitions& cut, const std::vector<int>& parts);
 
 struct ExecutableOptions {
   bool allow_soft_placement = true;
@@ -121,6 +167,12 @@ struct ExecutableOptions {
   // How nodes without a device request are placed (graph/placement.hpp); by default from
   // TROUPE_PLACEMENT.
   std::optional<PlacementOptions::Policy> placement_policy;
+  // The device of this process a partition's device name stands for; unset: the registry's
+  // device of that name. A cluster member maps "/job:worker/task:1/device:CPU:0" to its own.
+  std::function<const Device*(const std::string&)> find_device;
+  // Where a _Send whose _Recv runs in another process sends (a cluster member's outbox for that
+  // process); unset, or no answer: such a _Send is an error.
+  std::function<std::optional<Target>(const Node& send)> remote_target;
 };
 
 // The parameter shard that holds a variable (by shared name).
@@ -128,9 +180,12 @@ using ShardOf = std::function<caf::actor(const std::string& variable)>;
 
 class Executable {
  public:
+  // Everything in this process (a local Session).
   Executable(caf::actor_system& system, const Graph& graph, const std::vector<Endpoint>& feeds,
              const std::vector<Endpoint>& fetches, const std::vector<int>& targets,
              const ShardOf& shard_of, const ExecutableOptions& options);
+  // Partitions already placed and cut (by a cluster's master): plan, spawn and wire them.
+  Executable(caf::actor_system& system, PartitionSet set, const ShardOf& shard_of, const ExecutableOptions& options);
   ~Executable();
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
@@ -140,11 +195,15 @@ class Executable {
   const std::vector<std::shared_ptr<ExecPlan>>& parts() const { return plan_->parts; }
   // The partition of `device` (full name); nullptr if nothing runs there.
   const ExecPlan* part_on(const std::string& device) const;
+  // The _Recv actor of every rendezvous key in this process (a cluster member's inbox delivers
+  // values from other processes to them).
+  std::map<std::string, caf::actor> recv_actors() const;
 
  private:
   caf::actor_system* system_;
   std::shared_ptr<StepPlan> plan_;
   caf::actor step_actor_;
+  void build(PartitionSet set, const ShardOf& shard_of, const ExecutableOptions& options);
 };
 
 }  // namespace troupe

@@ -21,7 +21,7 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
   return {
       [self](run_atom, uint64_t step, std::vector<Tensor>& feeds) -> caf::result<StepResult> {
         const StepPlan& p = *self->state.plan;
-        int due = p.num_fetches + p.num_targets;
+        int due = p.num_fetches + p.num_targets + p.num_root_sends;
         if (due == 0) return StepResult{};
         auto& s = self->state.steps[step];
         s.promise = self->make_response_promise();
@@ -51,7 +51,18 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
         if (--s.remaining == 0) finish(tag.step, StepResult{std::move(s.fetches), ErrorCode::ok, {}});
       },
       [self, finish](abort_atom, const Tag& tag, int32_t code, std::string& message) {
-        if (!self->state.steps.count(tag.step)) return;
+        if (!self->state.steps.count(tag.step)) {
+          // Answered already (a cluster member's share): the error still fails the step.
+          if (!self->state.plan->error_sink) return;
+          self->send(self->state.plan->error_sink, abort_atom::value, self->state.plan->error_sink_id, tag, code,
+                     std::move(message));
+          for (auto& part : self->state.plan->parts) {
+            part->frames.drop_step(tag.step);
+            for (auto& a : part->actors)
+              if (a) caf::anon_send(a, abort_atom::value, tag.step);
+          }
+          return;
+        }
         finish(tag.step, StepResult{{}, ErrorCode(code), std::move(message)});
         for (auto& part : self->state.plan->parts)
           for (auto& a : part->actors)

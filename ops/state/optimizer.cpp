@@ -371,7 +371,10 @@ Node* Optimizer::apply_gradients(const Scope& scope, const std::vector<Output>& 
     if (!grads[i]) continue;  // the loss does not depend on this variable
     Node* v = variables[i].node();
     TROUPE_CHECK_ARG(v->op == "VariableV2", "apply_gradients: {} is not a variable", v->describe());
-    Output rate = lr.dtype() == v->output_types[0] ? lr : ops::cast(s, lr, v->output_types[0]);
+    // The update runs where its variable lives, whatever device the scope asks for (as
+    // TensorFlow's optimizers place it with the variable): on a cluster, in the variable's ps task.
+    const Scope at_variable = s.colocate_with(*v);
+    Output rate = lr.dtype() == v->output_types[0] ? lr : ops::cast(at_variable, lr, v->output_types[0]);
     std::vector<Output> readers;
     // A reader inside a while loop (the Enter that brings the weights into it) sends a signal
     // per iteration, in the loop's frame, so it cannot gate the update; the loop's gradient,
@@ -379,7 +382,7 @@ Node* Optimizer::apply_gradients(const Scope& scope, const std::vector<Output>& 
     for (const Consumer& c : edges.data[v->id][0])
       if (in_backward[c.node] && loop_frame(graph.node(c.node)).empty())
         readers.push_back(Output(&scope.graph().node(c.node)));
-    const Scope gated = readers.empty() ? s : s.with_control_dependencies(readers);
+    const Scope gated = readers.empty() ? at_variable : at_variable.with_control_dependencies(readers);
     updates.push_back(&gated.add("ApplyGradient", {grads[i], rate},
                              {{"shared_name", variable_name(*v)},
                               {"dtype", v->attrs.at("dtype")},
