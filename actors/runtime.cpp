@@ -2,7 +2,7 @@
 
 #include <caf/io/all.hpp>
 
-#include "actors/cluster/tensor_transfer.hpp"
+#include "actors/cluster/cluster_messages.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/queue_actor.hpp"
 #include "actors/scheduler.hpp"
@@ -18,7 +18,7 @@ namespace troupe {
 
 void configure_network(caf::actor_system_config& config, const NetworkOptions& network) {
   config.load<caf::io::middleman>();
-  add_transfer_types(config);
+  add_cluster_types(config);
   config.set("middleman.heartbeat-interval", caf::timespan{network.heartbeat});
   config.set("middleman.connection-timeout", caf::timespan{network.connection_timeout});
   config.set("middleman.workers", int64_t(0));

@@ -5,6 +5,7 @@
 #include <map>
 #include <mutex>
 
+#include "actors/cluster/master.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/executor/executable.hpp"
 #include "actors/param_shard.hpp"
@@ -27,6 +28,11 @@ struct Session::Impl {
   int in_flight = 0;
   std::map<std::string, std::shared_ptr<Executable>> executables;
   std::atomic<uint64_t> next_step{1};
+  // A cluster session's (options.target): the master, and its signatures by key (under mutex).
+  std::unique_ptr<Master> master;
+  std::map<std::string, std::shared_ptr<Master::Signature>> signatures;
+  std::shared_ptr<Master::Signature> signature_for(const std::vector<Endpoint>& feeds,
+                                                   const std::vector<Endpoint>& fetches, const std::vector<int>& targets);
 
   Endpoint resolve_tensor(const std::string& name, const char* role) const;
   int resolve_node(const std::string& name) const;
@@ -106,15 +112,39 @@ int Session::Impl::resolve_node(const std::string& name) const {
   return n->id;
 }
 
-std::shared_ptr<Executable> Session::Impl::executable_for(const std::vector<Endpoint>& feeds,
-                                                          const std::vector<Endpoint>& fetches,
-                                                          const std::vector<int>& targets) {
+namespace {
+
+std::string signature_key(const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
+                          const std::vector<int>& targets) {
   std::string key;
   for (auto& f : feeds) key += fmt::format("{}:{},", f.node, f.port);
   key += "|";
   for (auto& f : fetches) key += fmt::format("{}:{},", f.node, f.port);
   key += "|";
   for (int t : targets) key += fmt::format("{},", t);
+  return key;
+}
+
+}  // namespace
+
+std::shared_ptr<Master::Signature> Session::Impl::signature_for(const std::vector<Endpoint>& feeds,
+                                                                const std::vector<Endpoint>& fetches,
+                                                                const std::vector<int>& targets) {
+  const std::string key = signature_key(feeds, fetches, targets);
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = signatures.find(key);
+    if (it != signatures.end()) return it->second;
+  }
+  auto sig = master->prepare(*graph, feeds, fetches, targets);
+  std::lock_guard<std::mutex> lock(mutex);
+  return signatures.try_emplace(key, std::move(sig)).first->second;
+}
+
+std::shared_ptr<Executable> Session::Impl::executable_for(const std::vector<Endpoint>& feeds,
+                                                          const std::vector<Endpoint>& fetches,
+                                                          const std::vector<int>& targets) {
+  const std::string key = signature_key(feeds, fetches, targets);
   {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = executables.find(key);
@@ -140,6 +170,14 @@ Session::Session(std::shared_ptr<Graph> graph, SessionOptions options) : impl_(n
   impl_->options = options;
   impl_->runtime = Runtime::get(options.threads, options.inter_op_threads, options.intra_op_threads);
   impl_->shards = std::make_shared<ParamShards>(impl_->runtime->system(), impl_->graph, options.num_param_shards);
+  if (!options.target.empty()) {
+    MasterOptions m;
+    m.network = {options.heartbeat, options.connection_timeout};
+    m.startup_timeout = options.cluster_startup_timeout;
+    m.allow_soft_placement = options.allow_soft_placement;
+    m.float16_transfer = options.float16_transfer;
+    impl_->master = std::make_unique<Master>(options.target, m);
+  }
 }
 
 Session::Session(const Scope& scope, SessionOptions options) : Session(scope.graph_ptr(), options) {}
@@ -150,6 +188,8 @@ Session::~Session() {
     impl_->slot_free.wait(lock, [&] { return impl_->in_flight == 0; });
   }
   impl_->executables.clear();
+  impl_->signatures.clear();
+  impl_->master.reset();
   impl_->shards.reset();
 }
 
@@ -179,6 +219,23 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
   for (auto& f : fetches) fetch_points.push_back(im.resolve_tensor(f.name, "fetch"));
   for (auto& t : targets) target_ids.push_back(im.resolve_node(t.name));
 
+  if (im.master) {
+    auto sig = im.signature_for(feed_points, fetch_points, target_ids);
+    {
+      std::unique_lock<std::mutex> lock(im.mutex);
+      im.slot_free.wait(lock, [&] { return im.in_flight < im.options.max_steps_in_flight; });
+      ++im.in_flight;
+    }
+    const auto timeout = options.timeout.count() > 0 ? options.timeout : im.options.operation_timeout;
+    StepResult result = im.master->run(*sig, im.next_step.fetch_add(1), std::move(feed_values), timeout);
+    {
+      std::lock_guard<std::mutex> lock(im.mutex);
+      --im.in_flight;
+    }
+    im.slot_free.notify_all();
+    if (result.code != ErrorCode::ok) throw Error(result.code, std::move(result.message));
+    return std::move(result.fetches);
+  }
   auto exe = im.executable_for(feed_points, fetch_points, target_ids);
   {
     std::unique_lock<std::mutex> lock(im.mutex);
@@ -220,7 +277,8 @@ void Session::prepare(const std::vector<TensorName>& feeds, const std::vector<Te
   for (auto& f : feeds) feed_points.push_back(impl_->resolve_tensor(f.name, "feed"));
   for (auto& f : fetches) fetch_points.push_back(impl_->resolve_tensor(f.name, "fetch"));
   for (auto& t : targets) target_ids.push_back(impl_->resolve_node(t.name));
-  impl_->executable_for(feed_points, fetch_points, target_ids);
+  if (impl_->master) impl_->signature_for(feed_points, fetch_points, target_ids);
+  else impl_->executable_for(feed_points, fetch_points, target_ids);
 }
 
 std::vector<WaitingNode> Session::waiting_nodes() const {

@@ -46,6 +46,23 @@ struct SessionOptions {
   // variables on different shards run in parallel, and a checkpoint's save writes one data
   // file per shard, in parallel (actors/saver.hpp).
   int num_param_shards = 1;
+  // Where the graph runs: "" (this process), or a cluster of troupe-node processes,
+  // "troupe://host:port" naming any of its members (docs/cluster.md). On a cluster the graph is
+  // placed over every task's devices (unconstrained nodes go to the target's task), each task's
+  // partitions are registered with it once per signature, and run() runs one step over all of
+  // them; variables live on the tasks they are placed on. The same program runs locally or on a
+  // cluster by changing the target alone. A lost or hung task fails the step naming it within
+  // about two connection timeouts; see docs/cluster.md, "When a node dies".
+  std::string target;
+  // A cluster session's network layer: heartbeats every `heartbeat`; a task silent for
+  // `connection_timeout` is taken as lost.
+  std::chrono::milliseconds heartbeat{200};
+  std::chrono::milliseconds connection_timeout{1000};
+  // How long the first connection to every task may take (tasks still starting are retried).
+  std::chrono::milliseconds cluster_startup_timeout{10000};
+  // Every float32 value crossing between tasks travels as float16 (lossy: relative error at
+  // most 2^-11; TensorFlow whitepaper §5.5); Scope::with_float16_transfer does it for some ops.
+  bool float16_transfer = false;
 };
 
 // Options of one run() call.

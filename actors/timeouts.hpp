@@ -57,4 +57,20 @@ inline caf::duration state_query() { return caf::duration{std::chrono::seconds(1
 // that answers late is left out of the report.
 inline caf::duration late_step_report() { return caf::duration{std::chrono::seconds(2)}; }
 
+// A cluster member's wait for its share of a step (worker.hpp). Unbounded here by design: the
+// master bounds it, aborting the step on every member when a member is lost (CAF's heartbeats
+// and connection timeout see a dead or hung process within the connection timeout) or when the
+// step's deadline passes.
+inline caf::duration member_step() { return caf::infinite; }
+
+// A master's or member's connection to a member and its first answer (who it is, its spec):
+// a process that accepts the connection and never answers (a stopped one) is given up on then.
+inline std::chrono::milliseconds member_connect(std::chrono::milliseconds connection_timeout) {
+  return 2 * connection_timeout + std::chrono::milliseconds(500);
+}
+
+// A master's registration of a signature's partitions with a member: the member builds their
+// actors and kernels (a reader op may load its files) before it answers.
+inline caf::duration member_register() { return caf::duration{std::chrono::minutes(2)}; }
+
 }  // namespace troupe::timeouts

@@ -1,7 +1,9 @@
 // troupe-node: one process of a Troupe cluster (docs/cluster.md).
 //   troupe-node --cluster spec.json --task worker:0 [--threads N]
 //   TF_CONFIG='{"cluster": ..., "task": {"type": "worker", "index": 0}}' troupe-node
-// Publishes the task's worker on the task's address from the spec, logs one line per event, and
+// Publishes the task's worker on the task's address from the spec, runs the partitions masters
+// register with it and holds the variables placed on it, logs one line per event (started, peer
+// connected, partition registered, peer lost, stopping, stopped), and
 // stops cleanly on SIGTERM or SIGINT. Exit codes: 0 stopped by a signal, 1 could not start
 // (a port in use), 2 a bad spec or command line.
 #include <CLI/CLI.hpp>
@@ -74,13 +76,15 @@ int main(int argc, char** argv) {
 
   std::optional<troupe::ClusterMember> member;
   try {
-    member.emplace(spec, task, troupe::MemberOptions{.threads = threads});
+    const std::string who = task.to_string();
+    member.emplace(spec, task,
+                   troupe::MemberOptions{.threads = threads, .log = [who](const std::string& line) { log_line(who, line); }});
   } catch (const troupe::Error& e) {
     std::fprintf(stderr, "troupe-node: %s\n", e.what());
     return 1;
   }
-  log_line(task.to_string(), "started on " + member->address().to_string() + " (incarnation " +
-                                 std::to_string(member->incarnation()) + ", devices " + member->devices() + ")");
+  log_line(task.to_string(), fmt::format("started on {} (incarnation {:#x}, devices {})", member->address().to_string(),
+                                         member->incarnation(), member->devices()));
   int signal = 0;
   sigwait(&stop_signals, &signal);
   log_line(task.to_string(), std::string("stopping on ") + (signal == SIGINT ? "SIGINT" : "SIGTERM"));

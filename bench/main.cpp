@@ -7,6 +7,7 @@
 //   troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]
 //   troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--json]
 //   troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 16M] [--window 4] [--json]
+//   troupe-bench cluster [--size 512] [--layers 8] [--steps S] [--warmup W] [--threads T] [--float16] [--json]
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -22,6 +23,7 @@ int loop_main(int argc, char** argv);
 int pipeline_main(int argc, char** argv);
 int checkpoint_main(int argc, char** argv);
 int transfer_main(int argc, char** argv);
+int cluster_main(int argc, char** argv);
 }
 
 int main(int argc, char** argv) {
@@ -37,7 +39,9 @@ int main(int argc, char** argv) {
                  "       troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]\n"
                  "       troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]\n"
                  "       troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--threads T] [--json]\n"
-                 "       troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 16M] [--window 4] [--json]\n");
+                 "       troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 16M] [--window 4] [--json]\n"
+                 "       troupe-bench cluster [--size 512] [--layers 8] [--steps S] [--warmup W] [--threads T] [--float16] "
+                 "[--node PATH] [--json]\n");
     return 2;
   };
   if (argc < 2) return usage();
@@ -48,6 +52,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], "pipeline") == 0) return troupe::bench::pipeline_main(argc - 1, argv + 1);
     if (std::strcmp(argv[1], "checkpoint") == 0) return troupe::bench::checkpoint_main(argc - 1, argv + 1);
     if (std::strcmp(argv[1], "transfer") == 0) return troupe::bench::transfer_main(argc - 1, argv + 1);
+    if (std::strcmp(argv[1], "cluster") == 0) return troupe::bench::cluster_main(argc - 1, argv + 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe-bench: %s\n", e.what());
     return 1;

@@ -11,7 +11,8 @@ include(CMakePackageConfigHelpers)
 # A program using Troupe then needs only fmt's headers besides ours; tools/examples.sh checks
 # that no installed header reaches the others.
 set(TROUPE_INTERNAL_HEADERS
-  actors/cluster/tensor_transfer.hpp actors/cluster/worker.hpp actors/device_actor.hpp actors/messages.hpp
+  actors/cluster/cluster_messages.hpp actors/cluster/master.hpp actors/cluster/tensor_transfer.hpp
+  actors/cluster/worker.hpp actors/device_actor.hpp actors/messages.hpp
   actors/param_shard.hpp actors/queue_actor.hpp actors/runtime.hpp actors/scheduler.hpp
   actors/timeouts.hpp core/checkpoint_internal.hpp core/wire/convert.hpp ops/nn/dnnl.hpp)
 file(GLOB_RECURSE TROUPE_PUBLIC_HEADERS CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}
@@ -28,7 +29,7 @@ endforeach()
 # itself ($ORIGIN) and keeps the directories outside the system's it was linked from
 # (OpenBLAS's, CUDA's for the module).
 file(RELATIVE_PATH _troupe_bin_to_lib /${CMAKE_INSTALL_BINDIR} /${CMAKE_INSTALL_LIBDIR})
-set(_troupe_programs troupe-demo troupe-fashion-mnist troupe-bench troupe-checkpoint troupe-node)
+set(_troupe_programs troupe-demo troupe-fashion-mnist troupe-bench troupe-checkpoint troupe-node troupe-cluster-demo)
 set(_troupe_libraries troupe_core troupe_devices troupe_graph troupe_ops troupe_actors)
 set_target_properties(${_troupe_programs} PROPERTIES INSTALL_RPATH "$ORIGIN/${_troupe_bin_to_lib}")
 set_target_properties(${_troupe_libraries} PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)

@@ -63,6 +63,12 @@ Scope Scope::colocate_with(const Node& node) const {
   return s;
 }
 
+Scope Scope::with_float16_transfer(bool on) const {
+  Scope s = *this;
+  s.float16_transfer_ = on;
+  return s;
+}
+
 Node& Scope::add(const std::string& op, const std::vector<Output>& inputs, AttrMap attrs,
                  const std::string& name_hint) const {
   NodeSpec spec;
@@ -93,6 +99,7 @@ Node& Scope::add(const std::string& op, const std::vector<Output>& inputs, AttrM
     for (auto& entry : colocation_)
       if (std::find(entries.begin(), entries.end(), entry) == entries.end()) entries.push_back(entry);
   }
+  if (float16_transfer_) spec.attrs["_float16_transfer"] = true;
   spec.requested_device = device_;
   return state_->graph->add_node(std::move(spec));
 }

@@ -50,6 +50,11 @@ class Scope {
   // returned scope requests one again.
   Scope colocate_with(const Node& node) const;
   Scope colocate_with(Output output) const { return colocate_with(*output.node()); }
+  // Float32 values the ops built under the scope produce cross processes as float16 (lossy:
+  // relative error at most 2^-11; TensorFlow whitepaper §5.5): the "_float16_transfer" attribute.
+  // Only edges between processes of a cluster are affected; SessionOptions::float16_transfer
+  // does the same for the whole graph.
+  Scope with_float16_transfer(bool on = true) const;
 
   const std::string& prefix() const { return prefix_; }
   const std::string& device() const { return device_; }
@@ -72,6 +77,7 @@ class Scope {
   std::string device_;
   std::vector<int> control_deps_;
   std::vector<std::string> colocation_;  // "loc:@<node name>"
+  bool float16_transfer_ = false;
 };
 
 }  // namespace troupe

@@ -5,7 +5,9 @@
 #include <random>
 
 #include "actors/cluster/worker.hpp"
+#include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
+#include "actors/timeouts.hpp"
 #include "core/error.hpp"
 #include "devices/device.hpp"
 
@@ -28,6 +30,7 @@ struct ClusterMember::Impl {
   uint64_t incarnation = 0;
   std::string devices;
   std::shared_ptr<Runtime> runtime;
+  std::shared_ptr<MemberContext> context;
   caf::actor worker;
   uint16_t port = 0;
 };
@@ -45,10 +48,22 @@ ClusterMember::ClusterMember(const ClusterSpec& spec, const TaskId& task, const 
   }
   impl_->runtime = Runtime::get_networked(options.threads, network_of(options));
   auto& system = impl_->runtime->system();
-  impl_->worker = system.spawn(worker_actor, task.to_string(), impl_->incarnation, impl_->devices);
+  auto context = std::make_shared<MemberContext>();
+  context->task = task;
+  context->incarnation = impl_->incarnation;
+  context->devices = impl_->devices;
+  for (auto& t : spec.tasks()) context->cluster.push_back({t, spec.address(t)});
+  context->runtime = impl_->runtime;
+  context->shards = std::make_shared<ParamShards>(system, std::make_shared<Graph>(), std::max(1, options.param_shards));
+  context->log = options.log ? options.log : [](const std::string&) {};
+  context->connect_timeout = timeouts::member_connect(options.connection_timeout);
+  impl_->context = context;
+  impl_->worker = system.spawn<caf::detached>(worker_actor, context);
   const std::string& host = impl_->address.host;
+  // SO_REUSEADDR: a task restarted at once binds its port although connections of the process
+  // before it linger in TIME_WAIT; Linux still refuses a port another process listens on.
   auto port = system.middleman().publish(impl_->worker, impl_->address.port, host == "0.0.0.0" ? nullptr : host.c_str(),
-                                         false);
+                                         true);
   if (!port) {
     caf::anon_send_exit(impl_->worker, caf::exit_reason::user_shutdown);
     fail(ErrorCode::unavailable, "task {} cannot listen on {}: {}", task.to_string(), impl_->address.to_string(),
@@ -61,6 +76,13 @@ ClusterMember::~ClusterMember() {
   auto& system = impl_->runtime->system();
   system.middleman().unpublish(impl_->worker, impl_->port);
   caf::anon_send_exit(impl_->worker, caf::exit_reason::user_shutdown);
+  // The registered graphs' actors, then the shards, go before the runtime.
+  std::unordered_map<uint64_t, std::shared_ptr<Registration>> registrations;
+  {
+    std::lock_guard<std::mutex> lock(impl_->context->mutex);
+    registrations.swap(impl_->context->registrations);
+  }
+  registrations.clear();
 }
 
 const TaskId& ClusterMember::task() const { return impl_->task; }
@@ -72,13 +94,10 @@ MemberIdentity identify_member(const TaskAddress& address, std::chrono::millisec
                                const MemberOptions& options) {
   auto runtime = Runtime::get_networked(options.threads, network_of(options));
   auto& system = runtime->system();
-  auto worker = system.middleman().remote_actor(address.host, address.port);
-  if (!worker)
-    fail(ErrorCode::unavailable, "no cluster member answers at {}: {}", address.to_string(),
-         system.render(worker.error()));
+  caf::actor worker = connect_member(system, address, timeout);
   MemberIdentity out;
   caf::scoped_actor self{system};
-  self->request(*worker, timeout, identify_atom::value)
+  self->request(worker, timeout, identify_atom::value)
       .receive([&](std::string& task, uint64_t incarnation, std::string& devices) {
                  out = {std::move(task), incarnation, std::move(devices)};
                },

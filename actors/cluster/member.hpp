@@ -4,10 +4,15 @@
 // task's address from the cluster spec, on that address only (all interfaces only where the spec
 // says 0.0.0.0). Destroying it unpublishes the worker and stops it.
 //
+// The worker runs what masters register with it (actors/cluster/worker.hpp); variables placed on
+// the task live in the member's parameter shards for as long as the process runs, shared by
+// every session that uses the cluster.
+//
 // identify_member() asks the member at an address who it is: the first thing a master does with
 // each task, and how a test sees that a node is up.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -19,6 +24,9 @@ struct MemberOptions {
   int threads = 0;  // 0: the cores this process may use (usable_cores)
   std::chrono::milliseconds heartbeat{200};
   std::chrono::milliseconds connection_timeout{1000};  // a silent peer is gone after this
+  int param_shards = 1;  // the parameter shards holding the variables placed on this task
+  // One line per event (peer connected, partition registered, peer lost); unset: none.
+  std::function<void(const std::string&)> log;
 };
 
 class ClusterMember {

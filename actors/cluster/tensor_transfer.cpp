@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "core/error.hpp"
+#include "core/wire/float16.hpp"
 
 namespace troupe {
 
@@ -45,10 +46,16 @@ std::optional<Tensor> TensorAssembler::add(TensorChunk& c) {
     if (c.dims.size() > std::size_t(Shape::kMaxRank)) refuse(fmt::format("{} dimensions", c.dims.size()));
     for (int64_t d : c.dims)
       if (d < 0) refuse(fmt::format("a negative dimension {}", d));
+    if (c.encoding != TensorChunk::raw && c.encoding != TensorChunk::float16)
+      refuse(fmt::format("unknown encoding {}", int(c.encoding)));
+    if (c.encoding == TensorChunk::float16 && DType(c.dtype) != DType::float32)
+      refuse(fmt::format("a float16 encoding of a {} tensor (only float32 crosses so)", name_of(DType(c.dtype))));
     p.tensor = Tensor(DType(c.dtype), Shape(c.dims));
-    if (p.tensor.byte_size() != c.total)
+    p.half = c.encoding == TensorChunk::float16;
+    if (p.tensor.byte_size() != (p.half ? 2 * c.total : c.total))
       refuse(fmt::format("{} bytes said for a {} tensor of {} bytes", c.total, p.tensor.describe(), p.tensor.byte_size()));
-  } else if (DType(c.dtype) != p.tensor.dtype() || c.dims != p.tensor.shape().dims() || c.total != p.tensor.byte_size()) {
+  } else if (DType(c.dtype) != p.tensor.dtype() || c.dims != p.tensor.shape().dims() ||
+             c.total != (p.half ? p.tensor.byte_size() / 2 : p.tensor.byte_size()) || p.half != (c.encoding == TensorChunk::float16)) {
     refuse("chunks disagree on the tensor's dtype, shape or size");
   }
   const uint64_t end = c.offset + c.bytes.size();
@@ -57,8 +64,15 @@ std::optional<Tensor> TensorAssembler::add(TensorChunk& c) {
   bool overlaps = next != p.ranges.end() && next->first < end;
   if (next != p.ranges.begin() && std::prev(next)->second > c.offset) overlaps = true;
   if (overlaps && !c.bytes.empty()) refuse(fmt::format("bytes {}..{} came twice", c.offset, end));
-  if (!c.bytes.empty()) {
+  if (p.half && (c.offset % 2 || c.bytes.size() % 2)) refuse(fmt::format("float16 bytes {}..{} split an element", c.offset, end));
+  if (!c.bytes.empty() && p.half) {
+    std::vector<uint16_t> half(c.bytes.size() / 2);
+    std::memcpy(half.data(), c.bytes.data(), c.bytes.size());
+    float16_to_float32(half.data(), p.tensor.data<float>() + c.offset / 2, half.size());
+  } else if (!c.bytes.empty()) {
     std::memcpy(static_cast<uint8_t*>(p.tensor.raw_data()) + c.offset, c.bytes.data(), c.bytes.size());
+  }
+  if (!c.bytes.empty()) {
     p.ranges.emplace(c.offset, end);
     p.received += c.bytes.size();
   }

@@ -21,17 +21,21 @@ namespace troupe {
 inline constexpr std::size_t kTransferChunk = std::size_t(4) << 20;
 
 struct TensorChunk {
+  enum Encoding : int8_t { raw = 0, float16 = 1 };
   uint64_t transfer = 0;  // chosen by the sender, unique among its transfers to one receiver
   uint64_t offset = 0;    // of these bytes in the tensor's
   uint64_t total = 0;     // the tensor's byte size
   int32_t dtype = 0;      // DType
   std::vector<int64_t> dims;
   std::vector<uint8_t> bytes;
+  // raw: the tensor's bytes; float16: a float32 tensor's elements as float16 (core/wire/
+  // float16.hpp), offset and total counting those bytes (half the tensor's).
+  int8_t encoding = raw;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TensorChunk& x) {
-  return f(caf::meta::type_name("troupe.TensorChunk"), x.transfer, x.offset, x.total, x.dtype, x.dims, x.bytes);
+  return f(caf::meta::type_name("troupe.TensorChunk"), x.transfer, x.offset, x.total, x.dtype, x.dims, x.bytes, x.encoding);
 }
 
 // How many chunks `tensor` takes (one for an empty tensor), and chunk `index` of them: made one
@@ -54,6 +58,7 @@ class TensorAssembler {
  private:
   struct Partial {
     Tensor tensor;
+    bool half = false;  // chunks carry float16
     uint64_t received = 0;
     std::map<uint64_t, uint64_t> ranges;  // offset -> end, of the bytes received so far
   };

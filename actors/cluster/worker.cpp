@@ -1,15 +1,464 @@
 #include "actors/cluster/worker.hpp"
 
-namespace troupe {
+#include <caf/io/all.hpp>
 
-caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::string task, uint64_t incarnation,
-                           std::string devices) {
-  self->state.task = std::move(task);
-  self->state.incarnation = incarnation;
-  self->state.devices = std::move(devices);
+#include <cstring>
+#include <deque>
+
+#include "actors/executor/executable.hpp"
+#include "actors/param_shard.hpp"
+#include "actors/runtime.hpp"
+#include "actors/timeouts.hpp"
+#include "core/fingerprint.hpp"
+#include "core/wire/float16.hpp"
+#include "devices/device.hpp"
+#include "devices/device_name.hpp"
+#include "graph/graph_def.hpp"
+
+namespace troupe {
+namespace {
+
+// What a message costs the window beyond its payload (its header, roughly).
+constexpr uint64_t kMessageOverhead = 64;
+
+uint64_t key_of(const std::string& rendezvous_key) { return fingerprint64(rendezvous_key); }
+
+// ---- outbox ----------------------------------------------------------------------------
+
+struct OutboxEdge {
+  uint64_t key = 0;
+  bool float16 = false;
+  std::string name;  // the rendezvous key, for errors
+};
+
+struct OutboxState {
+  struct Item {
+    uint32_t edge = 0;
+    Tag tag;
+    bool dead = false;
+    Tensor tensor;              // what crosses as is
+    std::vector<uint16_t> half;  // or its float16 form
+    uint64_t transfer = 0;
+    uint64_t offset = 0;
+    uint64_t total = 0;  // bytes on the wire
+    const uint8_t* bytes() const {
+      return half.empty() ? static_cast<const uint8_t*>(tensor.raw_data()) : reinterpret_cast<const uint8_t*>(half.data());
+    }
+  };
+  std::shared_ptr<MemberContext> context;
+  caf::actor inbox;
+  uint64_t handle = 0;
+  std::vector<OutboxEdge> edges;
+  std::deque<Item> queue;
+  uint64_t unacked = 0;
+  static inline const char* name = "troupe.outbox";
+};
+
+// Sends what the window allows of the queued values, chunk by chunk, oldest first.
+void pump(caf::stateful_actor<OutboxState>* self) {
+  auto& s = self->state;
+  while (!s.queue.empty() && s.unacked < kTransferWindow) {
+    auto& item = s.queue.front();
+    RemoteValue v;
+    v.handle = s.handle;
+    v.key = s.edges[item.edge].key;
+    v.tag = item.tag;
+    v.incarnation = s.context->incarnation;
+    v.dead = item.dead;
+    uint64_t len = 0;
+    if (!item.dead) {
+      TensorChunk& c = v.chunk;
+      c.transfer = item.transfer;
+      c.offset = item.offset;
+      c.total = item.total;
+      c.dtype = int32_t(item.tensor.dtype());
+      c.dims = item.tensor.shape().dims();
+      c.encoding = item.half.empty() ? TensorChunk::raw : TensorChunk::float16;
+      len = std::min<uint64_t>(kTransferChunk, item.total - item.offset);
+      if (len > 0) c.bytes.assign(item.bytes() + item.offset, item.bytes() + item.offset + len);
+    }
+    s.unacked += len + kMessageOverhead;
+    self->send(s.inbox, transfer_atom::value, std::move(v));
+    item.offset += len;
+    if (item.dead || item.offset >= item.total) s.queue.pop_front();
+  }
+}
+
+caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_ptr<MemberContext> context,
+                           caf::actor inbox, uint64_t handle, std::vector<OutboxEdge> edges) {
+  auto& s = self->state;
+  s.context = std::move(context);
+  s.inbox = std::move(inbox);
+  s.handle = handle;
+  s.edges = std::move(edges);
+  return {
+      [self](input_atom, const Tag& tag, uint32_t slot, Value& value) {
+        auto& s = self->state;
+        OutboxState::Item item;
+        item.edge = slot;
+        item.tag = tag;
+        item.dead = value.dead;
+        if (!value.dead) {
+          item.tensor = std::move(value.tensor);
+          item.transfer = mix64(s.context->incarnation ^ s.context->next_transfer.fetch_add(1));
+          if (s.edges[slot].float16 && item.tensor.dtype() == DType::float32) {
+            item.half.resize(std::size_t(item.tensor.num_elements()));
+            float32_to_float16(item.tensor.data<float>(), item.half.data(), item.half.size());
+            item.total = item.half.size() * sizeof(uint16_t);
+          } else {
+            item.total = item.tensor.byte_size();
+          }
+        }
+        s.queue.push_back(std::move(item));
+        pump(self);
+      },
+      [self](ack_atom, uint64_t bytes) {
+        auto& s = self->state;
+        s.unacked = bytes > s.unacked ? 0 : s.unacked - bytes;
+        pump(self);
+      },
+      [self](abort_atom, uint64_t step) {  // values of a failed step need not cross any more
+        auto& q = self->state.queue;
+        for (auto it = q.begin(); it != q.end();)
+          it = it->tag.step == step && it->offset == 0 ? q.erase(it) : std::next(it);
+      },
+  };
+}
+
+// ---- inbox -----------------------------------------------------------------------------
+
+struct InboxState {
+  std::shared_ptr<MemberContext> context;
+  TensorAssembler assembler;
+  uint64_t refused = 0;  // values from an incarnation no registration knows
+  static inline const char* name = "troupe.inbox";
+};
+
+void fail_step(const Registration& reg, const Tag& tag, ErrorCode code, const std::string& message) {
+  caf::anon_send(reg.exe->step_actor(), abort_atom::value, tag, int32_t(code), message);
+}
+
+}  // namespace
+
+Registration::~Registration() {
+  for (auto& o : outboxes) caf::anon_send_exit(o, caf::exit_reason::user_shutdown);
+}
+
+std::shared_ptr<Registration> MemberContext::find(uint64_t handle) const {
+  std::lock_guard<std::mutex> lock(mutex);
+  auto it = registrations.find(handle);
+  return it == registrations.end() ? nullptr : it->second;
+}
+
+static caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr<MemberContext> context) {
+  self->state.context = std::move(context);
+  return {
+      [self](transfer_atom, RemoteValue& v) {
+        auto& s = self->state;
+        const uint64_t bytes = v.chunk.bytes.size() + kMessageOverhead;
+        if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
+          self->send(sender, ack_atom::value, bytes);
+        auto reg = s.context->find(v.handle);
+        if (!reg) return;  // deregistered: a late value of a signature that is gone
+        if (!reg->peer_incarnations.count(v.incarnation)) {
+          if (s.refused++ == 0)
+            s.context->log(fmt::format("refused a value from incarnation {:#x}, which registration {:#x} does not know "
+                                       "(a process restarted); counting such values from now on",
+                                       v.incarnation, v.handle));
+          return;
+        }
+        auto recv = reg->recv_of.find(v.key);
+        if (recv == reg->recv_of.end()) {
+          fail_step(*reg, v.tag, ErrorCode::internal,
+                    fmt::format("task {}: a value for rendezvous key {:#x}, which no _Recv of registration {:#x} has",
+                                s.context->task.to_string(), v.key, v.handle));
+          return;
+        }
+        if (v.dead) {
+          send_input(self->context(), recv->second, v.tag, 0, Value{Tensor(), true});
+          return;
+        }
+        std::optional<Tensor> whole;
+        try {
+          whole = s.assembler.add(v.chunk);
+        } catch (const Error& e) {
+          fail_step(*reg, v.tag, e.code(), fmt::format("task {}: {}", s.context->task.to_string(), e.what()));
+          return;
+        }
+        if (whole) send_input(self->context(), recv->second, v.tag, 0, Value{std::move(*whole), false});
+      },
+  };
+}
+
+std::string task_of_device(const std::string& device) {
+  DeviceSpec d = DeviceSpec::parse(device);
+  if (!d.job || !d.task) fail(ErrorCode::invalid_argument, "device '{}' names no job and task", device);
+  return *d.job + ":" + std::to_string(*d.task);
+}
+
+caf::actor connect_member(caf::actor_system& system, const TaskAddress& address, std::chrono::milliseconds bound) {
+  caf::scoped_actor self{system};
+  caf::actor out;
+  self->request(system.middleman().actor_handle(), caf::duration{bound}, caf::connect_atom::value, address.host,
+                address.port)
+      .receive(
+          [&](const caf::node_id&, caf::strong_actor_ptr& published, const std::set<std::string>&) {
+            out = caf::actor_cast<caf::actor>(published);
+          },
+          [&](caf::error& e) {
+            fail(ErrorCode::unavailable, "no cluster member answers at {} within {} ms: {}", address.to_string(),
+                 bound.count(), system.render(e));
+          });
+  if (!out) fail(ErrorCode::unavailable, "nothing is published at {}", address.to_string());
+  return out;
+}
+
+namespace {
+
+// ---- worker ----------------------------------------------------------------------------
+
+using Worker = caf::stateful_actor<WorkerState>;
+
+// The connection to a peer (CAF's own, with the network layer's heartbeats), made once per
+// incarnation, by the member of the two whose task sorts first: two members connecting to each
+// other at once make CAF drop both connections. Values then go to the peer directly, and its
+// loss is seen and logged. Only the middlemen talk here: the peer's worker may itself be busy
+// registering, and the master sent its inbox and incarnation.
+const WorkerState::Peer& peer_of(Worker* self, const TaskPeer& p) {
+  auto& s = self->state;
+  auto it = s.peers.find(p.task);
+  if (it != s.peers.end() && it->second.incarnation == p.incarnation) return it->second;
+  const TaskAddress address{p.host, p.port};
+  WorkerState::Peer peer;
+  peer.inbox = p.inbox;
+  peer.incarnation = p.incarnation;
+  if (!peer.inbox) fail(ErrorCode::invalid_argument, "the registration names no inbox for task {}", p.task);
+  if (s.context->task < parse_task_id(p.task)) {
+    peer.worker = connect_member(self->system(), address, s.context->connect_timeout);
+    s.context->log(fmt::format("peer connected: {} at {} (incarnation {:#x})", p.task, address.to_string(), peer.incarnation));
+  }
+  self->monitor(peer.inbox);
+  return s.peers[p.task] = std::move(peer);
+}
+
+void register_graph(Worker* self, RegisterGraph& r) {
+  auto& ctx = *self->state.context;
+  const std::string me = ctx.task.to_string();
+  if (ctx.find(r.handle)) fail(ErrorCode::already_exists, "task {}: graph handle {:#x} is registered already", me, r.handle);
+
+  auto reg = std::make_shared<Registration>();
+  reg->handle = r.handle;
+  reg->owner = r.owner_actor;
+  reg->owner_name = r.owner;
+
+  PartitionSet set;
+  set.report_root_sends = true;
+  set.error_sink = caf::actor_cast<caf::actor>(self);
+  set.error_sink_id = r.handle;
+  set.fetch_names = r.fetch_names;
+  set.num_targets = r.num_targets;
+  for (std::size_t i = 0; i < r.arg_parts.size(); ++i) set.args.push_back({r.arg_parts[i], r.arg_nodes[i]});
+  std::size_t nodes = 0;
+  for (auto& wp : r.parts) {
+    if (task_of_device(wp.device) != me)
+      fail(ErrorCode::invalid_argument, "task {} was sent a partition for {}", me, wp.device);
+    Partition part{wp.device, graph_from_bytes(wp.graph.data(), wp.graph.size(), "partition " + wp.device)};
+    nodes += std::size_t(part.graph->size());
+    PartitionSet::Signature sig;
+    for (std::size_t k = 0; k < wp.fetch_nodes.size(); ++k)
+      sig.fetches.push_back({{wp.fetch_nodes[k], wp.fetch_ports[k]}, wp.fetch_slots[k]});
+    sig.targets.assign(wp.targets.begin(), wp.targets.end());
+    set.parts.push_back(std::move(part));
+    set.signatures.push_back(std::move(sig));
+  }
+
+  // An outbox per peer that a _Send of these partitions sends to; the slot names the edge.
+  std::map<std::string, const TaskPeer*> peer_by_task;
+  for (auto& p : r.peers) {
+    peer_by_task[p.task] = &p;
+    reg->peer_incarnations.insert(p.incarnation);
+  }
+  reg->peer_incarnations.insert(ctx.incarnation);
+  std::set<std::string> float16(r.float16_keys.begin(), r.float16_keys.end());
+  std::map<std::string, std::vector<OutboxEdge>> edges_to;  // by peer task
+  std::map<std::string, Target> target_of;                 // by rendezvous key
+  for (auto& part : set.parts)
+    for (int id = 0; id < part.graph->size(); ++id) {
+      const Node& n = part.graph->node(id);
+      if (n.op != "_Send") continue;
+      const std::string to = task_of_device(get_attr<std::string>(n.attrs, "recv_device", n.name));
+      if (to == me) continue;
+      const std::string key = rendezvous_key(n);
+      auto& edges = edges_to[to];
+      target_of[key] = Target{nullptr, uint32_t(edges.size())};
+      edges.push_back({key_of(key), float16.count(key) > 0, key});
+    }
+  std::map<std::string, caf::actor> outbox_of;
+  for (auto& [task, edges] : edges_to) {
+    auto p = peer_by_task.find(task);
+    if (p == peer_by_task.end())
+      fail(ErrorCode::invalid_argument, "task {}: a partition sends to {}, which the registration names no address for",
+           me, task);
+    const auto& peer = peer_of(self, *p->second);
+    outbox_of[task] = self->spawn(outbox_actor, self->state.context, peer.inbox, r.handle, edges);
+    reg->outboxes.push_back(outbox_of[task]);
+  }
+  // Peers that only send here: connect too, so that their loss is seen and logged.
+  for (auto& p : r.peers) peer_of(self, p);
+
+  ExecutableOptions options;
+  options.runtime = ctx.runtime.get();
+  options.find_device = [](const std::string& name) -> const Device* {
+    const auto at = name.find("/device:");
+    if (at == std::string::npos) return nullptr;
+    for (const auto& d : DeviceRegistry::instance().devices())
+      if (d->name().ends_with(name.substr(at))) return d.get();
+    return nullptr;
+  };
+  options.remote_target = [&](const Node& send) -> std::optional<Target> {
+    const std::string key = rendezvous_key(send);
+    auto t = target_of.find(key);
+    if (t == target_of.end()) return std::nullopt;
+    t->second.actor = outbox_of.at(task_of_device(get_attr<std::string>(send.attrs, "recv_device", send.name)));
+    return t->second;
+  };
+  auto shards = ctx.shards;
+  reg->exe = std::make_shared<Executable>(self->system(), std::move(set),
+                                          [shards](const std::string& v) { return shards->of(v); }, options);
+  for (auto& [key, actor] : reg->exe->recv_actors()) reg->recv_of[key_of(key)] = actor;
+
+  if (r.owner_actor) self->monitor(r.owner_actor);
+  {
+    std::lock_guard<std::mutex> lock(ctx.mutex);
+    ctx.registrations[r.handle] = reg;
+  }
+  std::string devices;
+  for (auto& wp : r.parts) devices += (devices.empty() ? "" : ", ") + wp.device;
+  ctx.log(fmt::format("partition registered: graph {:#x} from {}: {} ({} nodes)", r.handle, r.owner, devices, nodes));
+}
+
+// Drops registrations (outside the lock: destroying an executable waits for its actors).
+void drop(Worker* self, std::vector<uint64_t> handles) {
+  auto& ctx = *self->state.context;
+  std::vector<std::shared_ptr<Registration>> gone;
+  {
+    std::lock_guard<std::mutex> lock(ctx.mutex);
+    for (uint64_t h : handles) {
+      auto it = ctx.registrations.find(h);
+      if (it == ctx.registrations.end()) continue;
+      gone.push_back(std::move(it->second));
+      ctx.registrations.erase(it);
+    }
+  }
+  gone.clear();
+}
+
+}  // namespace
+
+caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_ptr<MemberContext> context) {
+  self->state.context = std::move(context);
+  self->state.inbox = self->spawn<caf::linked>(inbox_actor, self->state.context);  // goes with the worker
+  // Who waits for which step's answer: errors that come after the answer go there too.
+  auto requesters = std::make_shared<std::map<std::pair<uint64_t, uint64_t>, caf::actor>>();
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& s = self->state;
+    for (auto it = s.peers.begin(); it != s.peers.end(); ++it)
+      if (it->second.inbox.address() == dm.source) {
+        s.context->log(fmt::format("peer lost: {} ({})", it->first, self->system().render(dm.reason)));
+        s.peers.erase(it);
+        return;
+      }
+    std::vector<uint64_t> owned;
+    std::string owner;
+    {
+      std::lock_guard<std::mutex> lock(s.context->mutex);
+      for (auto& [h, reg] : s.context->registrations)
+        if (reg->owner && reg->owner.address() == dm.source) {
+          owned.push_back(h);
+          owner = reg->owner_name;
+        }
+    }
+    if (owned.empty()) return;
+    s.context->log(fmt::format("peer lost: {} ({}); dropping its {} registered graph(s)", owner,
+                               self->system().render(dm.reason), owned.size()));
+    drop(self, owned);
+  });
   return {
       [self](identify_atom) -> caf::result<std::string, uint64_t, std::string> {
-        return {self->state.task, self->state.incarnation, self->state.devices};
+        auto& c = *self->state.context;
+        return {c.task.to_string(), c.incarnation, c.devices};
+      },
+      [self](spec_atom) -> caf::result<std::vector<std::string>, std::vector<std::string>> {
+        std::vector<std::string> tasks, addresses;
+        for (auto& [t, a] : self->state.context->cluster) {
+          tasks.push_back(t.to_string());
+          addresses.push_back(a.to_string());
+        }
+        return {std::move(tasks), std::move(addresses)};
+      },
+      [self](inbox_atom) { return self->state.inbox; },
+      [self](register_atom, RegisterGraph& r) -> caf::result<int32_t, std::string> {
+        try {
+          register_graph(self, r);
+          return {int32_t(ErrorCode::ok), std::string()};
+        } catch (const Error& e) {
+          self->state.context->log(fmt::format("refused graph {:#x} from {}: {}", r.handle, r.owner, e.what()));
+          return {int32_t(e.code()), std::string(e.what())};
+        }
+      },
+      [self, requesters](run_graph_atom, uint64_t handle, uint64_t step, std::vector<WireTensor>& feeds) {
+        auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+        auto& ctx = *self->state.context;
+        auto answer = [self, requester, handle, step](RunGraphReply reply) {
+          self->send(requester, run_done_atom::value, handle, step, std::move(reply));
+        };
+        auto reg = ctx.find(handle);
+        if (!reg) {
+          answer({int32_t(ErrorCode::failed_precondition),
+                  fmt::format("task {} (incarnation {:#x}) has no graph {:#x} registered: it was restarted or the "
+                              "graph dropped",
+                              ctx.task.to_string(), ctx.incarnation, handle),
+                  {}});
+          return;
+        }
+        std::vector<Tensor> values;
+        try {
+          for (std::size_t i = 0; i < feeds.size(); ++i) values.push_back(from_wire(feeds[i], fmt::format("feed {}", i)));
+        } catch (const Error& e) {
+          answer({int32_t(e.code()), fmt::format("task {}: {}", ctx.task.to_string(), e.what()), {}});
+          return;
+        }
+        (*requesters)[{handle, step}] = requester;
+        if (requesters->size() > 4096) requesters->erase(requesters->begin());
+        self->request(reg->exe->step_actor(), timeouts::member_step(), run_atom::value, step, std::move(values))
+            .then(
+                [answer](StepResult& r) {
+                  RunGraphReply out{int32_t(r.code), std::move(r.message), {}};
+                  for (auto& t : r.fetches) out.fetches.push_back(to_wire(t));
+                  answer(std::move(out));
+                },
+                [self, answer](caf::error& e) {
+                  answer({int32_t(ErrorCode::internal),
+                          fmt::format("task {}: its step actor did not answer: {}",
+                                      self->state.context->task.to_string(), self->system().render(e)),
+                          {}});
+                });
+      },
+      [self, requesters](abort_atom, uint64_t handle, const Tag& tag, int32_t code, std::string& message) {
+        // An error of a step this member has answered already (its step actor's error sink).
+        auto it = requesters->find({handle, tag.step});
+        if (it != requesters->end())
+          self->send(it->second, run_done_atom::value, handle, tag.step, RunGraphReply{code, std::move(message), {}});
+      },
+      [self](abort_atom, uint64_t handle, uint64_t step, int32_t code, std::string& message) {
+        auto reg = self->state.context->find(handle);
+        if (!reg) return;
+        for (auto& o : reg->outboxes) self->send(o, abort_atom::value, step);
+        caf::anon_send(reg->exe->step_actor(), abort_atom::value, Tag{step, 0, 0}, code, message);
+      },
+      [self](deregister_atom, uint64_t handle) -> caf::result<int32_t, std::string> {
+        drop(self, {handle});
+        return {int32_t(ErrorCode::ok), std::string()};
       },
   };
 }

@@ -4,10 +4,6 @@
 // again is a new incarnation. Every process is stopped by its pid, also when a check fails.
 #include <boost/test/unit_test.hpp>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -15,6 +11,7 @@
 #include "actors/cluster/member.hpp"
 #include "test/support/child_process.hpp"
 #include "test/support/expect_error.hpp"
+#include "test/support/free_port.hpp"
 #include "test/support/scratch_dir.hpp"
 
 using namespace troupe;
@@ -22,22 +19,9 @@ using namespace std::chrono_literals;
 using troupe::testing::ChildProcess;
 using troupe::testing::contains;
 using troupe::testing::error_of;
+using troupe::testing::free_port;
 
 namespace {
-
-// A port nothing listens on now, on 127.0.0.1 (the OS picks it).
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  BOOST_REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  BOOST_REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 struct Cluster {
   troupe::testing::ScratchDir dir;
@@ -74,7 +58,7 @@ BOOST_AUTO_TEST_CASE(a_node_publishes_its_worker_says_who_it_is_and_stops_on_sig
   TaskAddress address{"127.0.0.1", c.worker_port};
   MemberIdentity who = identify_member(address, 10s);
   BOOST_TEST(who.task == "worker:0");
-  BOOST_TEST(contains(node->out(), "(incarnation " + std::to_string(who.incarnation) + ","), node->out());
+  BOOST_TEST(contains(node->out(), fmt::format("(incarnation {:#x},", who.incarnation)), node->out());
   BOOST_TEST(contains(who.devices, "/job:worker/task:0/device:CPU:0"), who.devices);
 
   // The port is taken: a second node for the task says so and exits 1.

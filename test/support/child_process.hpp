@@ -20,14 +20,16 @@ class ChildProcess {
  public:
   ChildProcess(std::vector<std::string> argv, std::string out_path, std::string err_path)
       : out_path_(std::move(out_path)), err_path_(std::move(err_path)) {
+    // Everything the child needs is made before the fork: in a parent with other threads (an
+    // actor system's) the child may call only async-signal-safe functions, not malloc.
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
       int out = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       if (out < 0 || err < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0) ::_exit(126);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
       ::execv(args[0], args.data());
       ::_exit(127);
     }

@@ -1,0 +1,551 @@
+#include "actors/cluster/master.hpp"
+
+#include <caf/io/all.hpp>
+
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+#include <unistd.h>
+
+#include "actors/cluster/cluster_messages.hpp"
+#include "actors/cluster/cluster_spec.hpp"
+#include "actors/cluster/worker.hpp"
+#include "actors/executor/executable.hpp"
+#include "actors/timeouts.hpp"
+#include "devices/device_name.hpp"
+#include "graph/graph_def.hpp"
+#include "graph/partition.hpp"
+
+namespace troupe {
+namespace {
+
+uint64_t random_id() {
+  static std::mutex mutex;
+  static std::mt19937_64 engine{std::random_device{}()};
+  std::lock_guard<std::mutex> lock(mutex);
+  uint64_t id = engine();
+  return id == 0 ? 1 : id;
+}
+
+// The master's own actor system with the network layer (apart from the process's Runtime).
+struct MasterSystem {
+  caf::actor_system_config config;
+  std::unique_ptr<caf::actor_system> system;
+  explicit MasterSystem(const NetworkOptions& network) {
+    configure_network(config, network);
+    config.set("scheduler.max-threads", 2);
+    apply_caf_options_from_environment(config);
+    system = std::make_unique<caf::actor_system>(config);
+  }
+};
+
+TaskAddress parse_target(const std::string& target) {
+  const std::string scheme = "troupe://";
+  if (target.rfind(scheme, 0) != 0)
+    fail(ErrorCode::invalid_argument, "session target '{}' is not of the form troupe://host:port", target);
+  return parse_task_address(target.substr(scheme.size()), "session target '" + target + "'");
+}
+
+// What the master knows of one task.
+struct TaskLink {
+  TaskId id;
+  TaskAddress address;
+  caf::actor worker;
+  caf::actor inbox;
+  uint64_t incarnation = 0;
+  std::vector<std::string> devices;
+  std::string lost;  // why it is unreachable; empty while connected
+};
+
+struct Links {
+  mutable std::mutex mutex;  // guards tasks' workers, incarnations and lost causes
+  std::vector<TaskLink> tasks;
+};
+
+// Monitors every task's worker; a loss is written down for the next step to see.
+struct OwnerState {
+  std::shared_ptr<Links> links;
+  static inline const char* name = "troupe.master";
+};
+
+caf::behavior owner_actor(caf::stateful_actor<OwnerState>* self, std::shared_ptr<Links> links) {
+  self->state.links = std::move(links);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& links = *self->state.links;
+    std::lock_guard<std::mutex> lock(links.mutex);
+    for (auto& t : links.tasks)
+      if (t.worker && t.worker.address() == dm.source && t.lost.empty())
+        t.lost = fmt::format("its connection was lost ({})", self->system().render(dm.reason));
+  });
+  return {[self](const caf::actor& worker) { self->monitor(worker); }};
+}
+
+std::vector<std::string> split_devices(const std::string& joined) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start < joined.size()) {
+    auto end = joined.find(',', start);
+    if (end == std::string::npos) end = joined.size();
+    if (end > start) out.push_back(joined.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// A variable lives in one process: every op on it goes where its VariableV2 asks to be (the
+// request completed with the default job and task, and a CPU), whether or not the signature
+// holds the VariableV2 itself (an update run alone must not land on the scope's device). A
+// request naming no device that exists is left to placement, which says so.
+void pin_variables(const Graph& full, Graph& sub, const PlacementOptions& p) {
+  std::map<std::string, std::string> home;  // variable -> its VariableV2's full device
+  for (int id = 0; id < full.size(); ++id) {
+    const Node& n = full.node(id);
+    if (n.op != "VariableV2") continue;
+    DeviceSpec d = DeviceSpec::parse(n.requested_device);
+    if (!d.job && !d.task) d.task = p.default_task;
+    const std::string device = full_device_name(d.job.value_or(p.default_job), d.task.value_or(0),
+                                                d.type.value_or(p.default_type), d.index.value_or(0));
+    if (std::find(p.devices.begin(), p.devices.end(), device) != p.devices.end()) home[variable_name(n)] = device;
+  }
+  for (int id = 0; id < sub.size(); ++id) {
+    Node& n = sub.node(id);
+    if (!n.op_def->variable_op) continue;
+    auto it = home.find(variable_name(n));
+    if (it != home.end()) n.requested_device = it->second;
+  }
+}
+
+}  // namespace
+
+struct Master::Signature {
+  struct Share {
+    int task = 0;  // index into the links
+    std::vector<int> fetch_index;  // per local fetch: the signature's fetch
+    std::vector<int> feed_index;   // per local feed: the signature's feed
+    RegisterGraph request;
+    uint64_t incarnation = 0;  // of the task it was registered with
+    std::vector<std::string> edges_from;  // values other tasks wait for from it, described
+  };
+  std::mutex mutex;  // guards handle, shares' incarnations and requests (re-registration)
+  uint64_t handle = 0;
+  std::vector<Share> shares;
+  int num_fetches = 0;
+};
+
+struct Master::Impl {
+  MasterOptions options;
+  std::shared_ptr<MasterSystem> sys;
+  std::shared_ptr<Links> links = std::make_shared<Links>();
+  caf::actor owner;
+  std::string owner_name;
+  int target_task = 0;
+
+  std::mutex signatures_mutex;
+  std::vector<std::shared_ptr<Signature>> signatures;  // deregistered when the master goes
+
+  caf::actor_system& system() { return *sys->system; }
+  std::chrono::milliseconds connect_bound() const { return timeouts::member_connect(options.network.connection_timeout); }
+
+  // Connects to task `i` and asks who it is; throws unavailable naming it.
+  void connect(int i);
+  void register_signature(Signature& sig);
+  void deregister(const Signature& sig, uint64_t handle);
+  // Reconnects lost tasks of `sig` and registers it anew where a task has a new incarnation.
+  void make_current(Signature& sig);
+  std::string describe(int task) const {
+    const auto& t = links->tasks[std::size_t(task)];
+    return fmt::format("task {} at {}", t.id.to_string(), t.address.to_string());
+  }
+};
+
+void Master::Impl::connect(int i) {
+  TaskLink& t = links->tasks[std::size_t(i)];
+  caf::actor worker = connect_member(system(), t.address, connect_bound());
+  caf::scoped_actor self{system()};
+  std::string task, devices;
+  uint64_t incarnation = 0;
+  self->request(worker, caf::duration{connect_bound()}, identify_atom::value)
+      .receive(
+          [&](std::string& who, uint64_t inc, std::string& devs) {
+            task = std::move(who);
+            incarnation = inc;
+            devices = std::move(devs);
+          },
+          [&](caf::error& e) {
+            fail(ErrorCode::unavailable, "{} did not say who it is within {} ms: {}", describe(i),
+                 connect_bound().count(), system().render(e));
+          });
+  caf::actor inbox;
+  self->request(worker, caf::duration{connect_bound()}, inbox_atom::value)
+      .receive([&](caf::actor& a) { inbox = std::move(a); },
+               [&](caf::error& e) {
+                 fail(ErrorCode::unavailable, "{} did not name its inbox within {} ms: {}", describe(i),
+                      connect_bound().count(), system().render(e));
+               });
+  if (task != t.id.to_string())
+    fail(ErrorCode::failed_precondition, "the member at {} says it is task {}, but the spec has {} there",
+         t.address.to_string(), task, t.id.to_string());
+  self->send(owner, worker);
+  std::lock_guard<std::mutex> lock(links->mutex);
+  t.worker = worker;
+  t.inbox = inbox;
+  t.incarnation = incarnation;
+  t.devices = split_devices(devices);
+  t.lost.clear();
+}
+
+Master::Master(const std::string& target, const MasterOptions& options) : impl_(new Impl) {
+  Impl& im = *impl_;
+  im.options = options;
+  const TaskAddress at = parse_target(target);
+  {
+    static std::mutex mutex;
+    static std::weak_ptr<MasterSystem> shared;
+    std::lock_guard<std::mutex> lock(mutex);
+    im.sys = shared.lock();
+    if (!im.sys) shared = im.sys = std::make_shared<MasterSystem>(options.network);
+  }
+  char host[256] = "?";
+  gethostname(host, sizeof host - 1);
+  im.owner_name = fmt::format("session of {} pid {}", host, getpid());
+  im.owner = im.system().spawn(owner_actor, im.links);
+
+  // The target says what the cluster is.
+  const auto deadline = std::chrono::steady_clock::now() + options.startup_timeout;
+  auto with_retries = [&](auto&& attempt) {
+    for (;;) {
+      try {
+        return attempt();
+      } catch (const Error& e) {
+        if (std::chrono::steady_clock::now() >= deadline) throw;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  };
+  std::vector<std::string> tasks, addresses;
+  with_retries([&] {
+    caf::actor worker = connect_member(im.system(), at, im.connect_bound());
+    caf::scoped_actor self{im.system()};
+    self->request(worker, caf::duration{im.connect_bound()}, spec_atom::value)
+        .receive([&](std::vector<std::string>& t, std::vector<std::string>& a) { tasks = std::move(t), addresses = std::move(a); },
+                 [&](caf::error& e) {
+                   fail(ErrorCode::unavailable, "the member at {} did not send its cluster spec within {} ms: {}",
+                        at.to_string(), im.connect_bound().count(), im.system().render(e));
+                 });
+  });
+  im.target_task = -1;
+  for (std::size_t i = 0; i < tasks.size(); ++i) {
+    TaskLink link;
+    link.id = parse_task_id(tasks[i]);
+    link.address = parse_task_address(addresses[i], "the cluster spec of " + at.to_string());
+    if (link.address == at) im.target_task = int(i);
+    im.links->tasks.push_back(std::move(link));
+  }
+  if (im.target_task < 0)
+    fail(ErrorCode::failed_precondition, "the member at {} runs a cluster spec without its own address", at.to_string());
+  for (int i = 0; i < int(im.links->tasks.size()); ++i) with_retries([&] { im.connect(i); });
+}
+
+Master::~Master() {
+  Impl& im = *impl_;
+  for (auto& s : im.signatures)
+    if (s->handle != 0) im.deregister(*s, s->handle);
+  caf::anon_send_exit(im.owner, caf::exit_reason::user_shutdown);
+}
+
+std::vector<std::pair<std::string, std::string>> Master::tasks() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto& t : impl_->links->tasks) out.push_back({t.id.to_string(), t.address.to_string()});
+  return out;
+}
+
+std::shared_ptr<Master::Signature> Master::prepare(const Graph& graph, const std::vector<Endpoint>& feeds,
+                                                   const std::vector<Endpoint>& fetches, const std::vector<int>& targets) {
+  Impl& im = *impl_;
+  Subgraph sub = prune_signature(graph, feeds, fetches, targets);
+
+  // place over every task's devices, the target's first
+  PlacementOptions p;
+  std::map<std::string, int> task_of;  // device -> task index
+  {
+    std::lock_guard<std::mutex> lock(im.links->mutex);
+    std::vector<int> order{im.target_task};
+    for (int i = 0; i < int(im.links->tasks.size()); ++i)
+      if (i != im.target_task) order.push_back(i);
+    for (int i : order)
+      for (auto& d : im.links->tasks[std::size_t(i)].devices) {
+        p.devices.push_back(d);
+        task_of[d] = i;
+      }
+    p.default_job = im.links->tasks[std::size_t(im.target_task)].id.job;
+    p.default_task = im.links->tasks[std::size_t(im.target_task)].id.index;
+  }
+  p.has_kernel = can_run_on;
+  pin_variables(graph, *sub.graph, p);
+  p.allow_soft_placement = im.options.allow_soft_placement;
+  p.policy = im.options.placement_policy ? *im.options.placement_policy : placement_policy_from_environment();
+  Partitions cut = partition(*sub.graph, place(*sub.graph, p));
+
+  auto sig = std::make_shared<Signature>();
+  sig->num_fetches = int(sub.fetches.size());
+  std::map<int, std::vector<int>> parts_of;  // task -> partitions
+  for (int i = 0; i < int(cut.parts.size()); ++i) parts_of[task_of.at(cut.parts[std::size_t(i)].device)].push_back(i);
+  std::map<int, int> share_of;
+  for (auto& [task, parts] : parts_of) {
+    share_of[task] = int(sig->shares.size());
+    Signature::Share share;
+    share.task = task;
+    LocalSignature local = local_signature(sub, cut, parts);
+    share.fetch_index = local.fetch_index;
+    share.feed_index = local.feed_index;
+    RegisterGraph& r = share.request;
+    r.owner = im.owner_name;
+    r.owner_actor = im.owner;
+    for (std::size_t k = 0; k < local.set.parts.size(); ++k) {
+      WirePartition wp;
+      wp.device = local.set.parts[k].device;
+      auto bytes = graph_to_bytes(*local.set.parts[k].graph);
+      wp.graph.assign(bytes.begin(), bytes.end());
+      for (auto& [e, slot] : local.set.signatures[k].fetches) {
+        wp.fetch_nodes.push_back(e.node);
+        wp.fetch_ports.push_back(e.port);
+        wp.fetch_slots.push_back(slot);
+      }
+      wp.targets.assign(local.set.signatures[k].targets.begin(), local.set.signatures[k].targets.end());
+      r.parts.push_back(std::move(wp));
+    }
+    for (auto& a : local.set.args) {
+      r.arg_parts.push_back(a.part);
+      r.arg_nodes.push_back(a.node);
+    }
+    r.fetch_names = local.set.fetch_names;
+    r.num_targets = local.set.num_targets;
+    sig->shares.push_back(std::move(share));
+  }
+
+  // Values between tasks: who exchanges with whom, which cross as float16, and what a task's
+  // loss leaves waiting.
+  for (auto& part : cut.parts) {
+    const int from = task_of.at(part.device);
+    auto& share = sig->shares[std::size_t(share_of.at(from))];
+    for (int id = 0; id < part.graph->size(); ++id) {
+      const Node& n = part.graph->node(id);
+      if (n.op != "_Send") continue;
+      const std::string to_device = get_attr<std::string>(n.attrs, "recv_device", n.name);
+      const int to = task_of.at(to_device);
+      if (to == from) continue;
+      const Node& producer = part.graph->node(n.inputs[0].node);
+      const bool half = producer.output_types[n.inputs[0].port] == DType::float32 &&
+                        (im.options.float16_transfer || get_attr_or<bool>(producer.attrs, "_float16_transfer", false));
+      if (half) share.request.float16_keys.push_back(rendezvous_key(n));
+      if (share.edges_from.size() < 8)
+        share.edges_from.push_back(
+            fmt::format("'{}' for {}", get_attr<std::string>(n.attrs, "tensor_name", n.name), to_device));
+      for (auto [a, b] : {std::pair{from, to}, std::pair{to, from}}) {
+        auto& peers = sig->shares[std::size_t(share_of.at(a))].request.peers;
+        const std::string name = im.links->tasks[std::size_t(b)].id.to_string();
+        if (std::none_of(peers.begin(), peers.end(), [&](const TaskPeer& tp) { return tp.task == name; }))
+          peers.push_back({name, im.links->tasks[std::size_t(b)].address.host, im.links->tasks[std::size_t(b)].address.port, 0, {}});
+      }
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(sig->mutex);
+    im.make_current(*sig);
+  }
+  std::lock_guard<std::mutex> lock(im.signatures_mutex);
+  im.signatures.push_back(sig);
+  return sig;
+}
+
+void Master::Impl::make_current(Signature& sig) {
+  bool stale = sig.handle == 0;
+  for (auto& share : sig.shares) {
+    std::string lost;
+    uint64_t incarnation = 0;
+    {
+      std::lock_guard<std::mutex> lock(links->mutex);
+      lost = links->tasks[std::size_t(share.task)].lost;
+      incarnation = links->tasks[std::size_t(share.task)].incarnation;
+    }
+    if (!lost.empty()) {
+      try {
+        connect(share.task);
+      } catch (const Error& e) {
+        fail(ErrorCode::unavailable, "{} is unreachable: {}; reconnecting failed: {}", describe(share.task), lost, e.what());
+      }
+      std::lock_guard<std::mutex> lock(links->mutex);
+      incarnation = links->tasks[std::size_t(share.task)].incarnation;
+    }
+    if (incarnation != share.incarnation) stale = true;
+  }
+  if (!stale) return;
+  if (sig.handle != 0) deregister(sig, sig.handle);
+  register_signature(sig);
+}
+
+void Master::Impl::register_signature(Signature& sig) {
+  const uint64_t handle = random_id();
+  caf::scoped_actor self{system()};
+  std::map<std::string, uint64_t> incarnation_of;
+  std::map<std::string, caf::actor> inbox_of;
+  std::vector<caf::actor> workers;
+  {
+    std::lock_guard<std::mutex> lock(links->mutex);
+    for (auto& t : links->tasks) {
+      incarnation_of[t.id.to_string()] = t.incarnation;
+      inbox_of[t.id.to_string()] = t.inbox;
+    }
+    for (auto& share : sig.shares) workers.push_back(links->tasks[std::size_t(share.task)].worker);
+  }
+  using Handle = decltype(self->request(caf::actor{}, caf::duration{}, register_atom::value, RegisterGraph{}));
+  std::vector<Handle> asked;
+  for (std::size_t i = 0; i < sig.shares.size(); ++i) {
+    auto& share = sig.shares[i];
+    share.request.handle = handle;
+    for (auto& peer : share.request.peers) {
+      peer.incarnation = incarnation_of[peer.task];
+      peer.inbox = inbox_of[peer.task];
+    }
+    share.incarnation = incarnation_of[links->tasks[std::size_t(share.task)].id.to_string()];
+    asked.push_back(self->request(workers[i], timeouts::member_register(), register_atom::value, share.request));
+  }
+  std::string failures;
+  ErrorCode code = ErrorCode::ok;
+  for (std::size_t i = 0; i < asked.size(); ++i)
+    asked[i].receive(
+        [&](int32_t c, std::string& message) {
+          if (c == int32_t(ErrorCode::ok)) return;
+          if (code == ErrorCode::ok) code = ErrorCode(c);
+          failures += fmt::format("\n  {}: {}", describe(sig.shares[i].task), message);
+        },
+        [&](caf::error& e) {
+          if (code == ErrorCode::ok) code = ErrorCode::unavailable;
+          failures += fmt::format("\n  {}: did not answer the registration: {}", describe(sig.shares[i].task),
+                                  system().render(e));
+        });
+  if (code != ErrorCode::ok) {
+    deregister(sig, handle);
+    sig.handle = 0;
+    fail(code, "registering the graph's partitions failed:{}", failures);
+  }
+  sig.handle = handle;
+}
+
+void Master::Impl::deregister(const Signature& sig, uint64_t handle) {
+  caf::scoped_actor self{system()};
+  for (auto& share : sig.shares) {
+    caf::actor worker;
+    {
+      std::lock_guard<std::mutex> lock(links->mutex);
+      if (!links->tasks[std::size_t(share.task)].lost.empty()) continue;
+      worker = links->tasks[std::size_t(share.task)].worker;
+    }
+    // Best effort, bounded: a member that does not answer drops the graph when this master goes.
+    self->request(worker, caf::duration{connect_bound()}, deregister_atom::value, handle)
+        .receive([](int32_t, std::string&) {}, [](caf::error&) {});
+  }
+}
+
+StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds, std::chrono::milliseconds deadline) {
+  Impl& im = *impl_;
+  uint64_t handle = 0;
+  try {
+    std::lock_guard<std::mutex> lock(sig.mutex);
+    im.make_current(sig);
+    handle = sig.handle;
+  } catch (const Error& e) {
+    return StepResult{{}, e.code(), fmt::format("step {}: {}", step, e.what())};
+  }
+
+  caf::scoped_actor self{im.system()};
+  std::vector<caf::actor> workers;
+  {
+    std::lock_guard<std::mutex> lock(im.links->mutex);
+    for (auto& share : sig.shares) workers.push_back(im.links->tasks[std::size_t(share.task)].worker);
+  }
+  for (std::size_t i = 0; i < sig.shares.size(); ++i) {
+    self->monitor(workers[i]);
+    std::vector<WireTensor> mine;
+    for (int f : sig.shares[i].feed_index) mine.push_back(to_wire(feeds[std::size_t(f)]));
+    self->send(workers[i], run_graph_atom::value, handle, step, std::move(mine));
+  }
+
+  StepResult result;
+  result.fetches.resize(std::size_t(sig.num_fetches));
+  std::vector<bool> answered(sig.shares.size(), false);
+  std::size_t remaining = sig.shares.size();
+  std::optional<StepResult> failure;
+  auto share_of_worker = [&](const caf::actor_addr& a) {
+    for (std::size_t i = 0; i < workers.size(); ++i)
+      if (workers[i].address() == a) return int(i);
+    return -1;
+  };
+  const auto until = deadline.count() > 0 ? std::chrono::steady_clock::now() + deadline
+                                          : std::chrono::steady_clock::time_point::max();
+  while (remaining > 0 && !failure) {
+    auto on_done = [&](run_done_atom, uint64_t h, uint64_t s, RunGraphReply& reply) {
+      if (h != handle || s != step) return;
+      const auto from = caf::actor_cast<caf::actor>(self->current_sender());
+      int i = from ? share_of_worker(from.address()) : -1;
+      if (i < 0) return;
+      if (reply.code != int32_t(ErrorCode::ok)) {
+        failure = StepResult{{}, ErrorCode(reply.code), std::move(reply.message)};
+        return;
+      }
+      if (answered[std::size_t(i)]) return;
+      answered[std::size_t(i)] = true;
+      --remaining;
+      auto& share = sig.shares[std::size_t(i)];
+      try {
+        for (std::size_t k = 0; k < reply.fetches.size() && k < share.fetch_index.size(); ++k)
+          result.fetches[std::size_t(share.fetch_index[k])] =
+              from_wire(reply.fetches[k], fmt::format("fetch {} from {}", k, im.describe(share.task)));
+      } catch (const Error& e) {
+        failure = StepResult{{}, e.code(), e.what()};
+      }
+    };
+    auto on_down = [&](caf::down_msg& dm) {
+      int i = share_of_worker(dm.source);
+      if (i < 0) return;
+      auto& share = sig.shares[std::size_t(i)];
+      std::string why = fmt::format("its connection was lost ({})", im.system().render(dm.reason));
+      {
+        std::lock_guard<std::mutex> lock(im.links->mutex);
+        auto& t = im.links->tasks[std::size_t(share.task)];
+        if (t.lost.empty()) t.lost = why;
+      }
+      std::string waiting = fmt::format("its share of the step (RunGraph of {} partition(s))", share.request.parts.size());
+      for (auto& e : share.edges_from) waiting += ", " + e;
+      failure = StepResult{{}, ErrorCode::unavailable,
+                           fmt::format("step {}: {} was lost: {}; the step was waiting for {}", step,
+                                       im.describe(share.task), why, waiting)};
+    };
+    if (until == std::chrono::steady_clock::time_point::max()) {
+      self->receive(on_done, on_down);
+    } else {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      bool late = false;
+      self->receive(on_done, on_down,
+                    caf::after(std::chrono::milliseconds(std::max<int64_t>(0, left.count()))) >> [&] { late = true; });
+      if (late) {
+        std::string running;
+        for (std::size_t i = 0; i < answered.size(); ++i)
+          if (!answered[i]) running += (running.empty() ? "" : ", ") + im.describe(sig.shares[i].task);
+        failure = StepResult{{}, ErrorCode::deadline_exceeded,
+                             fmt::format("step {} did not finish within its deadline of {} ms and was aborted; still "
+                                         "running on {}",
+                                         step, deadline.count(), running)};
+      }
+    }
+  }
+  for (auto& w : workers) self->demonitor(w);
+  if (!failure) return result;
+  for (std::size_t i = 0; i < workers.size(); ++i)
+    self->send(workers[i], abort_atom::value, handle, step, int32_t(failure->code), failure->message);
+  return std::move(*failure);
+}
+
+}  // namespace troupe

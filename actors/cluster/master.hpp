@@ -1,0 +1,63 @@
+#pragma once
+// The master of a cluster session (Session with SessionOptions::target, docs/cluster.md): it
+// learns the cluster from the target member, connects to every task (their devices and
+// incarnations), and for each signature places the graph over all tasks' devices, cuts it into
+// partitions, and registers each task's share with that task's worker (RegisterGraph, once per
+// signature). A step is one RunGraph per task, all at once; the step ends when every task has
+// answered, or fails at the first error, at the loss of a task (CAF's heartbeats and connection
+// timeout: a killed or hung process is seen within the connection timeout) or at the step's
+// deadline, and is then aborted on every other task.
+//
+// A lost task fails the step in flight naming the task, its address and what the step was
+// waiting for from it; later steps try to reconnect (bounded) and fail at once with the same
+// cause while it is away. When it is back (a new incarnation), every signature is registered
+// anew, so values from the old incarnation are never taken for the new one's.
+//
+// The master runs in an actor system of its own with CAF's network layer, apart from the
+// process's Runtime: a program may run a local Session and a cluster Session side by side.
+// Internal to actors/.
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/messages.hpp"
+#include "actors/runtime.hpp"
+#include "graph/graph.hpp"
+#include "graph/placement.hpp"
+
+namespace troupe {
+
+struct MasterOptions {
+  NetworkOptions network;
+  // How long the first connection to every task may take (tasks still starting are retried).
+  std::chrono::milliseconds startup_timeout{10000};
+  bool allow_soft_placement = true;
+  bool float16_transfer = false;  // every float32 value between tasks crosses as float16
+  std::optional<PlacementOptions::Policy> placement_policy;
+};
+
+class Master {
+ public:
+  // target: "troupe://host:port", the address of any member. Throws invalid_argument for a
+  // malformed target, unavailable when a task cannot be reached in time (naming it).
+  Master(const std::string& target, const MasterOptions& options);
+  ~Master();  // deregisters every signature (bounded) and stops the master's actors
+  Master(const Master&) = delete;
+  Master& operator=(const Master&) = delete;
+
+  struct Signature;
+  std::shared_ptr<Signature> prepare(const Graph& graph, const std::vector<Endpoint>& feeds,
+                                     const std::vector<Endpoint>& fetches, const std::vector<int>& targets);
+  StepResult run(Signature& signature, uint64_t step, std::vector<Tensor> feeds, std::chrono::milliseconds deadline);
+
+  // Every task of the cluster, "worker:0", with its address.
+  std::vector<std::pair<std::string, std::string>> tasks() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe

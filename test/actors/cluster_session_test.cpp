@@ -1,0 +1,209 @@
+// Sessions whose target is a cluster of troupe-node processes on 127.0.0.1 (worker:0, worker:1,
+// ps:0 on ports checked free): a graph over the three gives the local session's values (the
+// troupe-cluster-demo program: matmuls, a loop and a cond spanning tasks, gradients and an
+// update of a ps variable), a large tensor crosses in chunks, float16 transfer stays within its
+// bound, a killed or stopped worker fails the step naming it, later steps fail fast, and a
+// restarted worker is used again. Every process is stopped by its pid, also when a check fails.
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <cmath>
+#include <fstream>
+#include <map>
+
+#include "actors/session.hpp"
+#include "ops/all.hpp"
+#include "test/support/child_process.hpp"
+#include "test/support/expect_error.hpp"
+#include "test/support/free_port.hpp"
+#include "test/support/scratch_dir.hpp"
+
+using namespace troupe;
+using namespace std::chrono_literals;
+using troupe::testing::ChildProcess;
+using troupe::testing::contains;
+using troupe::testing::error_of;
+using troupe::testing::free_port;
+
+namespace {
+
+struct Cluster {
+  troupe::testing::ScratchDir dir;
+  std::map<std::string, uint16_t> ports{{"worker:0", free_port()}, {"worker:1", free_port()}, {"ps:0", free_port()}};
+  std::string spec = dir.file("cluster.json");
+  std::map<std::string, std::unique_ptr<ChildProcess>> nodes;
+  int starts = 0;
+
+  Cluster() {
+    std::ofstream(spec) << fmt::format(
+        "{{\"cluster\": {{\"worker\": [\"127.0.0.1:{}\", \"127.0.0.1:{}\"], \"ps\": [\"127.0.0.1:{}\"]}}}}",
+        ports["worker:0"], ports["worker:1"], ports["ps:0"]);
+    for (auto& [task, port] : ports) start(task);
+  }
+  ~Cluster() {
+    for (auto& [task, node] : nodes) {
+      node->signal(SIGCONT);
+      node->signal(SIGKILL);
+    }
+  }
+  void start(const std::string& task) {
+    auto node = std::make_unique<ChildProcess>(
+        std::vector<std::string>{TROUPE_NODE_BINARY, "--cluster", spec, "--task", task, "--threads", "1"},
+        dir.file(fmt::format("{}-{}.out", task, starts)), dir.file(fmt::format("{}-{}.err", task, starts)));
+    ++starts;
+    BOOST_TEST_REQUIRE(node->wait_for_output("started on", 30s), task << ": " << node->out() << node->err());
+    nodes[task] = std::move(node);
+  }
+  std::string target() { return fmt::format("troupe://127.0.0.1:{}", ports["worker:0"]); }
+  std::string address(const std::string& task) { return fmt::format("127.0.0.1:{}", ports[task]); }
+  std::string logs() {
+    std::string all;
+    for (auto& [task, node] : nodes) all += node->out() + node->err();
+    return all;
+  }
+};
+
+SessionOptions on(Cluster& c) {
+  SessionOptions options;
+  options.target = c.target();
+  return options;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_graph_over_two_workers_and_a_ps_gives_the_local_sessions_values) {
+  Cluster c;
+  ChildProcess demo({TROUPE_CLUSTER_DEMO_BINARY, "--target", c.target(), "--steps", "3"}, c.dir.file("demo.out"),
+                    c.dir.file("demo.err"));
+  BOOST_TEST_REQUIRE(demo.wait_exit(120s).value_or(-1) == 0, demo.out() << demo.err() << c.logs());
+  BOOST_TEST(contains(demo.out(), "and the local session agree"), demo.out());
+  // Each task logged its partitions and its peers.
+  const std::string logs = c.logs();
+  BOOST_TEST(contains(logs, "ps:0: partition registered: graph"), logs);
+  BOOST_TEST(contains(logs, "worker:0: peer connected: worker:1 at " + c.address("worker:1")), logs);
+}
+
+BOOST_AUTO_TEST_CASE(variables_on_the_ps_keep_their_values_across_steps_and_sessions) {
+  Cluster c;
+  auto root = Scope::root();
+  auto ps = root.with_device("/job:ps/task:0");
+  auto v = ops::variable(ps.with_op_name("counter"), {2}, DType::float32);
+  auto init = ops::assign(ps, v, ops::constant<float>(ps, {1.0f, 2.0f}, {2}));
+  auto bump = ops::assign_add(root.with_device("/job:worker/task:1"), v, ops::constant<float>(root, {10.0f, 20.0f}, {2}));
+  {
+    Session session(root, on(c));
+    session.run({}, {}, {init.node()});
+    session.run({}, {}, {bump.node()});
+    session.run({}, {}, {bump.node()});
+  }
+  Session later(root, on(c));  // the ps process still holds it
+  auto value = later.run({v})[0].to_vector<float>();
+  BOOST_TEST(value == (std::vector<float>{21.0f, 42.0f}), "counter: " << value[0] << ", " << value[1]);
+}
+
+BOOST_AUTO_TEST_CASE(a_tensor_larger_than_the_window_crosses_in_chunks_and_arrives_whole) {
+  Cluster c;
+  auto root = Scope::root();
+  const int64_t n = int64_t(24) << 20;  // 96 MiB of float32: 24 chunks, more than the 64 MiB window
+  auto x = ops::placeholder(root.with_device("/job:worker/task:0").with_op_name("x"), DType::float32, {n});
+  auto y = ops::add(root.with_device("/job:worker/task:1"), x, ops::constant(root.with_device("/job:worker/task:1"), 1.0f));
+  auto back = ops::mul(root.with_device("/job:worker/task:0"), y, ops::constant(root.with_device("/job:worker/task:0"), 2.0f));
+  Session session(root, on(c));
+  Tensor input(DType::float32, Shape{n});
+  float* in = input.data<float>();
+  for (int64_t i = 0; i < n; ++i) in[i] = float(i % 1000003);
+  auto out = session.run({{x, input}}, {back})[0];
+  BOOST_TEST_REQUIRE(out.num_elements() == n);
+  const float* o = out.data<float>();
+  int64_t wrong = 0;
+  for (int64_t i = 0; i < n; ++i) wrong += o[i] != (in[i] + 1.0f) * 2.0f;
+  BOOST_TEST(wrong == 0);
+}
+
+BOOST_AUTO_TEST_CASE(float16_transfer_rounds_values_between_tasks_within_its_bound) {
+  Cluster c;
+  auto root = Scope::root();
+  auto w0 = root.with_device("/job:worker/task:0");
+  auto w1 = root.with_device("/job:worker/task:1");
+  auto x = ops::placeholder(w0.with_op_name("x"), DType::float32, {1000});
+  auto exact = ops::identity(w0, x);
+  auto lossy = ops::identity(w0.with_float16_transfer(), x);
+  auto exact_there = ops::identity(w1, exact);
+  auto lossy_there = ops::identity(w1, lossy);
+  std::vector<float> values(1000);
+  for (int i = 0; i < 1000; ++i) values[std::size_t(i)] = std::sin(float(i)) * float(1 + i);
+  Session session(root, on(c));
+  auto out = session.run({{x, Tensor::from_vector<float>(values)}}, {exact_there, lossy_there});
+  BOOST_TEST(out[0].to_vector<float>() == values);
+  auto half = out[1].to_vector<float>();
+  int changed = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const float v = values[std::size_t(i)];
+    BOOST_TEST(std::abs(half[std::size_t(i)] - v) <= std::abs(v) / 2048.0f, "value " << v << " came as " << half[std::size_t(i)]);
+    changed += half[std::size_t(i)] != v;
+  }
+  BOOST_TEST(changed > 500);  // float16 keeps 11 bits: most of these values lose some
+
+  // The session option does it for every edge between tasks.
+  SessionOptions all = on(c);
+  all.float16_transfer = true;
+  Session everything(root, all);
+  auto rounded = everything.run({{x, Tensor::from_vector<float>(values)}}, {exact_there})[0].to_vector<float>();
+  BOOST_TEST(rounded == half);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_worker_fails_the_step_naming_its_task_and_works_again_once_restarted) {
+  Cluster c;
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_device("/job:worker/task:0").with_op_name("x"), DType::float32, {4});
+  auto far = ops::square(root.with_device("/job:worker/task:1").with_op_name("far"), x);
+  auto y = ops::add(root.with_device("/job:worker/task:0"), far, x);
+  Session session(root, on(c));
+  const FeedList feeds = {{x, Tensor::from_vector<float>({1, 2, 3, 4})}};
+  BOOST_TEST(session.run(feeds, {y})[0].to_vector<float>() == (std::vector<float>{2, 6, 12, 20}));
+
+  c.nodes["worker:1"]->signal(SIGKILL);
+  BOOST_TEST_REQUIRE(c.nodes["worker:1"]->wait_exit(10s).has_value());
+  RunOptions bounded;
+  bounded.timeout = 20s;  // a backstop: the loss must be seen long before
+  auto lost = error_of([&] { session.run(feeds, {y}, {}, bounded); }, ErrorCode::unavailable);
+  BOOST_TEST(contains(lost, "task worker:1 at " + c.address("worker:1")), lost);
+  // The next step fails at once with the same cause while the task is away.
+  auto still = error_of([&] { session.run(feeds, {y}, {}, bounded); }, ErrorCode::unavailable);
+  BOOST_TEST(contains(still, "task worker:1 at " + c.address("worker:1") + " is unreachable"), still);
+
+  c.start("worker:1");
+  BOOST_TEST(session.run(feeds, {y})[0].to_vector<float>() == (std::vector<float>{2, 6, 12, 20}));
+}
+
+BOOST_AUTO_TEST_CASE(a_stopped_worker_fails_the_step_within_the_connection_timeout_naming_it) {
+  Cluster c;
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_device("/job:worker/task:0").with_op_name("x"), DType::float32, {4});
+  auto far = ops::square(root.with_device("/job:worker/task:1").with_op_name("far"), x);
+  auto y = ops::add(root.with_device("/job:worker/task:0"), far, x);
+  Session session(root, on(c));
+  const FeedList feeds = {{x, Tensor::from_vector<float>({1, 2, 3, 4})}};
+  session.run(feeds, {y});
+  c.nodes["worker:1"]->signal(SIGSTOP);
+  RunOptions bounded;
+  bounded.timeout = 20s;  // a backstop: the heartbeats must see the hang long before
+  auto hung = error_of([&] { session.run(feeds, {y}, {}, bounded); }, ErrorCode::unavailable);
+  BOOST_TEST(contains(hung, "task worker:1 at " + c.address("worker:1")), hung);
+  BOOST_TEST(contains(hung, "'far:0'"), hung);  // what the step waited for from it
+}
+
+BOOST_AUTO_TEST_CASE(a_target_nobody_listens_on_or_a_malformed_one_is_refused_naming_it) {
+  auto root = Scope::root();
+  ops::constant(root, 1.0f);
+  SessionOptions nobody;
+  const uint16_t port = free_port();
+  nobody.target = fmt::format("troupe://127.0.0.1:{}", port);
+  nobody.cluster_startup_timeout = 300ms;
+  auto refused = error_of([&] { Session s(root, nobody); }, ErrorCode::unavailable);
+  BOOST_TEST(contains(refused, fmt::format("127.0.0.1:{}", port)), refused);
+  SessionOptions malformed;
+  malformed.target = "grpc://127.0.0.1:2222";
+  auto bad = error_of([&] { Session s(root, malformed); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(bad, "troupe://host:port"), bad);
+}
