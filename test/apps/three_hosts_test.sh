@@ -10,11 +10,13 @@
 #
 # N is picked so that 10.213.N.0/24 overlaps no route of this machine. The namespaces are made
 # by this test and have no link to any other network: every packet it sends stays between them.
-# Whatever happens (a pass, a failure, Ctrl-C), the trap on EXIT stops every troupe-node by its
-# pid and deletes the four namespaces, which removes the veth pairs and the bridge with them.
+# Whatever happens (a pass, a failure, Ctrl-C), the trap on EXIT stops every process the test
+# started (the nodes, the demo) by its pid, SIGTERM and then SIGKILL, and deletes the four
+# namespaces, which removes the veth pairs and the bridge with them.
 # Exit codes: 0 pass, 1 fail, 77 skipped (namespaces, veth pairs or bridges cannot be made here:
 # not root, no iproute2, a kernel without them).
-# Usage: three_hosts_test.sh PATH_TO_troupe-node PATH_TO_troupe-cluster-demo   (about 3 s)
+# Usage: three_hosts_test.sh PATH_TO_troupe-node PATH_TO_troupe-cluster-demo
+# (about 0.3 s besides the demo's own time; docs/cluster.md, "Several hosts on one machine")
 set -euo pipefail
 node=$1
 demo=$2
