@@ -8,7 +8,8 @@
 #   troupe-<pid>-w1  eth0 10.213.N.2/24 --veth-- w1  br0 in troupe-<pid>-br (no address)
 #   troupe-<pid>-ps  eth0 10.213.N.3/24 --veth-- ps /
 #
-# N is picked so that 10.213.N.0/24 overlaps no route of this machine. The namespaces are made
+# N is picked so that 10.213.N.0/24 overlaps no route of this machine (172.29.N or 192.168.N
+# where routes cover all of 10.213.0.0/16). The namespaces are made
 # by this test and have no link to any other network: every packet it sends stays between them.
 # Whatever happens (a pass, a failure, Ctrl-C), the trap on EXIT stops every process the test
 # started (the nodes, the demo) by its pid, SIGTERM and then SIGKILL, and deletes the four
@@ -121,7 +122,8 @@ skip_unless() {
   fi
 }
 
-# ---- A /24 in 10.213.0.0/16 that no route of this machine overlaps (the default route aside).
+# ---- A /24 in 10.213.0.0/16 that no route of this machine overlaps (the default route aside),
+# or in 172.29.0.0/16 or 192.168.0.0/16 where routes cover all of 10.213.0.0/16.
 to_int() {
   local a b c d
   IFS=. read -r a b c d <<<"$1"
@@ -137,19 +139,20 @@ routes=$(ip -4 -o route show table all | awk '
   $1 ~ /^(unicast|local|broadcast|multicast|anycast|unreachable|blackhole|prohibit|throw|nat)$/ {print $2; next}
   {print $1}' | grep -v '^default$' || true)
 subnet=""
-for third in $(seq 0 255); do
-  candidate="10.213.$third.0"
-  clash=0
-  for route in $routes; do
-    dest=${route%/*}
-    len=32
-    [[ $route == */* ]] && len=${route#*/}
-    [[ $dest =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || continue
-    if overlaps "$candidate" 24 "$dest" "$len"; then clash=1; break; fi
+for base in 10.213 172.29 192.168; do  # the later ones where a route covers all of 10.213/16
+  for third in $(seq 0 255); do
+    clash=0
+    for route in $routes; do
+      dest=${route%/*}
+      len=32
+      [[ $route == */* ]] && len=${route#*/}
+      [[ $dest =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || continue
+      if overlaps "$base.$third.0" 24 "$dest" "$len"; then clash=1; break; fi
+    done
+    if ((!clash)); then subnet="$base.$third"; break 2; fi
   done
-  if ((!clash)); then subnet="10.213.$third"; break; fi
 done
-[[ -n $subnet ]] || { echo "FAIL: every /24 of 10.213.0.0/16 overlaps a route of this machine"; exit 1; }
+[[ -n $subnet ]] || { echo "FAIL: every /24 of 10.213/16, 172.29/16 and 192.168/16 overlaps a route of this machine"; exit 1; }
 addresses=("$subnet.1" "$subnet.2" "$subnet.3")
 
 # ---- The four namespaces, the bridge and a veth pair from each host to it.
