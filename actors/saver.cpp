@@ -226,7 +226,14 @@ std::future<std::string> Saver::Impl::save_async(const std::string& dir, std::op
   return result;
 }
 
-Saver::Saver(Session& session, SaverOptions options) : impl_(new Impl{session, options, {}, {}}) {}
+Saver::Saver(Session& session, SaverOptions options) : impl_(new Impl{session, options, {}, {}}) {
+  // A cluster session's variables live in its tasks' processes, not in this one's shards.
+  if (!session.options().target.empty())
+    fail(ErrorCode::unimplemented,
+         "Saver: checkpoints of a cluster session's variables (target '{}') are not built yet; they live in the "
+         "tasks' troupe-node processes",
+         session.options().target);
+}
 
 Saver::~Saver() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
