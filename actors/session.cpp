@@ -323,6 +323,10 @@ Session::LoopState Session::loop_state() const {
   return state;
 }
 
+std::vector<TaskTransfers> Session::transfer_stats() const {
+  return impl_->master ? impl_->master->transfer_stats() : std::vector<TaskTransfers>{};
+}
+
 int Session::num_executables() const {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   return int(impl_->executables.size());

@@ -109,6 +109,16 @@ struct WaitingNode {
   std::vector<std::string> missing;
 };
 
+// What crossed between one task of a cluster and the others since the task started (every
+// session's values): values and bytes on the wire each way, and the values sent as float16
+// (SessionOptions::float16_transfer) with the bytes that saved.
+struct TaskTransfers {
+  std::string task;  // "worker:0"
+  uint64_t values_sent = 0, bytes_sent = 0;
+  uint64_t values_received = 0, bytes_received = 0;
+  uint64_t float16_values = 0, float16_bytes_saved = 0;
+};
+
 class Runtime;
 class ParamShards;
 
@@ -145,6 +155,10 @@ class Session {
     std::size_t saved_values = 0;
   };
   LoopState loop_state() const;
+
+  // A cluster session's transfer statistics, per task (asked of each, bounded; a task that
+  // does not answer is left out); empty for a local session.
+  std::vector<TaskTransfers> transfer_stats() const;
 
   int num_executables() const;
   int steps_in_flight() const;

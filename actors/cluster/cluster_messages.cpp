@@ -37,6 +37,7 @@ void add_cluster_types(caf::actor_system_config& config) {
   config.add_message_type<RegisterGraph>("troupe.RegisterGraph");
   config.add_message_type<RunGraphReply>("troupe.RunGraphReply");
   config.add_message_type<RemoteValue>("troupe.RemoteValue");
+  config.add_message_type<std::vector<uint64_t>>("troupe.uint64s");
 }
 
 }  // namespace troupe

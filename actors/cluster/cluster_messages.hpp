@@ -123,7 +123,7 @@ using run_graph_atom = caf::atom_constant<caf::atom("rungraph")>;
 using run_done_atom = caf::atom_constant<caf::atom("rundone")>;
 using transfer_atom = caf::atom_constant<caf::atom("transfer")>;
 using ack_atom = caf::atom_constant<caf::atom("ack")>;
-using remote_waits_atom = caf::atom_constant<caf::atom("rwaits")>;
+using transfer_stats_atom = caf::atom_constant<caf::atom("xstats")>;
 
 // Registers every type above (and the tensor chunks) with a process's CAF configuration, by the
 // names every process uses.

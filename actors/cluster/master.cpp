@@ -255,6 +255,26 @@ Master::~Master() {
   caf::anon_send_exit(im.owner, caf::exit_reason::user_shutdown);
 }
 
+std::vector<TaskTransfers> Master::transfer_stats() const {
+  Impl& im = *impl_;
+  std::vector<std::pair<std::string, caf::actor>> workers;
+  {
+    std::lock_guard<std::mutex> lock(im.links->mutex);
+    for (auto& t : im.links->tasks)
+      if (t.lost.empty()) workers.push_back({t.id.to_string(), t.worker});
+  }
+  std::vector<TaskTransfers> out;
+  caf::scoped_actor self{im.system()};
+  for (auto& [task, worker] : workers)
+    self->request(worker, timeouts::state_query(), transfer_stats_atom::value)
+        .receive(
+            [&](std::vector<uint64_t>& c) {
+              if (c.size() == 6) out.push_back({task, c[0], c[1], c[2], c[3], c[4], c[5]});
+            },
+            [](caf::error&) {});
+  return out;
+}
+
 std::vector<std::pair<std::string, std::string>> Master::tasks() const {
   std::vector<std::pair<std::string, std::string>> out;
   for (auto& t : impl_->links->tasks) out.push_back({t.id.to_string(), t.address.to_string()});

@@ -24,6 +24,7 @@
 
 #include "actors/messages.hpp"
 #include "actors/runtime.hpp"
+#include "actors/session.hpp"
 #include "graph/graph.hpp"
 #include "graph/placement.hpp"
 
@@ -51,6 +52,9 @@ class Master {
   std::shared_ptr<Signature> prepare(const Graph& graph, const std::vector<Endpoint>& feeds,
                                      const std::vector<Endpoint>& fetches, const std::vector<int>& targets);
   StepResult run(Signature& signature, uint64_t step, std::vector<Tensor> feeds, std::chrono::milliseconds deadline);
+
+  // Each task's transfer counters (Session::transfer_stats).
+  std::vector<TaskTransfers> transfer_stats() const;
 
   // Every task of the cluster, "worker:0", with its address.
   std::vector<std::pair<std::string, std::string>> tasks() const;

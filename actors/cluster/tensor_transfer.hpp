@@ -54,6 +54,8 @@ class TensorAssembler {
   // already received, or lie outside the tensor.
   std::optional<Tensor> add(TensorChunk& chunk);
   std::size_t in_progress() const { return partial_.size(); }
+  // Forgets what came of a transfer that will not be finished (its step failed).
+  void drop(uint64_t transfer) { partial_.erase(transfer); }
 
  private:
   struct Partial {

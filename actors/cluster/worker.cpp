@@ -78,6 +78,7 @@ void pump(caf::stateful_actor<OutboxState>* self) {
       if (len > 0) c.bytes.assign(item.bytes() + item.offset, item.bytes() + item.offset + len);
     }
     s.unacked += len + kMessageOverhead;
+    s.context->counters.bytes_sent.fetch_add(len, std::memory_order_relaxed);
     self->send(s.inbox, transfer_atom::value, std::move(v));
     item.offset += len;
     if (item.dead || item.offset >= item.total) s.queue.pop_front();
@@ -105,10 +106,13 @@ caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_p
             item.half.resize(std::size_t(item.tensor.num_elements()));
             float32_to_float16(item.tensor.data<float>(), item.half.data(), item.half.size());
             item.total = item.half.size() * sizeof(uint16_t);
+            s.context->counters.float16_values.fetch_add(1, std::memory_order_relaxed);
+            s.context->counters.float16_bytes_saved.fetch_add(item.tensor.byte_size() - item.total, std::memory_order_relaxed);
           } else {
             item.total = item.tensor.byte_size();
           }
         }
+        s.context->counters.values_sent.fetch_add(1, std::memory_order_relaxed);
         s.queue.push_back(std::move(item));
         pump(self);
       },
@@ -130,6 +134,7 @@ caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_p
 struct InboxState {
   std::shared_ptr<MemberContext> context;
   TensorAssembler assembler;
+  std::unordered_map<uint64_t, uint64_t> step_of;  // transfer in progress -> its step
   uint64_t refused = 0;  // values from an incarnation no registration knows
   static inline const char* name = "troupe.inbox";
 };
@@ -158,6 +163,7 @@ static caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::sha
         const uint64_t bytes = v.chunk.bytes.size() + kMessageOverhead;
         if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
           self->send(sender, ack_atom::value, bytes);
+        s.context->counters.bytes_received.fetch_add(v.chunk.bytes.size(), std::memory_order_relaxed);
         auto reg = s.context->find(v.handle);
         if (!reg) return;  // deregistered: a late value of a signature that is gone
         if (!reg->peer_incarnations.count(v.incarnation)) {
@@ -175,17 +181,37 @@ static caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::sha
           return;
         }
         if (v.dead) {
+          s.context->counters.values_received.fetch_add(1, std::memory_order_relaxed);
           send_input(self->context(), recv->second, v.tag, 0, Value{Tensor(), true});
           return;
         }
+        const uint64_t transfer = v.chunk.transfer;
         std::optional<Tensor> whole;
         try {
           whole = s.assembler.add(v.chunk);
         } catch (const Error& e) {
+          s.step_of.erase(transfer);
           fail_step(*reg, v.tag, e.code(), fmt::format("task {}: {}", s.context->task.to_string(), e.what()));
           return;
         }
-        if (whole) send_input(self->context(), recv->second, v.tag, 0, Value{std::move(*whole), false});
+        if (!whole) {
+          s.step_of[transfer] = v.tag.step;
+          return;
+        }
+        s.step_of.erase(transfer);
+        s.context->counters.values_received.fetch_add(1, std::memory_order_relaxed);
+        send_input(self->context(), recv->second, v.tag, 0, Value{std::move(*whole), false});
+      },
+      [self](abort_atom, uint64_t step) {  // a failed step's partly received tensors go
+        auto& s = self->state;
+        for (auto it = s.step_of.begin(); it != s.step_of.end();) {
+          if (it->second != step) {
+            ++it;
+            continue;
+          }
+          s.assembler.drop(it->first);
+          it = s.step_of.erase(it);
+        }
       },
   };
 }
@@ -454,7 +480,13 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         auto reg = self->state.context->find(handle);
         if (!reg) return;
         for (auto& o : reg->outboxes) self->send(o, abort_atom::value, step);
+        self->send(self->state.inbox, abort_atom::value, step);
         caf::anon_send(reg->exe->step_actor(), abort_atom::value, Tag{step, 0, 0}, code, message);
+      },
+      [self](transfer_stats_atom) {
+        auto& c = self->state.context->counters;
+        return std::vector<uint64_t>{c.values_sent.load(), c.bytes_sent.load(), c.values_received.load(),
+                                     c.bytes_received.load(), c.float16_values.load(), c.float16_bytes_saved.load()};
       },
       [self](deregister_atom, uint64_t handle) -> caf::result<int32_t, std::string> {
         drop(self, {handle});

@@ -14,6 +14,7 @@
 //                                              sender (run_done_atom, handle, step, RunGraphReply)
 //           (abort_atom, handle, step, code, message)  the step failed elsewhere: drop it here
 //           (deregister_atom, handle)       -> (code, message) once the actors are gone
+//           (transfer_stats_atom)           -> the process's transfer counters (MemberContext)
 //         Keeps the registrations (also read by the inbox) and its connections to peers; it
 //         monitors each registering master and each peer, drops a master's registrations when it
 //         goes, and logs peers connecting and going.
@@ -75,6 +76,13 @@ struct MemberContext {
   std::function<void(const std::string&)> log;
   std::chrono::milliseconds connect_timeout{2000};
   std::atomic<uint64_t> next_transfer{1};
+  // What crossed to and from this process since it started (all registrations), as the
+  // worker's (transfer_stats_atom) answers: values and bytes sent and received (bytes on the
+  // wire), values sent as float16 and the bytes that saved.
+  struct Counters {
+    std::atomic<uint64_t> values_sent{0}, bytes_sent{0}, values_received{0}, bytes_received{0}, float16_values{0},
+        float16_bytes_saved{0};
+  } counters;
 
   mutable std::mutex mutex;  // guards registrations
   std::unordered_map<uint64_t, std::shared_ptr<Registration>> registrations;

@@ -143,6 +143,13 @@ BOOST_AUTO_TEST_CASE(float16_transfer_rounds_values_between_tasks_within_its_bou
     changed += half[std::size_t(i)] != v;
   }
   BOOST_TEST(changed > 500);  // float16 keeps 11 bits: most of these values lose some
+  // Counted: worker:0 sent the lossy value as float16, saving 2 bytes per element.
+  auto stats = session.transfer_stats();
+  auto w0_stats = std::find_if(stats.begin(), stats.end(), [](const TaskTransfers& t) { return t.task == "worker:0"; });
+  BOOST_TEST_REQUIRE((w0_stats != stats.end()));
+  BOOST_TEST(w0_stats->float16_values == 1u);
+  BOOST_TEST(w0_stats->float16_bytes_saved == 2000u);
+  BOOST_TEST(w0_stats->bytes_sent == 4000u + 2000u);
 
   // The session option does it for every edge between tasks.
   SessionOptions all = on(c);
