@@ -45,6 +45,28 @@ struct Session::Impl {
   // A step past its deadline: records who still waits, aborts it on every node, and returns
   // the deadline_exceeded result naming them.
   StepResult abort_late_step(const Executable& exe, uint64_t step, std::chrono::milliseconds timeout) const;
+
+  // One of the max_steps_in_flight places a step takes, waited for and given back.
+  class StepSlot {
+   public:
+    explicit StepSlot(Impl& im) : im_(im) {
+      std::unique_lock<std::mutex> lock(im_.mutex);
+      im_.slot_free.wait(lock, [&] { return im_.in_flight < im_.options.max_steps_in_flight; });
+      ++im_.in_flight;
+    }
+    ~StepSlot() {
+      {
+        std::lock_guard<std::mutex> lock(im_.mutex);
+        --im_.in_flight;
+      }
+      im_.slot_free.notify_all();
+    }
+    StepSlot(const StepSlot&) = delete;
+    StepSlot& operator=(const StepSlot&) = delete;
+
+   private:
+    Impl& im_;
+  };
 };
 
 namespace {
@@ -221,29 +243,16 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
 
   if (im.master) {
     auto sig = im.signature_for(feed_points, fetch_points, target_ids);
-    {
-      std::unique_lock<std::mutex> lock(im.mutex);
-      im.slot_free.wait(lock, [&] { return im.in_flight < im.options.max_steps_in_flight; });
-      ++im.in_flight;
-    }
+    Impl::StepSlot slot(im);
     const auto timeout = options.timeout.count() > 0 ? options.timeout : im.options.operation_timeout;
     StepResult result = im.master->run(*sig, im.next_step.fetch_add(1), std::move(feed_values), timeout);
-    {
-      std::lock_guard<std::mutex> lock(im.mutex);
-      --im.in_flight;
-    }
-    im.slot_free.notify_all();
     if (result.code != ErrorCode::ok) throw Error(result.code, std::move(result.message));
     return std::move(result.fetches);
   }
   auto exe = im.executable_for(feed_points, fetch_points, target_ids);
-  {
-    std::unique_lock<std::mutex> lock(im.mutex);
-    im.slot_free.wait(lock, [&] { return im.in_flight < im.options.max_steps_in_flight; });
-    ++im.in_flight;
-  }
   StepResult result;
   {
+    Impl::StepSlot slot(im);
     const auto timeout = options.timeout.count() > 0 ? options.timeout : im.options.operation_timeout;
     caf::scoped_actor self{im.runtime->system()};
     uint64_t step = im.next_step.fetch_add(1);
@@ -261,11 +270,6 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
                  });
     if (timed_out) result = im.abort_late_step(*exe, step, timeout);
   }
-  {
-    std::lock_guard<std::mutex> lock(im.mutex);
-    --im.in_flight;
-  }
-  im.slot_free.notify_all();
   if (result.code != ErrorCode::ok) throw Error(result.code, std::move(result.message));
   return std::move(result.fetches);
 }

@@ -63,6 +63,16 @@ struct Cluster {
   }
 };
 
+// x on worker:0, squared on worker:1 ('far'), added to x back on worker:0.
+struct ThereAndBack {
+  Scope root = Scope::root();
+  Output x = ops::placeholder(root.with_device("/job:worker/task:0").with_op_name("x"), DType::float32, {4});
+  Output far = ops::square(root.with_device("/job:worker/task:1").with_op_name("far"), x);
+  Output y = ops::add(root.with_device("/job:worker/task:0"), far, x);
+  FeedList feeds = {{x, Tensor::from_vector<float>({1, 2, 3, 4})}};
+  std::vector<float> expected = {2, 6, 12, 20};
+};
+
 SessionOptions on(Cluster& c) {
   SessionOptions options;
   options.target = c.target();
@@ -161,13 +171,11 @@ BOOST_AUTO_TEST_CASE(float16_transfer_rounds_values_between_tasks_within_its_bou
 
 BOOST_AUTO_TEST_CASE(a_killed_worker_fails_the_step_naming_its_task_and_works_again_once_restarted) {
   Cluster c;
-  auto root = Scope::root();
-  auto x = ops::placeholder(root.with_device("/job:worker/task:0").with_op_name("x"), DType::float32, {4});
-  auto far = ops::square(root.with_device("/job:worker/task:1").with_op_name("far"), x);
-  auto y = ops::add(root.with_device("/job:worker/task:0"), far, x);
-  Session session(root, on(c));
-  const FeedList feeds = {{x, Tensor::from_vector<float>({1, 2, 3, 4})}};
-  BOOST_TEST(session.run(feeds, {y})[0].to_vector<float>() == (std::vector<float>{2, 6, 12, 20}));
+  ThereAndBack g;
+  Session session(g.root, on(c));
+  const auto& feeds = g.feeds;
+  const auto& y = g.y;
+  BOOST_TEST(session.run(feeds, {y})[0].to_vector<float>() == g.expected);
 
   c.nodes["worker:1"]->signal(SIGKILL);
   BOOST_TEST_REQUIRE(c.nodes["worker:1"]->wait_exit(10s).has_value());
@@ -180,17 +188,15 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_fails_the_step_naming_its_task_and_works_ag
   BOOST_TEST(contains(still, "task worker:1 at " + c.address("worker:1") + " is unreachable"), still);
 
   c.start("worker:1");
-  BOOST_TEST(session.run(feeds, {y})[0].to_vector<float>() == (std::vector<float>{2, 6, 12, 20}));
+  BOOST_TEST(session.run(feeds, {y})[0].to_vector<float>() == g.expected);
 }
 
 BOOST_AUTO_TEST_CASE(a_stopped_worker_fails_the_step_within_the_connection_timeout_naming_it) {
   Cluster c;
-  auto root = Scope::root();
-  auto x = ops::placeholder(root.with_device("/job:worker/task:0").with_op_name("x"), DType::float32, {4});
-  auto far = ops::square(root.with_device("/job:worker/task:1").with_op_name("far"), x);
-  auto y = ops::add(root.with_device("/job:worker/task:0"), far, x);
-  Session session(root, on(c));
-  const FeedList feeds = {{x, Tensor::from_vector<float>({1, 2, 3, 4})}};
+  ThereAndBack g;
+  Session session(g.root, on(c));
+  const auto& feeds = g.feeds;
+  const auto& y = g.y;
   session.run(feeds, {y});
   c.nodes["worker:1"]->signal(SIGSTOP);
   RunOptions bounded;
