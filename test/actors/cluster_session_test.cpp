@@ -220,3 +220,19 @@ BOOST_AUTO_TEST_CASE(a_target_nobody_listens_on_or_a_malformed_one_is_refused_na
   auto bad = error_of([&] { Session s(root, malformed); }, ErrorCode::invalid_argument);
   BOOST_TEST(contains(bad, "troupe://host:port"), bad);
 }
+
+BOOST_AUTO_TEST_CASE(an_error_on_another_task_fails_the_step_naming_the_node_and_its_device) {
+  Cluster c;
+  auto root = Scope::root();
+  auto ps = root.with_device("/job:ps/task:0");
+  auto v = ops::variable(ps.with_op_name("never_set"), {2}, DType::float32);
+  auto y = ops::mul(root.with_device("/job:worker/task:1").with_op_name("use"), v, ops::constant(root, 2.0f));
+  auto ok = ops::add(root.with_device("/job:worker/task:1"), ops::constant(root, 1.0f), ops::constant(root, 2.0f));
+  Session session(root, on(c));
+  auto message = error_of([&] { session.run({y}); }, ErrorCode::failed_precondition);
+  BOOST_TEST(contains(message, "'never_set'"), message);
+  BOOST_TEST(contains(message, "/job:ps/task:0/device:CPU:0"), message);
+  BOOST_TEST(contains(message, "not initialised"), message);
+  // The session goes on.
+  BOOST_TEST(session.run({ok})[0].scalar_value<float>() == 3.0f);
+}
