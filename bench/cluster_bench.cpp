@@ -2,13 +2,14 @@
 // 127.0.0.1, beside TensorFlow's gRPC runtime running the same graph (bench/peers/
 // cluster_chain_tf.py, bench/peers/compare_cluster.sh).
 //   troupe-bench cluster [--size 512] [--layers 8] [--steps 200] [--warmup 20] [--threads 1]
-//                        [--float16] [--node PATH] [--json]
+//                        [--float16] [--local] [--node PATH] [--json]
 // The graph: x [size,size] float32, fed every step, then `layers` matmuls with constant
 // [size,size] weights, layer i on /job:worker/task:(i % 2), so every layer's output (size*size*4
 // bytes: 1 MiB at 512) crosses between the two processes; the step fetches the sum of the last
 // output. The benchmark starts worker:0 and worker:1 itself (troupe-node beside this program, or
 // --node), runs a Session with target worker:0 from this process, and stops both by pid at the
-// end. Prints the median and mean step time; --json one line with the same keys as the peer.
+// end. --local runs the same graph in this process instead (the cluster's cost, by difference).
+// Prints the median and mean step time; --json one line with the same keys as the peer.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -120,12 +121,13 @@ int cluster_main(int argc, char** argv) {
   flags.threads = 1;
   int64_t size = 512;
   int layers = 8;
-  bool float16 = false;
+  bool float16 = false, local = false;
   std::string node;
   parse_flags(argc, argv, flags, [&](const std::string& k, const std::function<std::string()>& value) {
     if (k == "--size") size = std::stoll(value());
     else if (k == "--layers") layers = std::stoi(value());
     else if (k == "--float16") float16 = true;
+    else if (k == "--local") local = true;
     else if (k == "--node") node = value();
     else return false;
     return true;
@@ -140,8 +142,11 @@ int cluster_main(int argc, char** argv) {
   const std::string binary = node_binary(node);
   double median = 0, mean = 0;
   {
-    Node w0(binary, spec, "worker:0", flags.threads, (dir / "worker0.log").string());
-    Node w1(binary, spec, "worker:1", flags.threads, (dir / "worker1.log").string());
+    std::unique_ptr<Node> w0, w1;
+    if (!local) {
+      w0 = std::make_unique<Node>(binary, spec, "worker:0", flags.threads, (dir / "worker0.log").string());
+      w1 = std::make_unique<Node>(binary, spec, "worker:1", flags.threads, (dir / "worker1.log").string());
+    }
 
     auto root = Scope::root();
     auto x = ops::placeholder(root.with_device("/job:worker/task:0").with_op_name("x"), DType::float32, {size, size});
@@ -154,7 +159,7 @@ int cluster_main(int argc, char** argv) {
     }
     auto total = ops::sum(root.with_device(fmt::format("/job:worker/task:{}", (layers - 1) % 2)), h);
     SessionOptions options;
-    options.target = fmt::format("troupe://127.0.0.1:{}", p0);
+    if (!local) options.target = fmt::format("troupe://127.0.0.1:{}", p0);
     options.threads = flags.threads;
     options.float16_transfer = float16;
     Session session(root, options);
@@ -172,17 +177,18 @@ int cluster_main(int argc, char** argv) {
   }
   std::filesystem::remove_all(dir);
   const int64_t bytes = size * size * 4;
+  const char* system = local ? "troupe-local" : "troupe";
   if (flags.json)
-    std::printf("{\"system\": \"troupe\", \"size\": %lld, \"layers\": %d, \"crossings_per_step\": %d, "
+    std::printf("{\"system\": \"%s\", \"size\": %lld, \"layers\": %d, \"crossings_per_step\": %d, "
                 "\"bytes_per_crossing\": %lld, \"step_ms_median\": %.3f, \"step_ms_mean\": %.3f, \"steps\": %d, "
                 "\"float16\": %s}\n",
-                (long long)size, layers, layers - 1, (long long)bytes, median, mean, flags.steps,
+                system, (long long)size, layers, layers - 1, (long long)bytes, median, mean, flags.steps,
                 float16 ? "true" : "false");
   else
-    std::printf("cluster chain %lldx%lld, %d layers over 2 processes (%d crossings of %lld bytes per step%s): "
-                "step %.3f ms median, %.3f ms mean over %d steps\n",
-                (long long)size, (long long)size, layers, layers - 1, (long long)bytes, float16 ? ", as float16" : "",
-                median, mean, flags.steps);
+    std::printf("chain %lldx%lld, %d layers %s (%d crossings of %lld bytes per step%s): step %.3f ms median, "
+                "%.3f ms mean over %d steps\n",
+                (long long)size, (long long)size, layers, local ? "in this process" : "over 2 processes", layers - 1,
+                (long long)bytes, float16 ? ", as float16" : "", median, mean, flags.steps);
   return 0;
 }
 

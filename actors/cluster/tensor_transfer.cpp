@@ -24,7 +24,7 @@ TensorChunk chunk_of(const Tensor& tensor, uint64_t transfer, std::size_t index,
   c.dims = tensor.shape().dims();
   const std::size_t len = std::min(chunk_bytes, total - c.offset);
   const auto* data = static_cast<const uint8_t*>(tensor.raw_data());
-  if (len > 0) c.bytes.assign(data + c.offset, data + c.offset + len);
+  if (len > 0) c.bytes = ChunkBytes(std::make_shared<Tensor>(tensor), data + c.offset, len);
   return c;
 }
 
@@ -34,7 +34,37 @@ std::vector<TensorChunk> chunks_of(const Tensor& tensor, uint64_t transfer, std:
   return out;
 }
 
+ChunkBytes ChunkBytes::copy_of(const void* data, uint64_t size) {
+  auto buffer = std::shared_ptr<uint8_t[]>(new uint8_t[size]);
+  if (size > 0) std::memcpy(buffer.get(), data, size);
+  const uint8_t* at = buffer.get();
+  return ChunkBytes(std::move(buffer), at, size);
+}
+
+std::optional<Tensor> ChunkBytes::take_landed() {
+  if (!landed_.is_initialized()) return std::nullopt;
+  Tensor t = std::move(landed_);
+  landed_ = Tensor();
+  owner_.reset();
+  data_ = nullptr;
+  size_ = 0;
+  return t;
+}
+
+std::optional<Tensor> whole_tensor_for(const TensorChunk& c, uint64_t bytes) {
+  if (c.encoding != TensorChunk::raw || c.offset != 0 || c.total != bytes) return std::nullopt;
+  if (c.dtype <= 0 || c.dtype > int32_t(DType::boolean) || c.dims.size() > std::size_t(Shape::kMaxRank)) return std::nullopt;
+  for (int64_t d : c.dims)
+    if (d < 0) return std::nullopt;
+  Tensor t(DType(c.dtype), Shape(c.dims));
+  if (t.byte_size() != bytes) return std::nullopt;
+  return t;
+}
+
 std::optional<Tensor> TensorAssembler::add(TensorChunk& c) {
+  // All of a raw tensor in one chunk, read straight into its tensor: nothing to put together.
+  if (partial_.count(c.transfer) == 0)
+    if (auto landed = c.bytes.take_landed()) return landed;
   auto [it, fresh] = partial_.try_emplace(c.transfer);
   Partial& p = it->second;
   auto refuse = [&](const std::string& why) {
@@ -66,7 +96,7 @@ std::optional<Tensor> TensorAssembler::add(TensorChunk& c) {
   if (overlaps && !c.bytes.empty()) refuse(fmt::format("bytes {}..{} came twice", c.offset, end));
   if (p.half && (c.offset % 2 || c.bytes.size() % 2)) refuse(fmt::format("float16 bytes {}..{} split an element", c.offset, end));
   if (!c.bytes.empty() && p.half) {
-    std::vector<uint16_t> half(c.bytes.size() / 2);
+    std::vector<uint16_t> half(c.bytes.size() / 2);  // aligned for the conversion
     std::memcpy(half.data(), c.bytes.data(), c.bytes.size());
     float16_to_float32(half.data(), p.tensor.data<float>() + c.offset / 2, half.size());
   } else if (!c.bytes.empty()) {
@@ -84,7 +114,7 @@ std::optional<Tensor> TensorAssembler::add(TensorChunk& c) {
 
 void add_transfer_types(caf::actor_system_config& config) {
   config.add_message_type<std::vector<int64_t>>("troupe.int64s");
-  config.add_message_type<std::vector<uint8_t>>("troupe.bytes");
+  config.add_message_type<std::vector<uint8_t>>("troupe.bytes");  // troupe-bench transfer's raw bytes
   config.add_message_type<TensorChunk>("troupe.TensorChunk");
 }
 

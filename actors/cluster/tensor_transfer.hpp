@@ -1,7 +1,11 @@
 #pragma once
 // A tensor crossing processes: its bytes cut into chunks of at most kTransferChunk (4 MiB, which
 // measured best over CAF's middleman: docs/performance.md, "Bytes between two processes"), each a
-// message of raw bytes (CAF serializes a byte vector with one memcpy, never element by element).
+// message of raw bytes. A chunk refers to its sender's tensor (no copy: CAF's serializer copies
+// the bytes straight from it into the connection's buffer), and the receiver's deserializer
+// puts the bytes of a tensor that fits in one chunk straight into a tensor allocated for it
+// (ChunkBytes), so a tensor up to 4 MiB is copied once on each side, by CAF, and never element
+// by element.
 // The first chunk of a transfer says the dtype, shape and total size; the receiver's
 // TensorAssembler allocates the tensor once then and copies each chunk in where its offset says,
 // in whatever order chunks come. A tensor of at most one chunk is one message.
@@ -10,8 +14,10 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/tensor.hpp"
@@ -20,6 +26,43 @@ namespace troupe {
 
 inline constexpr std::size_t kTransferChunk = std::size_t(4) << 20;
 
+struct TensorChunk;
+
+// The bytes of a chunk. On the sender a view of memory kept alive by its owner (a tensor, or
+// its float16 form); on the receiver what the deserializer read: a whole tensor when the chunk
+// holds all of a raw one (landed), else a buffer allocated without zeroing.
+class ChunkBytes {
+ public:
+  ChunkBytes() = default;
+  // Bytes [offset, offset + size) of `owner`'s memory at `data`, kept alive by `owner`.
+  ChunkBytes(std::shared_ptr<const void> owner, const uint8_t* data, uint64_t size)
+      : owner_(std::move(owner)), data_(data), size_(size) {}
+  static ChunkBytes copy_of(const void* data, uint64_t size);
+  const uint8_t* data() const { return data_; }
+  uint64_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  // The tensor the deserializer put these bytes into, when the chunk was all of a raw tensor.
+  std::optional<Tensor> take_landed();
+
+  // CAF: written straight from the memory viewed; read into a tensor or a buffer.
+  template <class Serializer>
+  caf::error save(Serializer& f) const {
+    std::size_t n = size_;
+    if (auto err = f.begin_sequence(n)) return err;
+    if (n > 0)
+      if (auto err = f.apply_raw(n, const_cast<uint8_t*>(data_))) return err;
+    return f.end_sequence();
+  }
+  template <class Deserializer>
+  caf::error load(Deserializer& f, const TensorChunk& header);
+
+ private:
+  std::shared_ptr<const void> owner_;
+  const uint8_t* data_ = nullptr;
+  uint64_t size_ = 0;
+  Tensor landed_;
+};
+
 struct TensorChunk {
   enum Encoding : int8_t { raw = 0, float16 = 1 };
   uint64_t transfer = 0;  // chosen by the sender, unique among its transfers to one receiver
@@ -27,15 +70,50 @@ struct TensorChunk {
   uint64_t total = 0;     // the tensor's byte size
   int32_t dtype = 0;      // DType
   std::vector<int64_t> dims;
-  std::vector<uint8_t> bytes;
+  ChunkBytes bytes;
   // raw: the tensor's bytes; float16: a float32 tensor's elements as float16 (core/wire/
   // float16.hpp), offset and total counting those bytes (half the tensor's).
   int8_t encoding = raw;
 };
 
+// The tensor a raw chunk that holds all of one stands for (its dtype and dims valid, its size
+// theirs); nullopt otherwise.
+std::optional<Tensor> whole_tensor_for(const TensorChunk& header, uint64_t bytes);
+
+template <class Deserializer>
+caf::error ChunkBytes::load(Deserializer& f, const TensorChunk& header) {
+  std::size_t n = 0;
+  if (auto err = f.begin_sequence(n)) return err;
+  uint8_t* into = nullptr;
+  if (auto whole = whole_tensor_for(header, n)) {
+    landed_ = std::move(*whole);
+    into = static_cast<uint8_t*>(landed_.raw_data());
+  } else if (n > 0) {
+    auto buffer = std::shared_ptr<uint8_t[]>(new uint8_t[n]);  // not zeroed: every byte is read next
+    into = buffer.get();
+    owner_ = std::move(buffer);
+  }
+  data_ = into;
+  size_ = n;
+  if (n > 0)
+    if (auto err = f.apply_raw(n, into)) return err;
+  return f.end_sequence();
+}
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, TensorChunk& x) {
-  return f(caf::meta::type_name("troupe.TensorChunk"), x.transfer, x.offset, x.total, x.dtype, x.dims, x.bytes, x.encoding);
+  if constexpr (std::is_base_of_v<caf::serializer, Inspector>) {
+    if (auto err = f(caf::meta::type_name("troupe.TensorChunk"), x.transfer, x.offset, x.total, x.dtype, x.dims, x.encoding))
+      return err;
+    return x.bytes.save(f);
+  } else if constexpr (std::is_base_of_v<caf::deserializer, Inspector>) {
+    if (auto err = f(caf::meta::type_name("troupe.TensorChunk"), x.transfer, x.offset, x.total, x.dtype, x.dims, x.encoding))
+      return err;
+    return x.bytes.load(f, x);
+  } else {  // a rendering for logs
+    uint64_t bytes = x.bytes.size();
+    return f(caf::meta::type_name("troupe.TensorChunk"), x.transfer, x.offset, x.total, x.dtype, x.dims, x.encoding, bytes);
+  }
 }
 
 // How many chunks `tensor` takes (one for an empty tensor), and chunk `index` of them: made one

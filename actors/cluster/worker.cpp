@@ -37,13 +37,13 @@ struct OutboxState {
     Tag tag;
     bool dead = false;
     Tensor tensor;              // what crosses as is
-    std::vector<uint16_t> half;  // or its float16 form
+    std::shared_ptr<std::vector<uint16_t>> half;  // or its float16 form
     uint64_t transfer = 0;
     uint64_t offset = 0;
     uint64_t total = 0;  // bytes on the wire
-    const uint8_t* bytes() const {
-      return half.empty() ? static_cast<const uint8_t*>(tensor.raw_data()) : reinterpret_cast<const uint8_t*>(half.data());
-    }
+    // What keeps the bytes alive while CAF's network layer still has to write them.
+    std::shared_ptr<const void> owner;
+    const uint8_t* bytes = nullptr;
   };
   std::shared_ptr<MemberContext> context;
   caf::actor inbox;
@@ -73,9 +73,9 @@ void pump(caf::stateful_actor<OutboxState>* self) {
       c.total = item.total;
       c.dtype = int32_t(item.tensor.dtype());
       c.dims = item.tensor.shape().dims();
-      c.encoding = item.half.empty() ? TensorChunk::raw : TensorChunk::float16;
+      c.encoding = item.half ? TensorChunk::float16 : TensorChunk::raw;
       len = std::min<uint64_t>(kTransferChunk, item.total - item.offset);
-      if (len > 0) c.bytes.assign(item.bytes() + item.offset, item.bytes() + item.offset + len);
+      if (len > 0) c.bytes = ChunkBytes(item.owner, item.bytes + item.offset, len);
     }
     s.unacked += len + kMessageOverhead;
     s.context->counters.bytes_sent.fetch_add(len, std::memory_order_relaxed);
@@ -103,13 +103,18 @@ caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_p
           item.tensor = std::move(value.tensor);
           item.transfer = mix64(s.context->incarnation ^ s.context->next_transfer.fetch_add(1));
           if (s.edges[slot].float16 && item.tensor.dtype() == DType::float32) {
-            item.half.resize(std::size_t(item.tensor.num_elements()));
-            float32_to_float16(item.tensor.data<float>(), item.half.data(), item.half.size());
-            item.total = item.half.size() * sizeof(uint16_t);
+            item.half = std::make_shared<std::vector<uint16_t>>(std::size_t(item.tensor.num_elements()));
+            float32_to_float16(item.tensor.data<float>(), item.half->data(), item.half->size());
+            item.total = item.half->size() * sizeof(uint16_t);
+            item.owner = item.half;
+            item.bytes = reinterpret_cast<const uint8_t*>(item.half->data());
             s.context->counters.float16_values.fetch_add(1, std::memory_order_relaxed);
             s.context->counters.float16_bytes_saved.fetch_add(item.tensor.byte_size() - item.total, std::memory_order_relaxed);
           } else {
             item.total = item.tensor.byte_size();
+            auto held = std::make_shared<Tensor>(item.tensor);
+            item.bytes = static_cast<const uint8_t*>(held->raw_data());
+            item.owner = std::move(held);
           }
         }
         s.context->counters.values_sent.fetch_add(1, std::memory_order_relaxed);
