@@ -2,6 +2,15 @@
 
 namespace troupe {
 
+void StepActorState::remember_ended(uint64_t step) {
+  if (!ended.insert(step).second) return;
+  ended_order.push_back(step);
+  if (ended_order.size() > 4096) {
+    ended.erase(ended_order.front());
+    ended_order.pop_front();
+  }
+}
+
 caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
                          std::shared_ptr<const StepPlan> plan) {
   self->state.plan = std::move(plan);
@@ -11,6 +20,7 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
     const bool failed = result.code != ErrorCode::ok;
     it->second.promise.deliver(std::move(result));
     self->state.steps.erase(it);
+    self->state.remember_ended(step);
     for (auto& part : self->state.plan->parts) {
       part->stacks.drop_step(step);  // what a loop saved for a gradient the step did not run
       // A failed step's frames go now (its loops will not exit); a finished step's loops may
@@ -18,42 +28,65 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
       if (failed) part->frames.drop_step(step);
     }
   };
+  // A report (a fetched value, or a target's or root _Send's signal) of a running step.
+  auto report = [self, finish](uint64_t step, uint32_t slot, Value& value) {
+    auto it = self->state.steps.find(step);
+    if (it == self->state.steps.end()) return;
+    auto& s = it->second;
+    if (slot != kControlSlot) {
+      if (value.dead) {
+        finish(step, StepResult{{}, ErrorCode::invalid_argument,
+                                "fetch '" + self->state.plan->fetch_names[slot] + "' was not computed: it is on an untaken branch"});
+        return;
+      }
+      s.fetches[slot] = std::move(value.tensor);
+    }
+    if (--s.remaining == 0) finish(step, StepResult{std::move(s.fetches), ErrorCode::ok, {}});
+  };
   return {
-      [self](run_atom, uint64_t step, std::vector<Tensor>& feeds) -> caf::result<StepResult> {
+      [self, report](run_atom, uint64_t step, std::vector<Tensor>& feeds) -> caf::result<StepResult> {
         const StepPlan& p = *self->state.plan;
-        int due = p.num_fetches + p.num_targets + p.num_root_sends;
-        if (due == 0) return StepResult{};
-        auto& s = self->state.steps[step];
-        s.promise = self->make_response_promise();
-        s.fetches.resize(std::size_t(p.num_fetches));
-        s.remaining = due;
+        const int due = p.num_fetches + p.num_targets + p.num_root_sends;
+        caf::result<StepResult> answer = StepResult{};
+        if (due > 0) {
+          auto& s = self->state.steps[step];
+          s.promise = self->make_response_promise();
+          s.fetches.resize(std::size_t(p.num_fetches));
+          s.remaining = due;
+          answer = s.promise;
+        } else {
+          self->state.remember_ended(step);
+        }
         Tag tag{step, 0, 0};
         for (std::size_t i = 0; i < p.args.size(); ++i)
           send_input(self->context(), p.parts[p.args[i].part]->actors[p.args[i].node], tag, 0,
                      Value{std::move(feeds[i]), false});
         for (auto& part : p.parts)
           for (int src : part->sources) send_input(self->context(), part->actors[src], tag, kControlSlot, Value{});
-        return s.promise;
-      },
-      [self, finish](input_atom, const Tag& tag, uint32_t slot, Value& value) {
-        auto it = self->state.steps.find(tag.step);
-        if (it == self->state.steps.end()) return;
-        auto& s = it->second;
-        if (slot != kControlSlot) {
-          if (value.dead) {
-            finish(tag.step, StepResult{{}, ErrorCode::invalid_argument,
-                                        "fetch '" + self->state.plan->fetch_names[slot] +
-                                            "' was not computed: it is on an untaken branch"});
-            return;
-          }
-          s.fetches[slot] = std::move(value.tensor);
+        // Reports that came before the step did (values from other processes start work here
+        // before this process's share of the step is asked for).
+        auto early = self->state.early.find(step);
+        if (early != self->state.early.end()) {
+          auto reports = std::move(early->second);
+          self->state.early.erase(early);
+          for (auto& [slot, value] : reports) report(step, slot, value);
         }
-        if (--s.remaining == 0) finish(tag.step, StepResult{std::move(s.fetches), ErrorCode::ok, {}});
+        return answer;
+      },
+      [self, report](input_atom, const Tag& tag, uint32_t slot, Value& value) {
+        auto& st = self->state;
+        if (!st.steps.count(tag.step) && st.plan->error_sink && !st.ended.count(tag.step)) {
+          st.early[tag.step].emplace_back(slot, std::move(value));  // its run comes next
+          return;
+        }
+        report(tag.step, slot, value);
       },
       [self, finish](abort_atom, const Tag& tag, int32_t code, std::string& message) {
         if (!self->state.steps.count(tag.step)) {
           // Answered already (a cluster member's share): the error still fails the step.
           if (!self->state.plan->error_sink) return;
+          self->state.early.erase(tag.step);
+          self->state.remember_ended(tag.step);
           self->send(self->state.plan->error_sink, abort_atom::value, self->state.plan->error_sink_id, tag, code,
                      std::move(message));
           for (auto& part : self->state.plan->parts) {

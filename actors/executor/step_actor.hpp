@@ -7,7 +7,14 @@
 //                                         actor to drop the step.
 // Per step it keeps the response promise, the fetches so far and how many reports are still
 // due; the entry is erased when the step ends, either way. Reports of ended steps are ignored.
+// A cluster member's step actor (its plan has an error sink) also keeps reports that come before
+// their step's run (values from other processes may start work here first), and remembers the
+// last 4096 steps that ended, whose late reports it drops.
+#include <deque>
 #include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "actors/executor/executable.hpp"
 
@@ -21,6 +28,10 @@ struct StepActorState {
   };
   std::shared_ptr<const StepPlan> plan;
   std::unordered_map<uint64_t, Step> steps;
+  std::unordered_map<uint64_t, std::vector<std::pair<uint32_t, Value>>> early;
+  std::unordered_set<uint64_t> ended;
+  std::deque<uint64_t> ended_order;
+  void remember_ended(uint64_t step);
   static inline const char* name = "troupe.step";
 };
 

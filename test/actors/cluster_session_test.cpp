@@ -10,6 +10,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "actors/session.hpp"
 #include "ops/all.hpp"
@@ -235,4 +236,37 @@ BOOST_AUTO_TEST_CASE(an_error_on_another_task_fails_the_step_naming_the_node_and
   BOOST_TEST(contains(message, "not initialised"), message);
   // The session goes on.
   BOOST_TEST(session.run({ok})[0].scalar_value<float>() == 3.0f);
+}
+
+BOOST_AUTO_TEST_CASE(many_steps_in_a_row_and_at_once_all_finish_with_their_own_values) {
+  // worker:1's share starts with a value from worker:0, which often comes before worker:1 is
+  // asked to run its share of the step: the step must still finish.
+  Cluster c;
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_device("/job:worker/task:0").with_op_name("x"), DType::float32, {});
+  auto doubled = ops::mul(root.with_device("/job:worker/task:0"), x, ops::constant(root, 2.0f));
+  auto y = ops::add(root.with_device("/job:worker/task:1"), doubled, ops::constant(root, 1.0f));
+  Session session(root, on(c));
+  RunOptions bounded;
+  bounded.timeout = 20s;
+  for (int i = 0; i < 300; ++i) {
+    const float got = session.run({{x, Tensor::scalar<float>(float(i))}}, {y}, {}, bounded)[0].scalar_value<float>();
+    BOOST_TEST_REQUIRE(got == 2.0f * float(i) + 1.0f, "step " << i);
+  }
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        const float v = float(t * 1000 + i);
+        try {
+          if (session.run({{x, Tensor::scalar<float>(v)}}, {y}, {}, bounded)[0].scalar_value<float>() != 2.0f * v + 1.0f)
+            ++wrong;
+        } catch (const Error&) {
+          ++wrong;
+        }
+      }
+    });
+  for (auto& t : threads) t.join();
+  BOOST_TEST(wrong == 0);
 }
