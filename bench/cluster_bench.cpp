@@ -6,7 +6,8 @@
 // The graph: x [size,size] float32, fed every step, then `layers` matmuls with constant
 // [size,size] weights, layer i on /job:worker/task:(i % 2), so every layer's output (size*size*4
 // bytes: 1 MiB at 512) crosses between the two processes; the step fetches the sum of the last
-// output. The benchmark starts worker:0 and worker:1 itself (troupe-node beside this program, or
+// output, computed on worker:0 (so with an even number of layers the last output crosses back:
+// `layers` crossings per step). The benchmark starts worker:0 and worker:1 itself (troupe-node beside this program, or
 // --node), runs a Session with target worker:0 from this process, and stops both by pid at the
 // end. --local runs the same graph in this process instead (the cluster's cost, by difference).
 // Prints the median and mean step time; --json one line with the same keys as the peer.
@@ -157,7 +158,9 @@ int cluster_main(int argc, char** argv) {
       auto on = root.with_device(fmt::format("/job:worker/task:{}", i % 2));
       h = ops::matmul(on, h, ops::constant<float>(on, w, {size, size}));
     }
-    auto total = ops::sum(root.with_device(fmt::format("/job:worker/task:{}", (layers - 1) % 2)), h);
+    // The sum runs where x is fed (as the peer's does): the last layer's output crosses back
+    // when that layer ran on worker:1.
+    auto total = ops::sum(root.with_device("/job:worker/task:0"), h);
     SessionOptions options;
     if (!local) options.target = fmt::format("troupe://127.0.0.1:{}", p0);
     options.threads = flags.threads;
@@ -177,17 +180,18 @@ int cluster_main(int argc, char** argv) {
   }
   std::filesystem::remove_all(dir);
   const int64_t bytes = size * size * 4;
+  const int crossings = layers - 1 + ((layers - 1) % 2);
   const char* system = local ? "troupe-local" : "troupe";
   if (flags.json)
     std::printf("{\"system\": \"%s\", \"size\": %lld, \"layers\": %d, \"crossings_per_step\": %d, "
                 "\"bytes_per_crossing\": %lld, \"step_ms_median\": %.3f, \"step_ms_mean\": %.3f, \"steps\": %d, "
                 "\"float16\": %s}\n",
-                system, (long long)size, layers, layers - 1, (long long)bytes, median, mean, flags.steps,
+                system, (long long)size, layers, crossings, (long long)bytes, median, mean, flags.steps,
                 float16 ? "true" : "false");
   else
     std::printf("chain %lldx%lld, %d layers %s (%d crossings of %lld bytes per step%s): step %.3f ms median, "
                 "%.3f ms mean over %d steps\n",
-                (long long)size, (long long)size, layers, local ? "in this process" : "over 2 processes", layers - 1,
+                (long long)size, (long long)size, layers, local ? "in this process" : "over 2 processes", crossings,
                 (long long)bytes, float16 ? ", as float16" : "", median, mean, flags.steps);
   return 0;
 }

@@ -33,6 +33,7 @@
 
 #include "actors/cluster/tensor_transfer.hpp"
 #include "actors/runtime.hpp"
+#include "actors/scheduler.hpp"
 #include "bench/flags.hpp"
 
 namespace troupe::bench {
@@ -61,6 +62,8 @@ std::size_t parse_size(const std::string& s) {
 // up, quiet logs, then any integer options in TROUPE_CAF_OPTIONS ("middleman.workers=1"), for
 // experiments.
 void configure(caf::actor_system_config& config) {
+  config.module_factories.push_back(make_scheduler);  // Troupe's scheduler, as every member runs
+  config.set("scheduler.max-threads", 2);
   configure_network(config, NetworkOptions{});
   config.set("logger.verbosity", caf::atom("quiet"));
   apply_caf_options_from_environment(config);
