@@ -21,21 +21,13 @@
 
 namespace troupe {
 
-// A feed or a fetch: one message, raw bytes.
-struct WireTensor {
-  int32_t dtype = 0;
-  std::vector<int64_t> dims;
-  std::vector<uint8_t> bytes;
-};
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, WireTensor& x) {
-  return f(caf::meta::type_name("troupe.WireTensor"), x.dtype, x.dims, x.bytes);
-}
+// A feed or a fetch: one message, its bytes written by CAF straight from the tensor and read
+// straight into a tensor allocated for it (tensor_transfer.hpp's ChunkBytes).
+using WireTensor = TensorChunk;
 
 WireTensor to_wire(const Tensor& tensor);
 // Throws data_loss naming `what` when the dtype, the shape and the bytes disagree.
-Tensor from_wire(const WireTensor& wire, const std::string& what);
+Tensor from_wire(WireTensor& wire, const std::string& what);
 
 // One partition of a registered signature, as the master cut it.
 struct WirePartition {
