@@ -51,6 +51,40 @@ std::optional<Tensor> ChunkBytes::take_landed() {
   return t;
 }
 
+LandingZone& LandingZone::instance() {
+  static LandingZone zone;
+  return zone;
+}
+
+std::optional<Tensor> LandingZone::place(const TensorChunk& c, uint64_t size) {
+  if (c.encoding != TensorChunk::raw || c.offset + size > c.total || c.offset + size < c.offset) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = tensors_.find(c.transfer);
+  if (it == tensors_.end()) {
+    TensorChunk whole = {c.transfer, 0, c.total, c.dtype, c.dims, {}, TensorChunk::raw};
+    auto t = whole_tensor_for(whole, c.total);
+    if (!t) return std::nullopt;
+    it = tensors_.emplace(c.transfer, std::move(*t)).first;
+  } else if (it->second.byte_size() != c.total) {
+    return std::nullopt;
+  }
+  return it->second;
+}
+
+void LandingZone::erase(uint64_t transfer) {
+  Tensor gone;  // freed outside the lock
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = tensors_.find(transfer);
+  if (it == tensors_.end()) return;
+  gone = std::move(it->second);
+  tensors_.erase(it);
+}
+
+std::size_t LandingZone::size() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return tensors_.size();
+}
+
 std::optional<Tensor> whole_tensor_for(const TensorChunk& c, uint64_t bytes) {
   if (c.encoding != TensorChunk::raw || c.offset != 0 || c.total != bytes) return std::nullopt;
   if (c.dtype <= 0 || c.dtype > int32_t(DType::boolean) || c.dims.size() > std::size_t(Shape::kMaxRank)) return std::nullopt;
@@ -69,6 +103,7 @@ std::optional<Tensor> TensorAssembler::add(TensorChunk& c) {
   Partial& p = it->second;
   auto refuse = [&](const std::string& why) {
     partial_.erase(it);
+    LandingZone::instance().erase(c.transfer);
     fail(ErrorCode::data_loss, "transfer {}: {}", c.transfer, why);
   };
   if (fresh) {
@@ -80,7 +115,8 @@ std::optional<Tensor> TensorAssembler::add(TensorChunk& c) {
       refuse(fmt::format("unknown encoding {}", int(c.encoding)));
     if (c.encoding == TensorChunk::float16 && DType(c.dtype) != DType::float32)
       refuse(fmt::format("a float16 encoding of a {} tensor (only float32 crosses so)", name_of(DType(c.dtype))));
-    p.tensor = Tensor(DType(c.dtype), Shape(c.dims));
+    // The chunks' bytes may already be in their place in the transfer's tensor (LandingZone).
+    p.tensor = c.bytes.in_place().is_initialized() ? c.bytes.in_place() : Tensor(DType(c.dtype), Shape(c.dims));
     p.half = c.encoding == TensorChunk::float16;
     if (p.tensor.byte_size() != (p.half ? 2 * c.total : c.total))
       refuse(fmt::format("{} bytes said for a {} tensor of {} bytes", c.total, p.tensor.describe(), p.tensor.byte_size()));
@@ -100,7 +136,8 @@ std::optional<Tensor> TensorAssembler::add(TensorChunk& c) {
     std::memcpy(half.data(), c.bytes.data(), c.bytes.size());
     float16_to_float32(half.data(), p.tensor.data<float>() + c.offset / 2, half.size());
   } else if (!c.bytes.empty()) {
-    std::memcpy(static_cast<uint8_t*>(p.tensor.raw_data()) + c.offset, c.bytes.data(), c.bytes.size());
+    uint8_t* to = static_cast<uint8_t*>(p.tensor.raw_data()) + c.offset;
+    if (to != c.bytes.data()) std::memcpy(to, c.bytes.data(), c.bytes.size());  // unless read there already
   }
   if (!c.bytes.empty()) {
     p.ranges.emplace(c.offset, end);
@@ -109,7 +146,13 @@ std::optional<Tensor> TensorAssembler::add(TensorChunk& c) {
   if (p.received < c.total) return std::nullopt;
   Tensor done = std::move(p.tensor);
   partial_.erase(it);
+  LandingZone::instance().erase(c.transfer);
   return done;
+}
+
+void TensorAssembler::drop(uint64_t transfer) {
+  partial_.erase(transfer);
+  LandingZone::instance().erase(transfer);
 }
 
 void add_transfer_types(caf::actor_system_config& config) {

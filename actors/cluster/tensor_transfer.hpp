@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "core/tensor.hpp"
@@ -43,6 +45,9 @@ class ChunkBytes {
   bool empty() const { return size_ == 0; }
   // The tensor the deserializer put these bytes into, when the chunk was all of a raw tensor.
   std::optional<Tensor> take_landed();
+  // The tensor of the whole transfer these bytes were read into, in place (LandingZone), when
+  // the chunk was part of a raw tensor; else empty.
+  const Tensor& in_place() const { return in_place_; }
 
   // CAF: written straight from the memory viewed; read into a tensor or a buffer.
   template <class Serializer>
@@ -61,6 +66,25 @@ class ChunkBytes {
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   Tensor landed_;
+  Tensor in_place_;
+};
+
+// The tensors of transfers being received in several raw chunks, by transfer id: the
+// deserializer (in the network layer's thread) reads each chunk straight to its place in its
+// transfer's tensor, which the first chunk to come allocates; the TensorAssembler that completes
+// or drops the transfer erases it. Thread-safe (one mutex, held only around the map).
+class LandingZone {
+ public:
+  static LandingZone& instance();
+  // The tensor `size` bytes of chunk `c` go into, made if need be; nullopt when c's header
+  // makes no raw tensor, or the bytes would lie outside it.
+  std::optional<Tensor> place(const TensorChunk& c, uint64_t size);
+  void erase(uint64_t transfer);
+  std::size_t size() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::unordered_map<uint64_t, Tensor> tensors_;
 };
 
 struct TensorChunk {
@@ -88,6 +112,9 @@ caf::error ChunkBytes::load(Deserializer& f, const TensorChunk& header) {
   if (auto whole = whole_tensor_for(header, n)) {
     landed_ = std::move(*whole);
     into = static_cast<uint8_t*>(landed_.raw_data());
+  } else if (auto part = n > 0 ? LandingZone::instance().place(header, n) : std::nullopt) {
+    in_place_ = std::move(*part);
+    into = static_cast<uint8_t*>(in_place_.raw_data()) + header.offset;
   } else if (n > 0) {
     auto buffer = std::shared_ptr<uint8_t[]>(new uint8_t[n]);  // not zeroed: every byte is read next
     into = buffer.get();
@@ -133,7 +160,7 @@ class TensorAssembler {
   std::optional<Tensor> add(TensorChunk& chunk);
   std::size_t in_progress() const { return partial_.size(); }
   // Forgets what came of a transfer that will not be finished (its step failed).
-  void drop(uint64_t transfer) { partial_.erase(transfer); }
+  void drop(uint64_t transfer);
 
  private:
   struct Partial {

@@ -140,6 +140,8 @@ struct InboxState {
   std::shared_ptr<MemberContext> context;
   TensorAssembler assembler;
   std::unordered_map<uint64_t, uint64_t> step_of;  // transfer in progress -> its step
+  std::unordered_set<uint64_t> aborted;  // the last 1024 steps that failed: their chunks are dropped
+  std::deque<uint64_t> aborted_order;
   uint64_t refused = 0;  // values from an incarnation no registration knows
   static inline const char* name = "troupe.inbox";
 };
@@ -191,6 +193,11 @@ static caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::sha
           return;
         }
         const uint64_t transfer = v.chunk.transfer;
+        if (s.aborted.count(v.tag.step)) {  // a late chunk of a failed step
+          s.assembler.drop(transfer);
+          s.step_of.erase(transfer);
+          return;
+        }
         std::optional<Tensor> whole;
         try {
           whole = s.assembler.add(v.chunk);
@@ -209,6 +216,13 @@ static caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::sha
       },
       [self](abort_atom, uint64_t step) {  // a failed step's partly received tensors go
         auto& s = self->state;
+        if (s.aborted.insert(step).second) {
+          s.aborted_order.push_back(step);
+          if (s.aborted_order.size() > 1024) {
+            s.aborted.erase(s.aborted_order.front());
+            s.aborted_order.pop_front();
+          }
+        }
         for (auto it = s.step_of.begin(); it != s.step_of.end();) {
           if (it->second != step) {
             ++it;
