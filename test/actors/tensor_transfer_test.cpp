@@ -85,9 +85,26 @@ BOOST_AUTO_TEST_CASE(a_tensor_crosses_the_network_layer_in_chunks_and_arrives_wh
               [&](caf::error& e) { BOOST_FAIL("the receiver did not answer: " << sending.render(e)); });
     }
     BOOST_TEST(completed == 1, t.describe() << " is put together once, at its last chunk");
+    // The chunks were read in place, and nothing of the transfer is left behind.
+    BOOST_TEST(LandingZone::instance().size() == 0u);
     ++transfer;
   }
   anon_send_exit(*remote, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(a_chunk_read_in_place_lands_in_its_transfers_tensor_and_a_dropped_transfer_leaves_nothing) {
+  Tensor t = random_floats(Shape{256}, 4);
+  auto chunks = chunks_of(t, 77, 512);  // two chunks of 512 bytes
+  auto first = LandingZone::instance().place(chunks[0], 512);
+  auto second = LandingZone::instance().place(chunks[1], 512);
+  BOOST_TEST_REQUIRE((first && second));
+  BOOST_TEST(first->shares_buffer_with(*second));
+  BOOST_TEST(first->describe() == "float32[256]");
+  BOOST_TEST(!LandingZone::instance().place(chunks[1], 513));  // past the tensor's end
+  TensorAssembler assembler;
+  assembler.add(chunks[0]);
+  assembler.drop(77);
+  BOOST_TEST(LandingZone::instance().size() == 0u);
 }
 
 BOOST_AUTO_TEST_CASE(chunks_come_in_any_order_and_disagreeing_ones_are_refused) {
