@@ -12,7 +12,8 @@ include(CMakePackageConfigHelpers)
 # that no installed header reaches the others.
 set(TROUPE_INTERNAL_HEADERS
   actors/cluster/cluster_messages.hpp actors/cluster/master.hpp actors/cluster/tensor_transfer.hpp
-  actors/cluster/worker.hpp actors/device_actor.hpp actors/messages.hpp
+  actors/cluster/worker.hpp actors/cluster/inbox.hpp actors/cluster/outbox.hpp actors/cluster/member_context.hpp
+  actors/device_actor.hpp actors/messages.hpp
   actors/param_shard.hpp actors/queue_actor.hpp actors/runtime.hpp actors/scheduler.hpp
   actors/timeouts.hpp core/checkpoint_internal.hpp core/wire/convert.hpp ops/nn/dnnl.hpp)
 file(GLOB_RECURSE TROUPE_PUBLIC_HEADERS CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}

@@ -2,15 +2,13 @@
 
 #include <caf/io/all.hpp>
 
-#include <cstring>
-#include <deque>
-
+#include "actors/cluster/inbox.hpp"
+#include "actors/cluster/outbox.hpp"
 #include "actors/executor/executable.hpp"
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/timeouts.hpp"
 #include "core/fingerprint.hpp"
-#include "core/wire/float16.hpp"
 #include "devices/device.hpp"
 #include "devices/device_name.hpp"
 #include "graph/graph_def.hpp"
@@ -18,137 +16,7 @@
 namespace troupe {
 namespace {
 
-// What a message costs the window beyond its payload (its header, roughly).
-constexpr uint64_t kMessageOverhead = 64;
-
 uint64_t key_of(const std::string& rendezvous_key) { return fingerprint64(rendezvous_key); }
-
-// ---- outbox ----------------------------------------------------------------------------
-
-struct OutboxEdge {
-  uint64_t key = 0;
-  bool float16 = false;
-  std::string name;  // the rendezvous key, for errors
-};
-
-struct OutboxState {
-  struct Item {
-    uint32_t edge = 0;
-    Tag tag;
-    bool dead = false;
-    Tensor tensor;              // what crosses as is
-    std::shared_ptr<std::vector<uint16_t>> half;  // or its float16 form
-    uint64_t transfer = 0;
-    uint64_t offset = 0;
-    uint64_t total = 0;  // bytes on the wire
-    // What keeps the bytes alive while CAF's network layer still has to write them.
-    std::shared_ptr<const void> owner;
-    const uint8_t* bytes = nullptr;
-  };
-  std::shared_ptr<MemberContext> context;
-  caf::actor inbox;
-  uint64_t handle = 0;
-  std::vector<OutboxEdge> edges;
-  std::deque<Item> queue;
-  uint64_t unacked = 0;
-  static inline const char* name = "troupe.outbox";
-};
-
-// Sends what the window allows of the queued values, chunk by chunk, oldest first.
-void pump(caf::stateful_actor<OutboxState>* self) {
-  auto& s = self->state;
-  while (!s.queue.empty() && s.unacked < kTransferWindow) {
-    auto& item = s.queue.front();
-    RemoteValue v;
-    v.handle = s.handle;
-    v.key = s.edges[item.edge].key;
-    v.tag = item.tag;
-    v.incarnation = s.context->incarnation;
-    v.dead = item.dead;
-    uint64_t len = 0;
-    if (!item.dead) {
-      TensorChunk& c = v.chunk;
-      c.transfer = item.transfer;
-      c.offset = item.offset;
-      c.total = item.total;
-      c.dtype = int32_t(item.tensor.dtype());
-      c.dims = item.tensor.shape().dims();
-      c.encoding = item.half ? TensorChunk::float16 : TensorChunk::raw;
-      len = std::min<uint64_t>(kTransferChunk, item.total - item.offset);
-      if (len > 0) c.bytes = ChunkBytes(item.owner, item.bytes + item.offset, len);
-    }
-    s.unacked += len + kMessageOverhead;
-    s.context->counters.bytes_sent.fetch_add(len, std::memory_order_relaxed);
-    self->send(s.inbox, transfer_atom::value, std::move(v));
-    item.offset += len;
-    if (item.dead || item.offset >= item.total) s.queue.pop_front();
-  }
-}
-
-caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_ptr<MemberContext> context,
-                           caf::actor inbox, uint64_t handle, std::vector<OutboxEdge> edges) {
-  auto& s = self->state;
-  s.context = std::move(context);
-  s.inbox = std::move(inbox);
-  s.handle = handle;
-  s.edges = std::move(edges);
-  return {
-      [self](input_atom, const Tag& tag, uint32_t slot, Value& value) {
-        auto& s = self->state;
-        OutboxState::Item item;
-        item.edge = slot;
-        item.tag = tag;
-        item.dead = value.dead;
-        if (!value.dead) {
-          item.tensor = std::move(value.tensor);
-          item.transfer = mix64(s.context->incarnation ^ s.context->next_transfer.fetch_add(1));
-          if (s.edges[slot].float16 && item.tensor.dtype() == DType::float32) {
-            item.half = std::make_shared<std::vector<uint16_t>>(std::size_t(item.tensor.num_elements()));
-            float32_to_float16(item.tensor.data<float>(), item.half->data(), item.half->size());
-            item.total = item.half->size() * sizeof(uint16_t);
-            item.owner = item.half;
-            item.bytes = reinterpret_cast<const uint8_t*>(item.half->data());
-            s.context->counters.float16_values.fetch_add(1, std::memory_order_relaxed);
-            s.context->counters.float16_bytes_saved.fetch_add(item.tensor.byte_size() - item.total, std::memory_order_relaxed);
-          } else {
-            item.total = item.tensor.byte_size();
-            auto held = std::make_shared<Tensor>(item.tensor);
-            item.bytes = static_cast<const uint8_t*>(held->raw_data());
-            item.owner = std::move(held);
-          }
-        }
-        s.context->counters.values_sent.fetch_add(1, std::memory_order_relaxed);
-        s.queue.push_back(std::move(item));
-        pump(self);
-      },
-      [self](ack_atom, uint64_t bytes) {
-        auto& s = self->state;
-        s.unacked = bytes > s.unacked ? 0 : s.unacked - bytes;
-        pump(self);
-      },
-      [self](abort_atom, uint64_t step) {  // values of a failed step need not cross any more
-        auto& q = self->state.queue;
-        for (auto it = q.begin(); it != q.end();)
-          it = it->tag.step == step && it->offset == 0 ? q.erase(it) : std::next(it);
-      },
-  };
-}
-
-// ---- inbox -----------------------------------------------------------------------------
-
-struct InboxState {
-  std::shared_ptr<MemberContext> context;
-  TensorAssembler assembler;
-  std::unordered_map<uint64_t, uint64_t> step_of;  // transfer in progress -> its step
-  std::unordered_set<uint64_t> aborted;  // the last 1024 steps that failed: their chunks are dropped
-  std::deque<uint64_t> aborted_order;
-  uint64_t refused = 0;  // values from an incarnation no registration knows
-  static inline const char* name = "troupe.inbox";
-};
-
-void fail_step(const Registration& reg, const Tag& tag, ErrorCode code, const std::string& message) {
-  caf::anon_send(reg.exe->step_actor(), abort_atom::value, tag, int32_t(code), message);
-}
 
 }  // namespace
 
@@ -160,79 +28,6 @@ std::shared_ptr<Registration> MemberContext::find(uint64_t handle) const {
   std::lock_guard<std::mutex> lock(mutex);
   auto it = registrations.find(handle);
   return it == registrations.end() ? nullptr : it->second;
-}
-
-static caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr<MemberContext> context) {
-  self->state.context = std::move(context);
-  return {
-      [self](transfer_atom, RemoteValue& v) {
-        auto& s = self->state;
-        const uint64_t bytes = v.chunk.bytes.size() + kMessageOverhead;
-        if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
-          self->send(sender, ack_atom::value, bytes);
-        s.context->counters.bytes_received.fetch_add(v.chunk.bytes.size(), std::memory_order_relaxed);
-        auto reg = s.context->find(v.handle);
-        if (!reg) return;  // deregistered: a late value of a signature that is gone
-        if (!reg->peer_incarnations.count(v.incarnation)) {
-          if (s.refused++ == 0)
-            s.context->log(fmt::format("refused a value from incarnation {:#x}, which registration {:#x} does not know "
-                                       "(a process restarted); counting such values from now on",
-                                       v.incarnation, v.handle));
-          return;
-        }
-        auto recv = reg->recv_of.find(v.key);
-        if (recv == reg->recv_of.end()) {
-          fail_step(*reg, v.tag, ErrorCode::internal,
-                    fmt::format("task {}: a value for rendezvous key {:#x}, which no _Recv of registration {:#x} has",
-                                s.context->task.to_string(), v.key, v.handle));
-          return;
-        }
-        if (v.dead) {
-          s.context->counters.values_received.fetch_add(1, std::memory_order_relaxed);
-          send_input(self->context(), recv->second, v.tag, 0, Value{Tensor(), true});
-          return;
-        }
-        const uint64_t transfer = v.chunk.transfer;
-        if (s.aborted.count(v.tag.step)) {  // a late chunk of a failed step
-          s.assembler.drop(transfer);
-          s.step_of.erase(transfer);
-          return;
-        }
-        std::optional<Tensor> whole;
-        try {
-          whole = s.assembler.add(v.chunk);
-        } catch (const Error& e) {
-          s.step_of.erase(transfer);
-          fail_step(*reg, v.tag, e.code(), fmt::format("task {}: {}", s.context->task.to_string(), e.what()));
-          return;
-        }
-        if (!whole) {
-          s.step_of[transfer] = v.tag.step;
-          return;
-        }
-        s.step_of.erase(transfer);
-        s.context->counters.values_received.fetch_add(1, std::memory_order_relaxed);
-        send_input(self->context(), recv->second, v.tag, 0, Value{std::move(*whole), false});
-      },
-      [self](abort_atom, uint64_t step) {  // a failed step's partly received tensors go
-        auto& s = self->state;
-        if (s.aborted.insert(step).second) {
-          s.aborted_order.push_back(step);
-          if (s.aborted_order.size() > 1024) {
-            s.aborted.erase(s.aborted_order.front());
-            s.aborted_order.pop_front();
-          }
-        }
-        for (auto it = s.step_of.begin(); it != s.step_of.end();) {
-          if (it->second != step) {
-            ++it;
-            continue;
-          }
-          s.assembler.drop(it->first);
-          it = s.step_of.erase(it);
-        }
-      },
-  };
 }
 
 std::string task_of_device(const std::string& device) {

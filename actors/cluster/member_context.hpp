@@ -1,0 +1,68 @@
+#pragma once
+// What the actors of one cluster member (worker.hpp, inbox.hpp, outbox.hpp) share: the
+// member's identity, its runtime and parameter shards, the registered graphs, and its transfer
+// counters. The registrations are written by the worker and read by the inbox, under `mutex`
+// (held only around the map). Internal to actors/: includes CAF.
+#include <caf/all.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "actors/cluster/cluster_spec.hpp"
+
+namespace troupe {
+
+// What a message costs an outbox's window beyond its payload (its header, roughly).
+inline constexpr uint64_t kMessageOverhead = 64;
+
+class Executable;
+class ParamShards;
+class Runtime;
+
+// One signature registered by a master: its actors and how the inbox reaches its _Recvs.
+struct Registration {
+  uint64_t handle = 0;
+  caf::actor owner;
+  std::string owner_name;
+  std::shared_ptr<Executable> exe;
+  std::unordered_map<uint64_t, caf::actor> recv_of;  // fingerprint64(rendezvous key) -> _Recv
+  std::unordered_set<uint64_t> peer_incarnations;    // values from any other are refused
+  std::vector<caf::actor> outboxes;
+  ~Registration();  // stops the outboxes; the executable stops its own actors
+};
+
+// What the worker, inbox and outboxes of one member share. The registrations are written by the
+// worker and read by the inbox, under `mutex` (held only around the map).
+struct MemberContext {
+  TaskId task;
+  uint64_t incarnation = 0;
+  std::string devices;  // full names under the task, by ','
+  std::vector<std::pair<TaskId, TaskAddress>> cluster;  // every task of the spec
+  std::shared_ptr<Runtime> runtime;
+  std::shared_ptr<ParamShards> shards;  // the variables placed on this task
+  std::function<void(const std::string&)> log;
+  std::chrono::milliseconds connect_timeout{2000};
+  std::atomic<uint64_t> next_transfer{1};
+  // What crossed to and from this process since it started (all registrations), as the
+  // worker's (transfer_stats_atom) answers: values and bytes sent and received (bytes on the
+  // wire), values sent as float16 and the bytes that saved.
+  struct Counters {
+    std::atomic<uint64_t> values_sent{0}, bytes_sent{0}, values_received{0}, bytes_received{0}, float16_values{0},
+        float16_bytes_saved{0};
+  } counters;
+
+  mutable std::mutex mutex;  // guards registrations
+  std::unordered_map<uint64_t, std::shared_ptr<Registration>> registrations;
+  std::shared_ptr<Registration> find(uint64_t handle) const;
+};
+
+}  // namespace troupe
