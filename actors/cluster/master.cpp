@@ -2,6 +2,7 @@
 
 #include <caf/io/all.hpp>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <random>
@@ -130,6 +131,8 @@ struct Master::Signature {
   };
   std::mutex mutex;  // guards handle, shares' incarnations and requests (re-registration)
   uint64_t handle = 0;
+  // A task said it cannot run its share (it lost a peer): register anew before the next step.
+  std::atomic<bool> stale{false};
   std::vector<Share> shares;
   int num_fetches = 0;
 };
@@ -381,7 +384,7 @@ std::shared_ptr<Master::Signature> Master::prepare(const Graph& graph, const std
 }
 
 void Master::Impl::make_current(Signature& sig) {
-  bool stale = sig.handle == 0;
+  bool stale = sig.stale.exchange(false) || sig.handle == 0;
   for (auto& share : sig.shares) {
     std::string lost;
     uint64_t incarnation = 0;
@@ -512,7 +515,8 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
       int i = from ? share_of_worker(from.address()) : -1;
       if (i < 0) return;
       if (reply.code != int32_t(ErrorCode::ok)) {
-        failure = StepResult{{}, ErrorCode(reply.code), std::move(reply.message)};
+        if (reply.code == int32_t(ErrorCode::unavailable)) sig.stale = true;  // a task lost a peer
+        failure = StepResult{{}, ErrorCode(reply.code), fmt::format("step {}: {}", step, reply.message)};
         return;
       }
       if (answered[std::size_t(i)]) return;

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -36,7 +37,9 @@ struct Registration {
   std::shared_ptr<Executable> exe;
   std::unordered_map<uint64_t, caf::actor> recv_of;  // fingerprint64(rendezvous key) -> _Recv
   std::unordered_set<uint64_t> peer_incarnations;    // values from any other are refused
+  std::set<std::string> peers;                       // the tasks it exchanges values with
   std::vector<caf::actor> outboxes;
+  std::string broken;  // why it cannot run (a peer's connection was lost); only the worker reads it
   ~Registration();  // stops the outboxes; the executable stops its own actors
 };
 

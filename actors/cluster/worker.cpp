@@ -116,6 +116,7 @@ void register_graph(Worker* self, RegisterGraph& r) {
   std::map<std::string, const TaskPeer*> peer_by_task;
   for (auto& p : r.peers) {
     peer_by_task[p.task] = &p;
+    reg->peers.insert(p.task);
     reg->peer_incarnations.insert(p.incarnation);
   }
   reg->peer_incarnations.insert(ctx.incarnation);
@@ -200,11 +201,29 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
   self->state.inbox = self->spawn<caf::linked>(inbox_actor, self->state.context);  // goes with the worker
   // Who waits for which step's answer: errors that come after the answer go there too.
   auto requesters = std::make_shared<std::map<std::pair<uint64_t, uint64_t>, caf::actor>>();
-  self->set_down_handler([self](caf::down_msg& dm) {
+  self->set_down_handler([self, requesters](caf::down_msg& dm) {
     auto& s = self->state;
     for (auto it = s.peers.begin(); it != s.peers.end(); ++it)
       if (it->second.inbox.address() == dm.source) {
+        // The graphs that exchange values with it cannot run now: their steps in flight fail,
+        // and so do later ones, until the master registers them again (it does after such an
+        // error), connecting anew.
+        const std::string why = fmt::format("task {} lost its connection to peer {} ({})", s.context->task.to_string(),
+                                            it->first, self->system().render(dm.reason));
         s.context->log(fmt::format("peer lost: {} ({})", it->first, self->system().render(dm.reason)));
+        std::set<uint64_t> broken;
+        {
+          std::lock_guard<std::mutex> lock(s.context->mutex);
+          for (auto& [h, reg] : s.context->registrations)
+            if (reg->peers.count(it->first)) {
+              reg->broken = why;
+              broken.insert(h);
+            }
+        }
+        for (auto& [key, requester] : *requesters)
+          if (broken.count(key.first))
+            self->send(requester, run_done_atom::value, key.first, key.second,
+                       RunGraphReply{int32_t(ErrorCode::unavailable), why, {}});
         s.peers.erase(it);
         return;
       }
@@ -259,6 +278,10 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
                               "graph dropped",
                               ctx.task.to_string(), ctx.incarnation, handle),
                   {}});
+          return;
+        }
+        if (!reg->broken.empty()) {
+          answer({int32_t(ErrorCode::unavailable), reg->broken, {}});
           return;
         }
         std::vector<Tensor> values;

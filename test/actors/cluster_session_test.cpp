@@ -9,7 +9,10 @@
 #include <csignal>
 #include <cmath>
 #include <fstream>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
+#include <sstream>
 #include <thread>
 
 #include "actors/session.hpp"
@@ -269,4 +272,49 @@ BOOST_AUTO_TEST_CASE(many_steps_in_a_row_and_at_once_all_finish_with_their_own_v
     });
   for (auto& t : threads) t.join();
   BOOST_TEST(wrong == 0);
+}
+
+namespace {
+
+// The local port of `pid`'s established connection to 127.0.0.1:`port`, from `ss`; 0 if none.
+int connection_of(pid_t pid, uint16_t port) {
+  std::string command = fmt::format("ss -tnpH state established '( dport = :{} )' 2>/dev/null", port);
+  std::unique_ptr<FILE, int (*)(FILE*)> out(::popen(command.c_str(), "r"), ::pclose);
+  if (!out) return 0;
+  char line[512];
+  while (std::fgets(line, sizeof line, out.get())) {
+    std::string l = line;
+    if (l.find(fmt::format("pid={},", pid)) == std::string::npos) continue;
+    std::istringstream fields(l);
+    std::string recv_q, send_q, local;
+    fields >> recv_q >> send_q >> local;
+    return std::stoi(local.substr(local.rfind(':') + 1));
+  }
+  return 0;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_connection_lost_between_two_workers_fails_the_step_and_the_next_one_connects_again) {
+  Cluster c;
+  ThereAndBack g;
+  Session session(g.root, on(c));
+  BOOST_TEST(session.run(g.feeds, {g.y})[0].to_vector<float>() == g.expected);
+  // Cut worker:0's connection to worker:1 (ss -K: the kernel resets that socket alone), leaving
+  // both connected to the session.
+  const int local = connection_of(c.nodes["worker:0"]->pid(), c.ports["worker:1"]);
+  if (local == 0 ||
+      std::system(fmt::format("ss -K state established '( sport = :{} and dport = :{} )' >/dev/null 2>&1", local,
+                              c.ports["worker:1"])
+                      .c_str()) != 0 ||
+      connection_of(c.nodes["worker:0"]->pid(), c.ports["worker:1"]) == local) {
+    BOOST_TEST_MESSAGE("skipped: cannot cut one TCP connection here (ss -K needs CONFIG_INET_DIAG_DESTROY)");
+    return;
+  }
+  RunOptions bounded;
+  bounded.timeout = 20s;  // a backstop: the loss must be seen long before
+  auto lost = error_of([&] { session.run(g.feeds, {g.y}, {}, bounded); }, ErrorCode::unavailable);
+  BOOST_TEST(contains(lost, "lost its connection to peer worker:"), lost);
+  // The session registers the graph anew, and the workers connect again.
+  BOOST_TEST(session.run(g.feeds, {g.y}, {}, bounded)[0].to_vector<float>() == g.expected);
 }
