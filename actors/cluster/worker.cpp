@@ -2,6 +2,8 @@
 
 #include <caf/io/all.hpp>
 
+#include <algorithm>
+
 #include "actors/cluster/inbox.hpp"
 #include "actors/cluster/outbox.hpp"
 #include "actors/executor/executable.hpp"
@@ -72,6 +74,7 @@ const WorkerState::Peer& peer_of(Worker* self, const TaskPeer& p) {
   WorkerState::Peer peer;
   peer.inbox = p.inbox;
   peer.incarnation = p.incarnation;
+  peer.address = address.to_string();
   if (!peer.inbox) fail(ErrorCode::invalid_argument, "the registration names no inbox for task {}", p.task);
   if (s.context->task < parse_task_id(p.task)) {
     peer.worker = connect_member(self->system(), address, s.context->connect_timeout);
@@ -121,6 +124,18 @@ void register_graph(Worker* self, RegisterGraph& r) {
   }
   reg->peer_incarnations.insert(ctx.incarnation);
   std::set<std::string> float16(r.float16_keys.begin(), r.float16_keys.end());
+  for (auto& part : set.parts)
+    for (int id = 0; id < part.graph->size(); ++id) {
+      const Node& n = part.graph->node(id);
+      if (n.op != "_Recv") continue;
+      const std::string from_device = get_attr<std::string>(n.attrs, "send_device", n.name);
+      const std::string from = task_of_device(from_device);
+      if (from == me) continue;
+      std::string& waits = reg->waits_for[from];
+      if (std::count(waits.begin(), waits.end(), '\'') < 16)
+        waits += fmt::format("{}'{}' from {}", waits.empty() ? "" : ", ", get_attr<std::string>(n.attrs, "tensor_name", n.name),
+                             from_device);
+    }
   std::map<std::string, std::vector<OutboxEdge>> edges_to;  // by peer task
   std::map<std::string, Target> target_of;                 // by rendezvous key
   for (auto& part : set.parts)
@@ -208,22 +223,23 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         // The graphs that exchange values with it cannot run now: their steps in flight fail,
         // and so do later ones, until the master registers them again (it does after such an
         // error), connecting anew.
-        const std::string why = fmt::format("task {} lost its connection to peer {} ({})", s.context->task.to_string(),
-                                            it->first, self->system().render(dm.reason));
+        const std::string why = fmt::format("task {} lost its connection to peer {} at {} ({})", s.context->task.to_string(),
+                                            it->first, it->second.address, self->system().render(dm.reason));
         s.context->log(fmt::format("peer lost: {} ({})", it->first, self->system().render(dm.reason)));
-        std::set<uint64_t> broken;
+        std::map<uint64_t, std::string> broken;  // registration -> why
         {
           std::lock_guard<std::mutex> lock(s.context->mutex);
           for (auto& [h, reg] : s.context->registrations)
             if (reg->peers.count(it->first)) {
-              reg->broken = why;
-              broken.insert(h);
+              auto waits = reg->waits_for.find(it->first);
+              reg->broken = waits == reg->waits_for.end() ? why : why + "; it waited for " + waits->second;
+              broken[h] = reg->broken;
             }
         }
         for (auto& [key, requester] : *requesters)
           if (broken.count(key.first))
             self->send(requester, run_done_atom::value, key.first, key.second,
-                       RunGraphReply{int32_t(ErrorCode::unavailable), why, {}});
+                       RunGraphReply{int32_t(ErrorCode::unavailable), broken[key.first], {}});
         s.peers.erase(it);
         return;
       }

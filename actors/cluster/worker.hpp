@@ -47,6 +47,7 @@ struct WorkerState {
   struct Peer {
     caf::actor worker;  // when this member made the connection
     caf::actor inbox;   // monitored
+    std::string address;
     uint64_t incarnation = 0;
   };
   std::map<std::string, Peer> peers;  // by task ("worker:1")
