@@ -6,7 +6,7 @@
 //   troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]
 //   troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]
 //   troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--json]
-//   troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 16M] [--window 4] [--json]
+//   troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 4M] [--window 16] [--json]
 //   troupe-bench cluster [--size 512] [--layers 8] [--steps S] [--warmup W] [--threads T] [--float16] [--json]
 #include <cstdio>
 #include <cstring>
@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
                  "       troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]\n"
                  "       troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]\n"
                  "       troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--threads T] [--json]\n"
-                 "       troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 16M] [--window 4] [--json]\n"
+                 "       troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 4M] [--window 16] [--json]\n"
                  "       troupe-bench cluster [--size 512] [--layers 8] [--steps S] [--warmup W] [--threads T] [--float16] "
                  "[--node PATH] [--json]\n");
     return 2;

@@ -1,10 +1,11 @@
 // troupe-bench transfer: bytes between two processes on loopback, over CAF's network layer (the
-// middleman: the layer Send/Recv between processes will use) beside a plain TCP socket pair, in
+// middleman: the layer Send/Recv between processes uses) beside a plain TCP socket pair, in
 // one run. The benchmark forks its peer process (a sink that acknowledges each message) before it
 // starts any thread, and stops it by pid at the end.
 //   throughput: a message of S bytes, acknowledged by the peer; GB/s over repetitions lasting at
-//     least --seconds. Over CAF in chunks of at most --chunk (16 MiB) with up to --window (4) in
-//     flight, each a std::vector<uint8_t>, which CAF serializes with one memcpy.
+//     least --seconds. Over CAF in chunks of at most --chunk with up to --window in flight (by
+//     default what a member's outbox uses: 4 MiB, 16 of them, 64 MiB), as std::vector<uint8_t>
+//     messages (CAF serializes each with one memcpy), and as tensors.
 //     As tensors: a uint8 tensor of S bytes cut into TensorChunks (actors/cluster/tensor_transfer.hpp,
 //     the wire form of a tensor crossing processes) and put together again by the peer.
 //   round trip: a 64-byte message and its acknowledgement, median of 2,000.
@@ -31,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/cluster/outbox.hpp"
 #include "actors/cluster/tensor_transfer.hpp"
 #include "actors/runtime.hpp"
 #include "actors/scheduler.hpp"
@@ -45,8 +47,8 @@ constexpr std::size_t kSmall = 64;
 struct Args : CommonFlags {
   std::vector<std::size_t> sizes = {4u << 10, 64u << 10, 1u << 20, 16u << 20, 256u << 20};
   double seconds = 1.0;
-  std::size_t chunk = 16u << 20;  // CAF: the largest message a tensor is cut into
-  int window = 4;                 // CAF: messages in flight at once
+  std::size_t chunk = kTransferChunk;                 // CAF: the largest message a tensor is cut into
+  int window = int(kTransferWindow / kTransferChunk);  // CAF: messages in flight at once
 };
 
 std::size_t parse_size(const std::string& s) {
