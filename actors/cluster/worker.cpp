@@ -183,7 +183,10 @@ void register_graph(Worker* self, RegisterGraph& r) {
                                           [shards](const std::string& v) { return shards->of(v); }, options);
   for (auto& [key, actor] : reg->exe->recv_actors()) reg->recv_of[key_of(key)] = actor;
 
-  if (r.owner_actor) self->monitor(r.owner_actor);
+  if (r.owner_actor && self->state.owners.emplace(r.owner_actor.address(), r.owner).second) {
+    self->monitor(r.owner_actor);
+    ctx.log(fmt::format("peer connected: {}", r.owner));
+  }
   {
     std::lock_guard<std::mutex> lock(ctx.mutex);
     ctx.registrations[r.handle] = reg;
@@ -243,19 +246,17 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         s.peers.erase(it);
         return;
       }
+    auto owner = s.owners.find(dm.source);
+    if (owner == s.owners.end()) return;
     std::vector<uint64_t> owned;
-    std::string owner;
     {
       std::lock_guard<std::mutex> lock(s.context->mutex);
       for (auto& [h, reg] : s.context->registrations)
-        if (reg->owner && reg->owner.address() == dm.source) {
-          owned.push_back(h);
-          owner = reg->owner_name;
-        }
+        if (reg->owner && reg->owner.address() == dm.source) owned.push_back(h);
     }
-    if (owned.empty()) return;
-    s.context->log(fmt::format("peer lost: {} ({}); dropping its {} registered graph(s)", owner,
-                               self->system().render(dm.reason), owned.size()));
+    s.context->log(fmt::format("peer lost: {} ({}){}", owner->second, self->system().render(dm.reason),
+                               owned.empty() ? "" : fmt::format("; dropping its {} registered graph(s)", owned.size())));
+    s.owners.erase(owner);
     drop(self, owned);
   });
   return {

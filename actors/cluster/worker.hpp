@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -51,6 +52,7 @@ struct WorkerState {
     uint64_t incarnation = 0;
   };
   std::map<std::string, Peer> peers;  // by task ("worker:1")
+  std::map<caf::actor_addr, std::string> owners;  // the masters it monitors, by name
   static inline const char* name = "troupe.worker";
 };
 

@@ -95,6 +95,8 @@ BOOST_AUTO_TEST_CASE(a_graph_over_two_workers_and_a_ps_gives_the_local_sessions_
   const std::string logs = c.logs();
   BOOST_TEST(contains(logs, "ps:0: partition registered: graph"), logs);
   BOOST_TEST(contains(logs, "worker:0: peer connected: worker:1 at " + c.address("worker:1")), logs);
+  BOOST_TEST(contains(logs, "ps:0: peer connected: session of "), logs);
+  BOOST_TEST(contains(logs, "ps:0: peer lost: session of "), logs);  // the demo ended
 }
 
 BOOST_AUTO_TEST_CASE(variables_on_the_ps_keep_their_values_across_steps_and_sessions) {
