@@ -9,6 +9,19 @@ void fail_step(const Registration& reg, const Tag& tag, ErrorCode code, const st
   caf::anon_send(reg.exe->step_actor(), abort_atom::value, tag, int32_t(code), message);
 }
 
+// Forgets the transfers in progress that `which` picks (their partial tensors too).
+template <class Which>
+void drop_transfers(InboxState& s, Which which) {
+  for (auto it = s.in_progress.begin(); it != s.in_progress.end();) {
+    if (!which(it->second)) {
+      ++it;
+      continue;
+    }
+    s.assembler.drop(it->first);
+    it = s.in_progress.erase(it);
+  }
+}
+
 }  // namespace
 
 caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr<MemberContext> context) {
@@ -44,22 +57,22 @@ caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr
         const uint64_t transfer = v.chunk.transfer;
         if (s.aborted.count(v.tag.step)) {  // a late chunk of a failed step
           s.assembler.drop(transfer);
-          s.step_of.erase(transfer);
+          s.in_progress.erase(transfer);
           return;
         }
         std::optional<Tensor> whole;
         try {
           whole = s.assembler.add(v.chunk);
         } catch (const Error& e) {
-          s.step_of.erase(transfer);
+          s.in_progress.erase(transfer);
           fail_step(*reg, v.tag, e.code(), fmt::format("task {}: {}", s.context->task.to_string(), e.what()));
           return;
         }
         if (!whole) {
-          s.step_of[transfer] = v.tag.step;
+          s.in_progress[transfer] = {v.tag.step, v.incarnation};
           return;
         }
-        s.step_of.erase(transfer);
+        s.in_progress.erase(transfer);
         s.context->counters.values_received.fetch_add(1, std::memory_order_relaxed);
         send_input(self->context(), recv->second, v.tag, 0, Value{std::move(*whole), false});
       },
@@ -72,14 +85,10 @@ caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr
             s.aborted_order.pop_front();
           }
         }
-        for (auto it = s.step_of.begin(); it != s.step_of.end();) {
-          if (it->second != step) {
-            ++it;
-            continue;
-          }
-          s.assembler.drop(it->first);
-          it = s.step_of.erase(it);
-        }
+        drop_transfers(s, [step](const InboxState::InProgress& t) { return t.step == step; });
+      },
+      [self](peer_lost_atom, uint64_t incarnation) {  // its half-sent tensors will not be finished
+        drop_transfers(self->state, [incarnation](const InboxState::InProgress& t) { return t.sender == incarnation; });
       },
   };
 }

@@ -229,6 +229,7 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         const std::string why = fmt::format("task {} lost its connection to peer {} at {} ({})", s.context->task.to_string(),
                                             it->first, it->second.address, self->system().render(dm.reason));
         s.context->log(fmt::format("peer lost: {} ({})", it->first, self->system().render(dm.reason)));
+        self->send(s.inbox, peer_lost_atom::value, it->second.incarnation);
         std::map<uint64_t, std::string> broken;  // registration -> why
         {
           std::lock_guard<std::mutex> lock(s.context->mutex);
