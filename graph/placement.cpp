@@ -135,12 +135,14 @@ DeviceSpec parse_request(const Node& node) {
 }
 
 // Merges the requests of the group's members (a NextIteration feeding a Merge yields to it).
+// In a single process the jobs and tasks requested do not matter, nor do their disagreements.
 void merge_requests(const Graph& graph, const Graph::Edges& edges, const ColocationGroups& groups,
-                    Group& group) {
+                    Group& group, bool single_process) {
   for (int id : group.members) {
     const Node& node = graph.node(id);
     if (node.requested_device.empty() || feeds_a_merge(graph, edges, node)) continue;
     DeviceSpec request = parse_request(node);
+    if (single_process) request.job.reset(), request.task.reset();
     auto merge = [&](auto& merged, const auto& wanted, int& by) {
       if (!wanted) return;
       if (merged && *merged != *wanted) {
@@ -192,7 +194,7 @@ class Placer {
       groups_[it->second].members.push_back(id);
     }
     for (auto& group : groups_) {
-      merge_requests(graph_, edges, groups, group);
+      merge_requests(graph_, edges, groups, group, options_.single_process);
       find_candidates(group);
     }
     std::vector<int> device_of_group(groups_.size(), -1);

@@ -56,8 +56,8 @@ struct PlacementOptions {
   std::function<bool(const Node& node, const std::string& type)> has_kernel;
   bool allow_soft_placement = true;
   // A process of its own (a local Session): the job and task a request names are taken as the
-  // default job and task, so a graph written for a cluster ("/job:ps/task:0") runs in one
-  // process unchanged, as TensorFlow's local session runs it.
+  // default job and task (and colocated nodes asking for different ones do not conflict), so a
+  // graph written for a cluster ("/job:ps/task:0") runs in one process unchanged.
   bool single_process = false;
   enum class Policy { cost, alternate };
   Policy policy = Policy::cost;

@@ -69,6 +69,12 @@ Scope Scope::with_float16_transfer(bool on) const {
   return s;
 }
 
+Scope Scope::with_device_function(DeviceFunction fn) const {
+  Scope s = *this;
+  s.device_function_ = std::move(fn);
+  return s;
+}
+
 Node& Scope::add(const std::string& op, const std::vector<Output>& inputs, AttrMap attrs,
                  const std::string& name_hint) const {
   NodeSpec spec;
@@ -101,6 +107,7 @@ Node& Scope::add(const std::string& op, const std::vector<Output>& inputs, AttrM
   }
   if (float16_transfer_) spec.attrs["_float16_transfer"] = true;
   spec.requested_device = device_;
+  if (device_function_ && colocation_.empty()) spec.requested_device = device_function_(spec);
   return state_->graph->add_node(std::move(spec));
 }
 

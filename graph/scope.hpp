@@ -3,6 +3,7 @@
 // request, and control dependencies to add; op builder functions (ops/*.hpp) take a Scope and
 // Outputs and return Outputs. Scopes are cheap values; those derived from one root share the
 // graph and the table of names used, so names stay unique.
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -30,6 +31,10 @@ class Output {
   int port_ = 0;
 };
 
+// A device function (TensorFlow's tf.device(function)): given a node about to be added (its name,
+// op and attributes, and in requested_device what the scope asks for), the device it requests.
+using DeviceFunction = std::function<std::string(const NodeSpec& node)>;
+
 class Scope {
  public:
   static Scope root();  // a new, empty graph
@@ -55,6 +60,10 @@ class Scope {
   // Only edges between processes of a cluster are affected; SessionOptions::float16_transfer
   // does the same for the whole graph.
   Scope with_float16_transfer(bool on = true) const;
+  // Every node built under the scope (but one colocated with another node, which goes where that
+  // node goes) requests the device `fn` gives it, after the scope's own device is applied.
+  // ops/state/replica_device_setter.hpp makes one that spreads variables over ps tasks.
+  Scope with_device_function(DeviceFunction fn) const;
 
   const std::string& prefix() const { return prefix_; }
   const std::string& device() const { return device_; }
@@ -78,6 +87,7 @@ class Scope {
   std::vector<int> control_deps_;
   std::vector<std::string> colocation_;  // "loc:@<node name>"
   bool float16_transfer_ = false;
+  DeviceFunction device_function_;
 };
 
 }  // namespace troupe

@@ -14,9 +14,11 @@
 #include <map>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "actors/session.hpp"
 #include "ops/all.hpp"
+#include "ops/state/replica_device_setter.hpp"
 #include "test/support/child_process.hpp"
 #include "test/support/expect_error.hpp"
 #include "test/support/free_port.hpp"
@@ -322,4 +324,39 @@ BOOST_AUTO_TEST_CASE(a_connection_lost_between_two_workers_fails_the_step_and_th
   BOOST_TEST(contains(lost, "lost its connection to peer worker:"), lost);
   // The session registers the graph anew, and the workers connect again.
   BOOST_TEST(session.run(g.feeds, {g.y}, {}, bounded)[0].to_vector<float>() == g.expected);
+}
+
+BOOST_AUTO_TEST_CASE(a_model_placed_by_replica_device_setter_trains_on_the_cluster_as_it_does_locally) {
+  Cluster c;
+  auto build = [] {
+    auto root = Scope::root();
+    auto s = root.with_device_function(replica_device_setter(1, {.worker_device = "/job:worker/task:1"}));
+    auto x = ops::placeholder(s.with_op_name("x"), DType::float32, {4, 3});
+    auto w = ops::variable(s.with_op_name("w"), {3, 1}, DType::float32);
+    auto init = ops::assign(s, w, ops::fill(s, {3, 1}, ops::constant(s, 0.5f)));
+    auto loss = ops::mean(s.with_op_name("loss"), ops::square(s, ops::matmul(s, x, w)));
+    Node* train = Optimizer::momentum(0.1, 0.9).minimize(s, loss);
+    return std::make_tuple(root, x, w, init, loss, train);
+  };
+  auto run = [&](const SessionOptions& options) {
+    auto [root, x, w, init, loss, train] = build();
+    Session session(root, options);
+    session.run({}, {}, {init.node()});
+    const FeedList feeds = {{x, Tensor::from_vector<float>({1, 0, 0, 0, 1, 0, 0, 0, 1, 1, 1, 1}, {4, 3})}};
+    std::vector<float> losses;
+    for (int i = 0; i < 5; ++i) {
+      losses.push_back(session.run(feeds, {loss})[0].scalar_value<float>());
+      session.run(feeds, {}, {train});
+    }
+    return std::make_pair(losses, session.transfer_stats());
+  };
+  auto [local, none] = run({});
+  auto [cluster, stats] = run(on(c));
+  BOOST_TEST(none.empty());
+  BOOST_TEST(local == cluster, "the losses differ");
+  // The variable lived on ps:0: it sent w to worker:1 every step and took its updates.
+  auto ps = std::find_if(stats.begin(), stats.end(), [](const TaskTransfers& t) { return t.task == "ps:0"; });
+  BOOST_TEST_REQUIRE((ps != stats.end()));
+  BOOST_TEST(ps->values_sent >= 10u);
+  BOOST_TEST(ps->values_received >= 5u);
 }

@@ -116,6 +116,22 @@ BOOST_AUTO_TEST_CASE(conflicting_requests_in_one_colocation_group_fail_naming_bo
   BOOST_TEST(contains(message, "Exp 'q' is colocated with Neg 'p'"), message);
 }
 
+BOOST_AUTO_TEST_CASE(in_a_single_process_the_jobs_and_tasks_asked_for_are_its_own) {
+  // A graph written for a cluster: a variable on a ps task, an update asked for on a worker.
+  auto root = Scope::root();
+  auto v = ops::variable(root.with_device("/job:ps/task:7").with_op_name("v"), Shape{2}, DType::float32);
+  auto a = ops::assign(root.with_device("/job:worker/task:2/device:CPU:1").with_op_name("a"), v,
+                       ops::constant(root, Tensor::from_vector<float>({1, 2})));
+  PlacementOptions local = options();
+  local.single_process = true;
+  auto placed = place(root.graph(), local);
+  BOOST_TEST(device_of(placed, v) == kCpu1);  // the device the update asked for, in this process
+  BOOST_TEST(device_of(placed, a) == kCpu1);
+  // Across processes the same requests disagree.
+  auto message = error_of([&] { place(root.graph(), options()); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(message, "Assign 'a' requests '/job:worker/task:2/device:CPU:1'"), message);
+}
+
 BOOST_AUTO_TEST_CASE(a_request_for_a_device_with_no_kernel_soft_places_on_the_cpu_of_the_same_task) {
   auto root = Scope::root();
   auto x = matrix(root.with_device(kPs1), "x");
