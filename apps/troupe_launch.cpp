@@ -1,0 +1,269 @@
+// troupe-launch: a local cluster in one command (issue 15; docs/cluster.md, "A local cluster in one
+// command").
+//   troupe-launch [--ps N] [--workers N] [--node PATH] [--dir DIR] -- COMMAND [ARGS...]
+// Picks free ports on 127.0.0.1 for ps:0..N-1 and worker:0..N-1, writes the cluster spec
+// (DIR/cluster.json; DIR defaults to a new directory under /tmp, removed at the end), starts every ps task as
+// `troupe-node --cluster SPEC --task ps:K` and, once they listen, every worker as
+// `COMMAND ARGS --cluster SPEC --task worker:K` (each process's command line names its task, so
+// `ps` finds it). Every line a process prints is shown prefixed by its task. The job ends when
+// every worker has exited; the ps tasks are then stopped (SIGTERM, then SIGKILL after 10 s).
+// Ctrl-C or SIGTERM stops every process the same way. A ps task that exits while workers run
+// stops the job. Exit code: 0 when every worker exited with 0 and no ps task died, 1 otherwise,
+// 2 for a bad command line.
+#include <CLI/CLI.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+volatile sig_atomic_t stop_requested = 0;
+void on_stop_signal(int) { stop_requested = 1; }
+
+// `count` distinct free ports on 127.0.0.1 (all held open until every one is picked).
+std::vector<uint16_t> free_ports(int count) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  for (int i = 0; i < count; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error(std::string("cannot find a free port on 127.0.0.1: ") + std::strerror(errno));
+    fds.push_back(fd);
+    ports.push_back(ntohs(a.sin_port));
+  }
+  for (int fd : fds) ::close(fd);
+  return ports;
+}
+
+// One process of the job: its task, pid, and the pipe its stdout and stderr come through.
+struct Process {
+  std::string task;
+  pid_t pid = -1;
+  int out = -1;         // read end
+  std::string partial;  // a line not yet ended
+  std::optional<int> exit_code;
+  bool started = false;  // printed "started on" (ps tasks)
+};
+
+void print_line(const std::string& task, const std::string& line) {
+  std::printf("[%s] %s\n", task.c_str(), line.c_str());
+  std::fflush(stdout);
+}
+
+Process spawn(const std::string& task, std::vector<std::string> argv) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  posix_spawn_file_actions_adddup2(&files, fds[1], 1);
+  posix_spawn_file_actions_adddup2(&files, fds[1], 2);
+  // A process group of its own: stopping the task stops what it started too, and a terminal's
+  // Ctrl-C reaches only troupe-launch, which stops the tasks in order.
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  Process p;
+  p.task = task;
+  const int rc = posix_spawnp(&p.pid, args[0], &files, &attributes, args.data(), environ);
+  posix_spawnattr_destroy(&attributes);
+  posix_spawn_file_actions_destroy(&files);
+  ::close(fds[1]);
+  if (rc != 0) {
+    ::close(fds[0]);
+    throw std::runtime_error("cannot start " + argv[0] + " for " + task + ": " + std::strerror(rc));
+  }
+  p.out = fds[0];
+  return p;
+}
+
+// Shows what the processes printed, for at most `wait_ms`; notes the processes that exited.
+void pump(std::vector<Process>& all, int wait_ms) {
+  std::vector<pollfd> fds;
+  for (auto& p : all)
+    if (p.out >= 0) fds.push_back({p.out, POLLIN, 0});
+  if (!fds.empty()) ::poll(fds.data(), fds.size(), wait_ms);
+  else std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+  for (auto& p : all) {
+    if (p.out < 0) continue;
+    char buffer[4096];
+    for (;;) {
+      pollfd one{p.out, POLLIN, 0};
+      if (::poll(&one, 1, 0) <= 0) break;
+      ssize_t n = ::read(p.out, buffer, sizeof buffer);
+      if (n <= 0) {
+        if (!p.partial.empty()) print_line(p.task, p.partial);
+        p.partial.clear();
+        ::close(p.out);
+        p.out = -1;
+        break;
+      }
+      p.partial.append(buffer, std::size_t(n));
+      for (auto end = p.partial.find('\n'); end != std::string::npos; end = p.partial.find('\n')) {
+        const std::string line = p.partial.substr(0, end);
+        if (line.find("started on") != std::string::npos) p.started = true;
+        print_line(p.task, line);
+        p.partial.erase(0, end + 1);
+      }
+    }
+  }
+  for (auto& p : all) {
+    if (p.exit_code || p.pid <= 0) continue;
+    int status = 0;
+    if (::waitpid(p.pid, &status, WNOHANG) == p.pid)
+      p.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+}
+
+// SIGTERM to every process still running (its process group), SIGKILL to those still running
+// 10 s later.
+void stop(std::vector<Process>& all) {
+  for (auto& p : all)
+    if (!p.exit_code) ::kill(-p.pid, SIGTERM);  // its process group
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  auto running = [&] {
+    for (auto& p : all)
+      if (!p.exit_code) return true;
+    return false;
+  };
+  while (running() && std::chrono::steady_clock::now() < deadline) pump(all, 50);
+  for (auto& p : all)
+    if (!p.exit_code) {
+      std::fprintf(stderr, "troupe-launch: %s (pid %d) did not stop within 10 s: killing it\n", p.task.c_str(), int(p.pid));
+      ::kill(-p.pid, SIGKILL);
+      int status = 0;
+      ::waitpid(p.pid, &status, 0);
+      p.exit_code = 128 + SIGKILL;
+    }
+  pump(all, 0);
+}
+
+std::string node_binary(const std::string& given) {
+  if (!given.empty()) return given;
+  const auto self = std::filesystem::read_symlink("/proc/self/exe").parent_path();
+  return (self / "troupe-node").string();  // installed and built beside it
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"troupe-launch: a local cluster in one command"};
+  int ps = 1, workers = 1;
+  std::string node, dir;
+  std::vector<std::string> command;
+  app.add_option("--ps", ps, "parameter-server tasks (troupe-node)")->check(CLI::NonNegativeNumber);
+  app.add_option("--workers", workers, "worker tasks (the command)")->check(CLI::PositiveNumber);
+  app.add_option("--node", node, "the troupe-node program (default: beside troupe-launch)");
+  app.add_option("--dir", dir, "where the cluster spec is written (default: a new directory under /tmp)");
+  app.add_option("command", command, "the worker's command, after --; each worker gets --cluster SPEC --task worker:K")
+      ->required();
+  CLI11_PARSE(app, argc, argv);
+
+  struct sigaction stop_action{};
+  stop_action.sa_handler = on_stop_signal;
+  sigaction(SIGINT, &stop_action, nullptr);
+  sigaction(SIGTERM, &stop_action, nullptr);
+
+  std::vector<Process> all;
+  bool own_dir = false;  // made here: removed at the end
+  try {
+    if (dir.empty()) {
+      own_dir = true;
+      char pattern[] = "/tmp/troupe-launch-XXXXXX";
+      if (!::mkdtemp(pattern)) throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
+      dir = pattern;
+    }
+    std::filesystem::create_directories(dir);
+    const auto ports = free_ports(ps + workers);
+    auto addresses = [&](int first, int count) {
+      std::string list;
+      for (int i = 0; i < count; ++i)
+        list += (i ? ", " : "") + std::string("\"127.0.0.1:") + std::to_string(ports[std::size_t(first + i)]) + "\"";
+      return list;
+    };
+    const std::string spec = (std::filesystem::path(dir) / "cluster.json").string();
+    std::ofstream(spec) << "{\"cluster\": {\"worker\": [" << addresses(ps, workers) << "]"
+                        << (ps > 0 ? ", \"ps\": [" + addresses(0, ps) + "]" : std::string()) << "}}\n";
+    std::printf("troupe-launch: %d ps and %d worker task(s), spec %s\n", ps, workers, spec.c_str());
+
+    for (int k = 0; k < ps; ++k)
+      all.push_back(spawn("ps:" + std::to_string(k),
+                          {node_binary(node), "--cluster", spec, "--task", "ps:" + std::to_string(k)}));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    for (;;) {
+      pump(all, 50);
+      bool up = true;
+      for (auto& p : all) {
+        if (p.exit_code) throw std::runtime_error(p.task + " exited with " + std::to_string(*p.exit_code) + " before it listened");
+        up = up && p.started;
+      }
+      if (up) break;
+      if (stop_requested) throw std::runtime_error("stopped before the ps tasks listened");
+      if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error("the ps tasks did not listen within 30 s");
+    }
+    for (int k = 0; k < workers; ++k) {
+      std::vector<std::string> argv = command;
+      for (auto a : {"--cluster", spec.c_str(), "--task"}) argv.push_back(a);
+      argv.push_back("worker:" + std::to_string(k));
+      all.push_back(spawn("worker:" + std::to_string(k), argv));
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe-launch: %s\n", e.what());
+    stop(all);
+    if (own_dir) std::filesystem::remove_all(dir);
+    return 1;
+  }
+
+  std::string failure;
+  for (;;) {
+    pump(all, 100);
+    bool workers_running = false;
+    for (auto& p : all) {
+      const bool is_worker = p.task.rfind("worker:", 0) == 0;
+      if (is_worker && !p.exit_code) workers_running = true;
+      if (!is_worker && p.exit_code && failure.empty())
+        failure = p.task + " exited with " + std::to_string(*p.exit_code) + " while the workers ran";
+    }
+    if (!workers_running || !failure.empty() || stop_requested) break;
+  }
+  if (stop_requested && failure.empty()) failure = "stopped by a signal";
+  stop(all);
+  if (own_dir) std::filesystem::remove_all(dir);
+  for (auto& p : all)
+    if (p.task.rfind("worker:", 0) == 0 && p.exit_code != 0 && failure.empty())
+      failure = p.task + " exited with " + std::to_string(*p.exit_code);
+  if (!failure.empty()) {
+    std::fprintf(stderr, "troupe-launch: the job failed: %s\n", failure.c_str());
+    return 1;
+  }
+  std::printf("troupe-launch: every worker finished\n");
+  return 0;
+}
