@@ -12,13 +12,10 @@
 // 2 for a bad command line.
 #include <CLI/CLI.hpp>
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,32 +30,14 @@
 #include <thread>
 #include <vector>
 
+#include "actors/cluster/cluster_spec.hpp"
+
 extern char** environ;
 
 namespace {
 
 volatile sig_atomic_t stop_requested = 0;
 void on_stop_signal(int) { stop_requested = 1; }
-
-// `count` distinct free ports on 127.0.0.1 (all held open until every one is picked).
-std::vector<uint16_t> free_ports(int count) {
-  std::vector<int> fds;
-  std::vector<uint16_t> ports;
-  for (int i = 0; i < count; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-      throw std::runtime_error(std::string("cannot find a free port on 127.0.0.1: ") + std::strerror(errno));
-    fds.push_back(fd);
-    ports.push_back(ntohs(a.sin_port));
-  }
-  for (int fd : fds) ::close(fd);
-  return ports;
-}
 
 // One process of the job: its task, pid, and the pipe its stdout and stderr come through.
 struct Process {
@@ -202,16 +181,10 @@ int main(int argc, char** argv) {
       dir = pattern;
     }
     std::filesystem::create_directories(dir);
-    const auto ports = free_ports(ps + workers);
-    auto addresses = [&](int first, int count) {
-      std::string list;
-      for (int i = 0; i < count; ++i)
-        list += (i ? ", " : "") + std::string("\"127.0.0.1:") + std::to_string(ports[std::size_t(first + i)]) + "\"";
-      return list;
-    };
     const std::string spec = (std::filesystem::path(dir) / "cluster.json").string();
-    std::ofstream(spec) << "{\"cluster\": {\"worker\": [" << addresses(ps, workers) << "]"
-                        << (ps > 0 ? ", \"ps\": [" + addresses(0, ps) + "]" : std::string()) << "}}\n";
+    std::vector<std::pair<std::string, int>> jobs{{"worker", workers}};
+    if (ps > 0) jobs.push_back({"ps", ps});
+    std::ofstream(spec) << troupe::local_cluster_json(jobs) << "\n";
     std::printf("troupe-launch: %d ps and %d worker task(s), spec %s\n", ps, workers, spec.c_str());
 
     for (int k = 0; k < ps; ++k)

@@ -17,9 +17,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -31,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/cluster/cluster_spec.hpp"
 #include "actors/session.hpp"
 #include "bench/flags.hpp"
 #include "ops/all.hpp"
@@ -39,19 +37,6 @@ extern char** environ;
 
 namespace troupe::bench {
 namespace {
-
-uint16_t free_loopback_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    fail(ErrorCode::unavailable, "cannot find a free port on 127.0.0.1");
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -137,9 +122,9 @@ int cluster_main(int argc, char** argv) {
 
   const auto dir = std::filesystem::temp_directory_path() / ("troupe-bench-cluster-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const uint16_t p0 = free_loopback_port(), p1 = free_loopback_port();
   const std::string spec = (dir / "cluster.json").string();
-  std::ofstream(spec) << fmt::format("{{\"cluster\": {{\"worker\": [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]}}}}", p0, p1);
+  std::ofstream(spec) << local_cluster_json({{"worker", 2}});
+  const uint16_t p0 = ClusterSpec::from_file(spec).address({"worker", 0}).port;
   const std::string binary = node_binary(node);
   double median = 0, mean = 0;
   {

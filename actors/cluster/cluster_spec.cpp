@@ -1,5 +1,10 @@
 #include "actors/cluster/cluster_spec.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -218,6 +223,44 @@ const TaskAddress& ClusterSpec::address(const TaskId& task) const {
 void ClusterSpec::set_this_task(const TaskId& task) {
   (void)address(task);  // throws naming what there is
   this_task_ = task;
+}
+
+std::vector<uint16_t> free_loopback_ports(int count) {
+  std::vector<int> fds;
+  std::vector<uint16_t> ports;
+  auto close_all = [&] {
+    for (int fd : fds) ::close(fd);
+  };
+  for (int i = 0; i < count; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (fd >= 0) fds.push_back(fd);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      const int error = errno;
+      close_all();
+      fail(ErrorCode::unavailable, "cannot find a free port on 127.0.0.1: {}", std::strerror(error));
+    }
+    ports.push_back(ntohs(a.sin_port));
+  }
+  close_all();
+  return ports;
+}
+
+std::string local_cluster_json(const std::vector<std::pair<std::string, int>>& jobs) {
+  int total = 0;
+  for (auto& [job, tasks] : jobs) total += tasks;
+  const auto ports = free_loopback_ports(total);
+  nlohmann::json cluster = nlohmann::json::object();
+  std::size_t next = 0;
+  for (auto& [job, tasks] : jobs) {
+    auto& list = cluster[job] = nlohmann::json::array();
+    for (int k = 0; k < tasks; ++k) list.push_back(fmt::format("127.0.0.1:{}", ports[next++]));
+  }
+  return nlohmann::json{{"cluster", cluster}}.dump();
 }
 
 }  // namespace troupe

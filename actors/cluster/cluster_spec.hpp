@@ -37,6 +37,15 @@ struct TaskId {
 // "worker:0" (also "/job:worker/task:0"); throws invalid_argument naming the text.
 TaskId parse_task_id(const std::string& text);
 
+// `count` distinct TCP ports nothing listens on now on 127.0.0.1, picked by the OS (held open
+// together, so they differ); a process started on one right away races only with other
+// programs binding ports at that moment. Throws unavailable when none can be had.
+std::vector<uint16_t> free_loopback_ports(int count);
+
+// The spec of a cluster on this machine, in TF_CONFIG's JSON form: each job of `jobs` (name,
+// tasks) with its tasks on free loopback ports, e.g. {"cluster": {"ps": ["127.0.0.1:41233"], ...}}.
+std::string local_cluster_json(const std::vector<std::pair<std::string, int>>& jobs);
+
 class ClusterSpec {
  public:
   // `where` names the source in errors ("spec.json", "TF_CONFIG").

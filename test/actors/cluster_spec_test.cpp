@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <set>
 
 #include "actors/cluster/cluster_spec.hpp"
 #include "test/support/expect_error.hpp"
@@ -102,4 +103,17 @@ BOOST_AUTO_TEST_CASE(a_spec_comes_from_a_file_or_tf_config) {
   BOOST_TEST(contains(m, "TF_CONFIG: task worker:0: address 'h:0'"), m);
   BOOST_REQUIRE(unsetenv("TF_CONFIG") == 0);
   BOOST_TEST(!ClusterSpec::from_environment().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_local_cluster_spec_puts_every_task_on_its_own_free_loopback_port) {
+  const ClusterSpec spec = ClusterSpec::from_json(local_cluster_json({{"worker", 3}, {"ps", 2}}), "local");
+  BOOST_TEST(spec.tasks().size() == 5u);
+  std::set<uint16_t> ports;
+  for (const TaskId& t : spec.tasks()) {
+    BOOST_TEST(spec.address(t).host == "127.0.0.1");
+    ports.insert(spec.address(t).port);
+  }
+  BOOST_TEST(ports.size() == 5u);  // distinct (a duplicate would also have been refused by the spec)
+  BOOST_TEST(spec.has(TaskId{"ps", 1}));
+  BOOST_TEST(!spec.has(TaskId{"ps", 2}));
 }
