@@ -55,7 +55,7 @@ caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr
           return;
         }
         const uint64_t transfer = v.chunk.transfer;
-        if (s.aborted.count(v.tag.step)) {  // a late chunk of a failed step
+        if (s.aborted.count({v.handle, v.tag.step})) {  // a late chunk of a failed step
           s.assembler.drop(transfer);
           s.in_progress.erase(transfer);
           return;
@@ -69,23 +69,24 @@ caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr
           return;
         }
         if (!whole) {
-          s.in_progress[transfer] = {v.tag.step, v.incarnation};
+          s.in_progress[transfer] = {{v.handle, v.tag.step}, v.incarnation};
           return;
         }
         s.in_progress.erase(transfer);
         s.context->counters.values_received.fetch_add(1, std::memory_order_relaxed);
         send_input(self->context(), recv->second, v.tag, 0, Value{std::move(*whole), false});
       },
-      [self](abort_atom, uint64_t step) {  // a failed step's partly received tensors go
+      [self](abort_atom, uint64_t handle, uint64_t step) {  // a failed step's partly received tensors go
         auto& s = self->state;
-        if (s.aborted.insert(step).second) {
-          s.aborted_order.push_back(step);
+        const InboxState::Step failed{handle, step};
+        if (s.aborted.insert(failed).second) {
+          s.aborted_order.push_back(failed);
           if (s.aborted_order.size() > 1024) {
             s.aborted.erase(s.aborted_order.front());
             s.aborted_order.pop_front();
           }
         }
-        drop_transfers(s, [step](const InboxState::InProgress& t) { return t.step == step; });
+        drop_transfers(s, [failed](const InboxState::InProgress& t) { return t.step == failed; });
       },
       [self](peer_lost_atom, uint64_t incarnation) {  // its half-sent tensors will not be finished
         drop_transfers(self->state, [incarnation](const InboxState::InProgress& t) { return t.sender == incarnation; });

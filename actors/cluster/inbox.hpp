@@ -5,7 +5,7 @@
 // each complete value, or dead one, to the _Recv of its key in its registration. A value whose
 // sender incarnation the registration does not know (from before a restart) is dropped and
 // counted; a value for a key no _Recv has, or a bad chunk, fails its step. Takes (abort_atom,
-// step): the step failed, its partly received tensors and late chunks are dropped; and
+// handle, step): that registration's step failed, its partly received tensors and late chunks are dropped; and
 // (peer_lost_atom, incarnation) from the worker: what that process had half sent is dropped.
 // Keeps per transfer in progress its partial tensor and step; the last 1024 failed steps.
 // Internal to actors/: includes CAF.
@@ -13,6 +13,8 @@
 
 #include <deque>
 #include <memory>
+#include <set>
+#include <utility>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -24,13 +26,14 @@ namespace troupe {
 struct InboxState {
   std::shared_ptr<MemberContext> context;
   TensorAssembler assembler;
+  using Step = std::pair<uint64_t, uint64_t>;  // (registration handle, step): steps of different sessions
   struct InProgress {
-    uint64_t step = 0;
+    Step step;
     uint64_t sender = 0;  // the sending process's incarnation
   };
   std::unordered_map<uint64_t, InProgress> in_progress;  // by transfer
-  std::unordered_set<uint64_t> aborted;  // the last 1024 steps that failed: their chunks are dropped
-  std::deque<uint64_t> aborted_order;
+  std::set<Step> aborted;  // the last 1024 steps that failed: their chunks are dropped
+  std::deque<Step> aborted_order;
   uint64_t refused = 0;  // values from an incarnation no registration knows
   static inline const char* name = "troupe.inbox";
 };

@@ -335,7 +335,7 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         auto reg = self->state.context->find(handle);
         if (!reg) return;
         for (auto& o : reg->outboxes) self->send(o, abort_atom::value, step);
-        self->send(self->state.inbox, abort_atom::value, step);
+        self->send(self->state.inbox, abort_atom::value, handle, step);
         caf::anon_send(reg->exe->step_actor(), abort_atom::value, Tag{step, 0, 0}, code, message);
       },
       [self](transfer_stats_atom) {

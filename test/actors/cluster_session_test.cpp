@@ -360,3 +360,22 @@ BOOST_AUTO_TEST_CASE(a_model_placed_by_replica_device_setter_trains_on_the_clust
   BOOST_TEST(ps->values_sent >= 10u);
   BOOST_TEST(ps->values_received >= 5u);
 }
+
+BOOST_AUTO_TEST_CASE(a_step_that_failed_in_one_session_does_not_touch_the_same_step_of_another) {
+  // Both sessions number their steps from 1: what a task forgets of session A's failed step 2
+  // must not drop the values of session B's step 2.
+  Cluster c;
+  auto root = Scope::root();
+  auto v = ops::variable(root.with_device("/job:ps/task:0").with_op_name("unset"), {2}, DType::float32);
+  auto use = ops::mul(root.with_device("/job:worker/task:1"), v, ops::constant(root, 2.0f));
+  auto fine = ops::add(root.with_device("/job:worker/task:1"), ops::constant(root, 1.0f), ops::constant(root, 2.0f));
+  ThereAndBack g;
+  Session a(root, on(c));
+  Session b(g.root, on(c));
+  BOOST_TEST(a.run({fine})[0].scalar_value<float>() == 3.0f);          // a's step 1
+  error_of([&] { a.run({use}); }, ErrorCode::failed_precondition);    // a's step 2 fails
+  BOOST_TEST(b.run(g.feeds, {g.y})[0].to_vector<float>() == g.expected);  // b's step 1
+  RunOptions bounded;
+  bounded.timeout = 20s;
+  BOOST_TEST(b.run(g.feeds, {g.y}, {}, bounded)[0].to_vector<float>() == g.expected);  // b's step 2
+}
