@@ -3,6 +3,7 @@
 #include <caf/io/all.hpp>
 
 #include <algorithm>
+#include <deque>
 
 #include "actors/cluster/inbox.hpp"
 #include "actors/cluster/outbox.hpp"
@@ -218,7 +219,9 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
   self->state.context = std::move(context);
   self->state.inbox = self->spawn<caf::linked>(inbox_actor, self->state.context);  // goes with the worker
   // Who waits for which step's answer: errors that come after the answer go there too.
+  // The last 4096 steps asked for, forgotten oldest first (by the order they came in).
   auto requesters = std::make_shared<std::map<std::pair<uint64_t, uint64_t>, caf::actor>>();
+  auto requested_order = std::make_shared<std::deque<std::pair<uint64_t, uint64_t>>>();
   self->set_down_handler([self, requesters](caf::down_msg& dm) {
     auto& s = self->state;
     for (auto it = s.peers.begin(); it != s.peers.end(); ++it)
@@ -283,7 +286,8 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
           return {int32_t(e.code()), std::string(e.what())};
         }
       },
-      [self, requesters](run_graph_atom, uint64_t handle, uint64_t step, std::vector<WireTensor>& feeds) {
+      [self, requesters, requested_order](run_graph_atom, uint64_t handle, uint64_t step,
+                                          std::vector<WireTensor>& feeds) {
         auto requester = caf::actor_cast<caf::actor>(self->current_sender());
         auto& ctx = *self->state.context;
         auto answer = [self, requester, handle, step](RunGraphReply reply) {
@@ -309,8 +313,11 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
           answer({int32_t(e.code()), fmt::format("task {}: {}", ctx.task.to_string(), e.what()), {}});
           return;
         }
-        (*requesters)[{handle, step}] = requester;
-        if (requesters->size() > 4096) requesters->erase(requesters->begin());
+        if (requesters->insert_or_assign({handle, step}, requester).second) requested_order->push_back({handle, step});
+        if (requested_order->size() > 4096) {
+          requesters->erase(requested_order->front());
+          requested_order->pop_front();
+        }
         self->request(reg->exe->step_actor(), timeouts::member_step(), run_atom::value, step, std::move(values))
             .then(
                 [answer](StepResult& r) {
