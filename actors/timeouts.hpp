@@ -70,7 +70,8 @@ inline std::chrono::milliseconds member_connect(std::chrono::milliseconds connec
 }
 
 // A master's registration of a signature's partitions with a member: the member builds their
-// actors and kernels (a reader op may load its files) before it answers.
-inline caf::duration member_register() { return caf::duration{std::chrono::minutes(2)}; }
+// actors and kernels (a reader op may load its files) before it answers. A member lost meanwhile
+// ends the wait at once (the master watches it).
+inline std::chrono::milliseconds member_register() { return std::chrono::minutes(2); }
 
 }  // namespace troupe::timeouts

@@ -423,8 +423,8 @@ void Master::Impl::register_signature(Signature& sig) {
     }
     for (auto& share : sig.shares) workers.push_back(links->tasks[std::size_t(share.task)].worker);
   }
-  using Handle = decltype(self->request(caf::actor{}, caf::duration{}, register_atom::value, RegisterGraph{}));
-  std::vector<Handle> asked;
+  // Sent (not requested) so that the wait can watch the tasks too: a worker's answer comes back as
+  // an ordinary message, and a task lost meanwhile ends the wait at once instead of at the bound.
   for (std::size_t i = 0; i < sig.shares.size(); ++i) {
     auto& share = sig.shares[i];
     share.request.handle = handle;
@@ -433,22 +433,48 @@ void Master::Impl::register_signature(Signature& sig) {
       peer.inbox = inbox_of[peer.task];
     }
     share.incarnation = incarnation_of[links->tasks[std::size_t(share.task)].id.to_string()];
-    asked.push_back(self->request(workers[i], timeouts::member_register(), register_atom::value, share.request));
+    self->monitor(workers[i]);
+    self->send(workers[i], register_atom::value, share.request);
   }
+  auto share_of = [&](const caf::actor_addr& a) {
+    for (std::size_t i = 0; i < workers.size(); ++i)
+      if (workers[i].address() == a) return int(i);
+    return -1;
+  };
   std::string failures;
   ErrorCode code = ErrorCode::ok;
-  for (std::size_t i = 0; i < asked.size(); ++i)
-    asked[i].receive(
+  std::vector<bool> answered(workers.size(), false);
+  std::size_t remaining = workers.size();
+  auto failed = [&](int i, ErrorCode c, const std::string& why) {
+    if (code == ErrorCode::ok) code = c;
+    failures += fmt::format("\n  {}: {}", describe(sig.shares[std::size_t(i)].task), why);
+    if (!answered[std::size_t(i)]) answered[std::size_t(i)] = true, --remaining;
+  };
+  const auto until = std::chrono::steady_clock::now() + timeouts::member_register();
+  while (remaining > 0) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    bool late = false;
+    self->receive(
         [&](int32_t c, std::string& message) {
-          if (c == int32_t(ErrorCode::ok)) return;
-          if (code == ErrorCode::ok) code = ErrorCode(c);
-          failures += fmt::format("\n  {}: {}", describe(sig.shares[i].task), message);
+          const int i = share_of(caf::actor_cast<caf::actor>(self->current_sender()).address());
+          if (i < 0 || answered[std::size_t(i)]) return;
+          if (c != int32_t(ErrorCode::ok)) return failed(i, ErrorCode(c), message);
+          answered[std::size_t(i)] = true;
+          --remaining;
         },
-        [&](caf::error& e) {
-          if (code == ErrorCode::ok) code = ErrorCode::unavailable;
-          failures += fmt::format("\n  {}: did not answer the registration: {}", describe(sig.shares[i].task),
-                                  system().render(e));
-        });
+        [&](caf::down_msg& dm) {
+          const int i = share_of(dm.source);
+          if (i >= 0 && !answered[std::size_t(i)])
+            failed(i, ErrorCode::unavailable, fmt::format("lost while registering ({})", system().render(dm.reason)));
+        },
+        caf::after(std::chrono::milliseconds(std::max<int64_t>(0, left.count()))) >> [&] { late = true; });
+    if (late)
+      for (std::size_t i = 0; i < workers.size(); ++i)
+        if (!answered[i]) failed(int(i), ErrorCode::unavailable,
+                 fmt::format("did not answer the registration within {} s",
+                             std::chrono::duration_cast<std::chrono::seconds>(timeouts::member_register()).count()));
+  }
+  for (auto& w : workers) self->demonitor(w);
   if (code != ErrorCode::ok) {
     deregister(sig, handle);
     sig.handle = 0;

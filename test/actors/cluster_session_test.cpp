@@ -379,3 +379,14 @@ BOOST_AUTO_TEST_CASE(a_step_that_failed_in_one_session_does_not_touch_the_same_s
   bounded.timeout = 20s;
   BOOST_TEST(b.run(g.feeds, {g.y}, {}, bounded)[0].to_vector<float>() == g.expected);  // b's step 2
 }
+
+BOOST_AUTO_TEST_CASE(a_task_stopped_before_its_graph_is_registered_fails_the_registration_naming_it) {
+  Cluster c;
+  ThereAndBack g;
+  Session session(g.root, on(c));  // connected to every task
+  c.nodes["worker:1"]->signal(SIGSTOP);
+  // Registration waits for the tasks' answers; the stopped one is seen lost within the
+  // connection timeout (long before the registration's own bound of minutes).
+  auto message = error_of([&] { session.run(g.feeds, {g.y}); }, ErrorCode::unavailable);
+  BOOST_TEST(contains(message, "worker:1 at " + c.address("worker:1")), message);
+}
