@@ -147,41 +147,41 @@ std::string signature_key(const std::vector<Endpoint>& feeds, const std::vector<
   return key;
 }
 
+// The value cached under `key`, else what build() makes, stored there. Built outside the lock
+// (`mutex` guards `cache`): another thread may build the same one; the first stored wins. A losing
+// one is destroyed after the lock is released (an executable's destructor stops its actors and
+// waits): try_emplace does not move from `built` when the key is there.
+template <class T, class Build>
+std::shared_ptr<T> cached(std::mutex& mutex, std::map<std::string, std::shared_ptr<T>>& cache, const std::string& key,
+                          Build build) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+  }
+  std::shared_ptr<T> built = build();
+  std::lock_guard<std::mutex> lock(mutex);
+  return cache.try_emplace(key, std::move(built)).first->second;
+}
+
 }  // namespace
 
 std::shared_ptr<Master::Signature> Session::Impl::signature_for(const std::vector<Endpoint>& feeds,
                                                                 const std::vector<Endpoint>& fetches,
                                                                 const std::vector<int>& targets) {
-  const std::string key = signature_key(feeds, fetches, targets);
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = signatures.find(key);
-    if (it != signatures.end()) return it->second;
-  }
-  auto sig = master->prepare(*graph, feeds, fetches, targets);
-  std::lock_guard<std::mutex> lock(mutex);
-  return signatures.try_emplace(key, std::move(sig)).first->second;
+  return cached(mutex, signatures, signature_key(feeds, fetches, targets),
+                [&] { return master->prepare(*graph, feeds, fetches, targets); });
 }
 
 std::shared_ptr<Executable> Session::Impl::executable_for(const std::vector<Endpoint>& feeds,
                                                           const std::vector<Endpoint>& fetches,
                                                           const std::vector<int>& targets) {
-  const std::string key = signature_key(feeds, fetches, targets);
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = executables.find(key);
-    if (it != executables.end()) return it->second;
-  }
-  // Built outside the lock: another thread may build the same one; the first stored wins.
-  auto exe = std::make_shared<Executable>(runtime->system(), *graph, feeds, fetches, targets,
-                                          [this](const std::string& v) { return shards->of(v); },
-                                          ExecutableOptions{.allow_soft_placement = options.allow_soft_placement,
-                                                            .runtime = runtime.get()});
-  std::lock_guard<std::mutex> lock(mutex);
-  // When another thread stored this key first, the losing `exe` is destroyed after `lock` is
-  // released (its destructor stops its actors and waits): try_emplace does not move from `exe`
-  // when the key is there.
-  return executables.try_emplace(key, std::move(exe)).first->second;
+  return cached(mutex, executables, signature_key(feeds, fetches, targets), [&] {
+    return std::make_shared<Executable>(runtime->system(), *graph, feeds, fetches, targets,
+                                        [this](const std::string& v) { return shards->of(v); },
+                                        ExecutableOptions{.allow_soft_placement = options.allow_soft_placement,
+                                                          .runtime = runtime.get()});
+  });
 }
 
 Session::Session(std::shared_ptr<Graph> graph, SessionOptions options) : impl_(new Impl) {

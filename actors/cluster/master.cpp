@@ -278,12 +278,6 @@ std::vector<TaskTransfers> Master::transfer_stats() const {
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> Master::tasks() const {
-  std::vector<std::pair<std::string, std::string>> out;
-  for (auto& t : impl_->links->tasks) out.push_back({t.id.to_string(), t.address.to_string()});
-  return out;
-}
-
 std::shared_ptr<Master::Signature> Master::prepare(const Graph& graph, const std::vector<Endpoint>& feeds,
                                                    const std::vector<Endpoint>& fetches, const std::vector<int>& targets) {
   Impl& im = *impl_;

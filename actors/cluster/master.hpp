@@ -56,9 +56,6 @@ class Master {
   // Each task's transfer counters (Session::transfer_stats).
   std::vector<TaskTransfers> transfer_stats() const;
 
-  // Every task of the cluster, "worker:0", with its address.
-  std::vector<std::pair<std::string, std::string>> tasks() const;
-
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

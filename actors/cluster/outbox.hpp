@@ -26,7 +26,6 @@ inline constexpr std::size_t kTransferWindow = std::size_t(64) << 20;
 struct OutboxEdge {
   uint64_t key = 0;      // fingerprint64 of the rendezvous key
   bool float16 = false;  // a float32 value crosses as float16
-  std::string name;      // the rendezvous key, for errors
 };
 
 struct OutboxState {

@@ -34,13 +34,6 @@ std::vector<TensorChunk> chunks_of(const Tensor& tensor, uint64_t transfer, std:
   return out;
 }
 
-ChunkBytes ChunkBytes::copy_of(const void* data, uint64_t size) {
-  auto buffer = std::shared_ptr<uint8_t[]>(new uint8_t[size]);
-  if (size > 0) std::memcpy(buffer.get(), data, size);
-  const uint8_t* at = buffer.get();
-  return ChunkBytes(std::move(buffer), at, size);
-}
-
 std::optional<Tensor> ChunkBytes::take_landed() {
   if (!landed_.is_initialized()) return std::nullopt;
   Tensor t = std::move(landed_);

@@ -39,7 +39,6 @@ class ChunkBytes {
   // Bytes [offset, offset + size) of `owner`'s memory at `data`, kept alive by `owner`.
   ChunkBytes(std::shared_ptr<const void> owner, const uint8_t* data, uint64_t size)
       : owner_(std::move(owner)), data_(data), size_(size) {}
-  static ChunkBytes copy_of(const void* data, uint64_t size);
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   bool empty() const { return size_ == 0; }

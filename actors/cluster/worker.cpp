@@ -125,30 +125,29 @@ void register_graph(Worker* self, RegisterGraph& r) {
   }
   reg->peer_incarnations.insert(ctx.incarnation);
   std::set<std::string> float16(r.float16_keys.begin(), r.float16_keys.end());
+  // Per peer: the values its _Recvs here take from it (for errors), and the edges of the _Sends
+  // here whose _Recv it has (its outbox's slots).
+  std::map<std::string, std::vector<OutboxEdge>> edges_to;           // by peer task
+  std::map<std::string, std::pair<std::string, uint32_t>> slot_of;  // rendezvous key -> (peer task, slot)
   for (auto& part : set.parts)
     for (int id = 0; id < part.graph->size(); ++id) {
       const Node& n = part.graph->node(id);
-      if (n.op != "_Recv") continue;
-      const std::string from_device = get_attr<std::string>(n.attrs, "send_device", n.name);
-      const std::string from = task_of_device(from_device);
-      if (from == me) continue;
-      std::string& waits = reg->waits_for[from];
-      if (std::count(waits.begin(), waits.end(), '\'') < 16)
-        waits += fmt::format("{}'{}' from {}", waits.empty() ? "" : ", ", get_attr<std::string>(n.attrs, "tensor_name", n.name),
-                             from_device);
-    }
-  std::map<std::string, std::vector<OutboxEdge>> edges_to;  // by peer task
-  std::map<std::string, Target> target_of;                 // by rendezvous key
-  for (auto& part : set.parts)
-    for (int id = 0; id < part.graph->size(); ++id) {
-      const Node& n = part.graph->node(id);
-      if (n.op != "_Send") continue;
-      const std::string to = task_of_device(get_attr<std::string>(n.attrs, "recv_device", n.name));
-      if (to == me) continue;
-      const std::string key = rendezvous_key(n);
-      auto& edges = edges_to[to];
-      target_of[key] = Target{nullptr, uint32_t(edges.size())};
-      edges.push_back({key_of(key), float16.count(key) > 0, key});
+      if (n.op == "_Recv") {
+        const std::string from_device = get_attr<std::string>(n.attrs, "send_device", n.name);
+        const std::string from = task_of_device(from_device);
+        if (from == me) continue;
+        std::string& waits = reg->waits_for[from];
+        if (std::count(waits.begin(), waits.end(), '\'') < 16)  // name at most 8 values
+          waits += fmt::format("{}'{}' from {}", waits.empty() ? "" : ", ",
+                               get_attr<std::string>(n.attrs, "tensor_name", n.name), from_device);
+      } else if (n.op == "_Send") {
+        const std::string to = task_of_device(get_attr<std::string>(n.attrs, "recv_device", n.name));
+        if (to == me) continue;
+        const std::string key = rendezvous_key(n);
+        auto& edges = edges_to[to];
+        slot_of[key] = {to, uint32_t(edges.size())};
+        edges.push_back({key_of(key), float16.count(key) > 0});
+      }
     }
   std::map<std::string, caf::actor> outbox_of;
   for (auto& [task, edges] : edges_to) {
@@ -173,11 +172,9 @@ void register_graph(Worker* self, RegisterGraph& r) {
     return nullptr;
   };
   options.remote_target = [&](const Node& send) -> std::optional<Target> {
-    const std::string key = rendezvous_key(send);
-    auto t = target_of.find(key);
-    if (t == target_of.end()) return std::nullopt;
-    t->second.actor = outbox_of.at(task_of_device(get_attr<std::string>(send.attrs, "recv_device", send.name)));
-    return t->second;
+    auto slot = slot_of.find(rendezvous_key(send));
+    if (slot == slot_of.end()) return std::nullopt;
+    return Target{outbox_of.at(slot->second.first), slot->second.second};
   };
   auto shards = ctx.shards;
   reg->exe = std::make_shared<Executable>(self->system(), std::move(set),

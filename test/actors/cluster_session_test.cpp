@@ -181,35 +181,31 @@ BOOST_AUTO_TEST_CASE(a_killed_worker_fails_the_step_naming_its_task_and_works_ag
   Cluster c;
   ThereAndBack g;
   Session session(g.root, on(c));
-  const auto& feeds = g.feeds;
-  const auto& y = g.y;
-  BOOST_TEST(session.run(feeds, {y})[0].to_vector<float>() == g.expected);
+  BOOST_TEST(session.run(g.feeds, {g.y})[0].to_vector<float>() == g.expected);
 
   c.nodes["worker:1"]->signal(SIGKILL);
   BOOST_TEST_REQUIRE(c.nodes["worker:1"]->wait_exit(10s).has_value());
   RunOptions bounded;
   bounded.timeout = 20s;  // a backstop: the loss must be seen long before
-  auto lost = error_of([&] { session.run(feeds, {y}, {}, bounded); }, ErrorCode::unavailable);
+  auto lost = error_of([&] { session.run(g.feeds, {g.y}, {}, bounded); }, ErrorCode::unavailable);
   BOOST_TEST(contains(lost, "worker:1 at " + c.address("worker:1")), lost);
   // The next step fails at once with the same cause while the task is away.
-  auto still = error_of([&] { session.run(feeds, {y}, {}, bounded); }, ErrorCode::unavailable);
+  auto still = error_of([&] { session.run(g.feeds, {g.y}, {}, bounded); }, ErrorCode::unavailable);
   BOOST_TEST(contains(still, "task worker:1 at " + c.address("worker:1") + " is unreachable"), still);
 
   c.start("worker:1");
-  BOOST_TEST(session.run(feeds, {y})[0].to_vector<float>() == g.expected);
+  BOOST_TEST(session.run(g.feeds, {g.y})[0].to_vector<float>() == g.expected);
 }
 
 BOOST_AUTO_TEST_CASE(a_stopped_worker_fails_the_step_within_the_connection_timeout_naming_it) {
   Cluster c;
   ThereAndBack g;
   Session session(g.root, on(c));
-  const auto& feeds = g.feeds;
-  const auto& y = g.y;
-  session.run(feeds, {y});
+  session.run(g.feeds, {g.y});
   c.nodes["worker:1"]->signal(SIGSTOP);
   RunOptions bounded;
   bounded.timeout = 20s;  // a backstop: the heartbeats must see the hang long before
-  auto hung = error_of([&] { session.run(feeds, {y}, {}, bounded); }, ErrorCode::unavailable);
+  auto hung = error_of([&] { session.run(g.feeds, {g.y}, {}, bounded); }, ErrorCode::unavailable);
   // Seen first by the session ("task worker:1 at ... was lost") or by worker:0, which takes values
   // from it ("task worker:0 lost its connection to peer worker:1 at ..."): either names the task,
   // its address and what waited for it.
