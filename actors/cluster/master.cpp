@@ -83,6 +83,13 @@ caf::behavior owner_actor(caf::stateful_actor<OwnerState>* self, std::shared_ptr
   return {[self](const caf::actor& worker) { self->monitor(worker); }};
 }
 
+// Which of `workers` (one per share of a signature) `a` is; -1 for none.
+int index_of(const std::vector<caf::actor>& workers, const caf::actor_addr& a) {
+  for (std::size_t i = 0; i < workers.size(); ++i)
+    if (workers[i].address() == a) return int(i);
+  return -1;
+}
+
 std::vector<std::string> split_devices(const std::string& joined) {
   std::vector<std::string> out;
   std::size_t start = 0;
@@ -430,11 +437,6 @@ void Master::Impl::register_signature(Signature& sig) {
     self->monitor(workers[i]);
     self->send(workers[i], register_atom::value, share.request);
   }
-  auto share_of = [&](const caf::actor_addr& a) {
-    for (std::size_t i = 0; i < workers.size(); ++i)
-      if (workers[i].address() == a) return int(i);
-    return -1;
-  };
   std::string failures;
   ErrorCode code = ErrorCode::ok;
   std::vector<bool> answered(workers.size(), false);
@@ -450,14 +452,14 @@ void Master::Impl::register_signature(Signature& sig) {
     bool late = false;
     self->receive(
         [&](int32_t c, std::string& message) {
-          const int i = share_of(caf::actor_cast<caf::actor>(self->current_sender()).address());
+          const int i = index_of(workers, caf::actor_cast<caf::actor>(self->current_sender()).address());
           if (i < 0 || answered[std::size_t(i)]) return;
           if (c != int32_t(ErrorCode::ok)) return failed(i, ErrorCode(c), message);
           answered[std::size_t(i)] = true;
           --remaining;
         },
         [&](caf::down_msg& dm) {
-          const int i = share_of(dm.source);
+          const int i = index_of(workers, dm.source);
           if (i >= 0 && !answered[std::size_t(i)])
             failed(i, ErrorCode::unavailable, fmt::format("lost while registering ({})", system().render(dm.reason)));
         },
@@ -521,18 +523,13 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
   std::vector<bool> answered(sig.shares.size(), false);
   std::size_t remaining = sig.shares.size();
   std::optional<StepResult> failure;
-  auto share_of_worker = [&](const caf::actor_addr& a) {
-    for (std::size_t i = 0; i < workers.size(); ++i)
-      if (workers[i].address() == a) return int(i);
-    return -1;
-  };
   const auto until = deadline.count() > 0 ? std::chrono::steady_clock::now() + deadline
                                           : std::chrono::steady_clock::time_point::max();
   while (remaining > 0 && !failure) {
     auto on_done = [&](run_done_atom, uint64_t h, uint64_t s, RunGraphReply& reply) {
       if (h != handle || s != step) return;
       const auto from = caf::actor_cast<caf::actor>(self->current_sender());
-      int i = from ? share_of_worker(from.address()) : -1;
+      int i = from ? index_of(workers, from.address()) : -1;
       if (i < 0) return;
       if (reply.code != int32_t(ErrorCode::ok)) {
         if (reply.code == int32_t(ErrorCode::unavailable)) sig.stale = true;  // a task lost a peer
@@ -552,7 +549,7 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
       }
     };
     auto on_down = [&](caf::down_msg& dm) {
-      int i = share_of_worker(dm.source);
+      int i = index_of(workers, dm.source);
       if (i < 0) return;
       auto& share = sig.shares[std::size_t(i)];
       std::string why = fmt::format("its connection was lost ({})", im.system().render(dm.reason));
