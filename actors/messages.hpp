@@ -140,6 +140,9 @@ using names_atom = caf::atom_constant<caf::atom("names")>;
 using apply_atom = caf::atom_constant<caf::atom("apply")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using restore_atom = caf::atom_constant<caf::atom("restore")>;
+using accumulate_atom = caf::atom_constant<caf::atom("accum")>;
+using sync_step_atom = caf::atom_constant<caf::atom("syncstep")>;
+using sync_stop_atom = caf::atom_constant<caf::atom("syncstop")>;
 
 // Sends input(tag, slot, value) without a sender. From inside an actor pass its context():
 // the receiver is then scheduled on the sending worker (CAF's anon_send, which has no

@@ -37,6 +37,126 @@ void fit_slots(ParamShardState::Slots& slots, const OptimizerSpec& spec, const T
 std::string slots_key(const std::string& variable, const OptimizerSpec& spec) {
   return variable + "/" + spec.name();
 }
+
+ShardReply uninitialised(const std::string& name) {
+  return {{}, ErrorCode::failed_precondition, "variable '" + name + "' is not initialised (run its initializer first)"};
+}
+
+// One optimizer step on the variable and its slots, in place.
+ShardReply optimizer_step(ParamShardState& state, const std::string& name, const OptimizerSpec& spec,
+                          const Tensor& grad, double learning_rate) {
+  auto it = state.variables.find(name);
+  if (it == state.variables.end()) return uninitialised(name);
+  Tensor& value = it->second;
+  if (value.buffer_use_count() > 1) value = value.copy();  // a reader holds the old value
+  auto& slots = state.slots[slots_key(name, spec)];
+  fit_slots(slots, spec, value);
+  for (auto& s : slots.tensors)
+    if (s.buffer_use_count() > 1) s = s.copy();  // a snapshot being written holds it
+  try {
+    // An update is work on the CPU's cores like any kernel's: a large one (a dense
+    // layer's weights) runs as a team, in parallel over slices of the variable.
+    const int64_t step = ++slots.step;
+    if (grad.byte_size() >= kTeamUpdateBytes) {
+      run_as_team([&] { apply_optimizer_in_parallel(spec, value, slots.tensors, grad, learning_rate, step); });
+    } else {
+      auto lease = lease_one_core_for(grad.byte_size());
+      apply_optimizer(spec, value, slots.tensors, grad, learning_rate, step);
+    }
+  } catch (const Error& e) {
+    return {{}, e.code(), "variable '" + name + "': " + e.what()};
+  }
+  return {};
+}
+
+// A replica's gradient for global step local_step: dropped when the accumulator has moved past
+// that step, else added; the replicas-th of a step applies their average.
+ShardReply accumulate(ParamShardState& state, const std::string& name, const OptimizerSpec& spec, const Tensor& grad,
+                      double learning_rate, int64_t local_step, int replicas) {
+  if (!state.variables.count(name)) return uninitialised(name);
+  if (replicas < 1)
+    return {{}, ErrorCode::invalid_argument, fmt::format("variable '{}': replicas to aggregate must be positive, got {}", name, replicas)};
+  auto& acc = state.accumulators[name];
+  if (local_step < acc.step) return {Tensor::scalar<int64_t>(1), ErrorCode::ok, {}};
+  if (local_step > acc.step) acc = {local_step, 0, {}};  // the first gradient of a newer step
+  try {
+    if (acc.count == 0) {
+      acc.sum = grad.copy();
+    } else {
+      if (acc.sum.buffer_use_count() > 1) acc.sum = acc.sum.copy();
+      apply_variable_update(acc.sum, grad, VariableUpdate::add);
+    }
+  } catch (const Error& e) {
+    return {{}, e.code(), fmt::format("variable '{}': gradient of replica step {}: {}", name, local_step, e.what())};
+  }
+  if (++acc.count < replicas) return {Tensor::scalar<int64_t>(0), ErrorCode::ok, {}};
+  // The average of the replicas' gradients, applied once.
+  visit_dtype(acc.sum.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (std::is_floating_point_v<T>) {
+      T* g = acc.sum.data<T>();
+      const T scale = T(1) / T(replicas);
+      for (int64_t i = 0, n = acc.sum.num_elements(); i < n; ++i) g[i] *= scale;
+    }
+  });
+  Tensor average = std::move(acc.sum);
+  acc = {local_step + 1, 0, {}};
+  ShardReply applied = optimizer_step(state, name, spec, average, learning_rate);
+  if (applied.code != ErrorCode::ok) return applied;
+  return {Tensor::scalar<int64_t>(0), ErrorCode::ok, {}};
+}
+
+// A replica's vote that it has sent its gradients of global step local_step.
+caf::result<ShardReply> sync_step(caf::stateful_actor<ParamShardState>* self, const std::string& name,
+                                  int64_t local_step, int replicas) {
+  auto& state = self->state;
+  auto it = state.variables.find(name);
+  if (it == state.variables.end()) return uninitialised(name);
+  if (it->second.dtype() != DType::int64 || it->second.num_elements() != 1)
+    return ShardReply{{}, ErrorCode::invalid_argument,
+                      fmt::format("the global step '{}' must be an int64 scalar, not {}", name, it->second.describe())};
+  const int64_t current = it->second.scalar_value<int64_t>();
+  if (local_step < current) return ShardReply{it->second, ErrorCode::ok, {}};  // stale: go on at once
+  if (local_step > current)
+    return ShardReply{{}, ErrorCode::failed_precondition,
+                      fmt::format("a replica voted for step {} of '{}', which is only at step {}", local_step, name, current)};
+  auto& barrier = state.barriers[name];
+  if (barrier.stopped) return ShardReply{it->second, ErrorCode::ok, {}};
+  if (barrier.step != current) barrier = {current, 0, std::move(barrier.waiting), false};
+  if (++barrier.votes < replicas) {
+    barrier.waiting.push_back(self->make_response_promise());
+    return barrier.waiting.back();
+  }
+  // The last vote: the next step begins, for every replica waiting.
+  Tensor next = Tensor::scalar<int64_t>(current + 1);
+  it->second = next;
+  for (auto& waiting : barrier.waiting) waiting.deliver(ShardReply{next, ErrorCode::ok, {}});
+  barrier = {current + 1, 0, {}};
+  return ShardReply{next, ErrorCode::ok, {}};
+}
+
+// Training has ended: the replicas waiting for a step that will not come go on (and stop).
+ShardReply sync_stop(ParamShardState& state, const std::string& name) {
+  auto it = state.variables.find(name);
+  if (it == state.variables.end()) return uninitialised(name);
+  auto& barrier = state.barriers[name];
+  barrier.stopped = true;
+  for (auto& waiting : barrier.waiting) waiting.deliver(ShardReply{it->second, ErrorCode::ok, {}});
+  barrier.waiting.clear();
+  return {it->second, ErrorCode::ok, {}};
+}
+
+// A variable assigned anew (its initializer, a restore): its accumulated gradients are of
+// another life of it; replicas waiting on it as a global step are told.
+void forget_sync_state(ParamShardState& state, const std::string& name) {
+  state.accumulators.erase(name);
+  auto b = state.barriers.find(name);
+  if (b == state.barriers.end()) return;
+  for (auto& waiting : b->second.waiting)
+    waiting.deliver(ShardReply{{}, ErrorCode::aborted,
+                               fmt::format("the global step '{}' was assigned while this replica waited for the next step", name)});
+  state.barriers.erase(b);
+}
 }  // namespace
 
 caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
@@ -61,6 +181,7 @@ caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
           // Own the bytes: the value may be a feed or another node's output that others hold.
           Tensor owned = value.buffer_use_count() == 1 ? std::move(value) : value.copy();
           vars[name] = owned;
+          forget_sync_state(self->state, name);
           return {owned, ErrorCode::ok, {}};
         }
         if (it == vars.end())
@@ -76,32 +197,15 @@ caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
         return {current, ErrorCode::ok, {}};
       },
       [self](apply_atom, const std::string& name, const OptimizerSpec& spec, const Tensor& grad,
-             double learning_rate) -> ShardReply {
-        auto it = self->state.variables.find(name);
-        if (it == self->state.variables.end())
-          return {{}, ErrorCode::failed_precondition,
-                  "variable '" + name + "' is not initialised (run its initializer first)"};
-        Tensor& value = it->second;
-        if (value.buffer_use_count() > 1) value = value.copy();  // a reader holds the old value
-        auto& slots = self->state.slots[slots_key(name, spec)];
-        fit_slots(slots, spec, value);
-        for (auto& s : slots.tensors)
-          if (s.buffer_use_count() > 1) s = s.copy();  // a snapshot being written holds it
-        try {
-          // An update is work on the CPU's cores like any kernel's: a large one (a dense
-          // layer's weights) runs as a team, in parallel over slices of the variable.
-          const int64_t step = ++slots.step;
-          if (grad.byte_size() >= kTeamUpdateBytes) {
-            run_as_team([&] { apply_optimizer_in_parallel(spec, value, slots.tensors, grad, learning_rate, step); });
-          } else {
-            auto lease = lease_one_core_for(grad.byte_size());
-            apply_optimizer(spec, value, slots.tensors, grad, learning_rate, step);
-          }
-        } catch (const Error& e) {
-          return {{}, e.code(), "variable '" + name + "': " + e.what()};
-        }
-        return {};
+             double learning_rate) -> ShardReply { return optimizer_step(self->state, name, spec, grad, learning_rate); },
+      [self](accumulate_atom, const std::string& name, const OptimizerSpec& spec, const Tensor& grad,
+             double learning_rate, int64_t local_step, int32_t replicas) -> ShardReply {
+        return accumulate(self->state, name, spec, grad, learning_rate, local_step, replicas);
       },
+      [self](sync_step_atom, const std::string& name, int64_t local_step, int32_t replicas) -> caf::result<ShardReply> {
+        return sync_step(self, name, local_step, replicas);
+      },
+      [self](sync_stop_atom, const std::string& name) -> ShardReply { return sync_stop(self->state, name); },
       [self](snapshot_atom, const std::vector<OptimizerState>& wanted) {
         ShardContents out;
         for (auto& [name, value] : self->state.variables) out.variables.emplace_back(name, value);
@@ -122,7 +226,10 @@ caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
         return out;
       },
       [self](restore_atom, ShardContents& contents) -> ShardReply {
-        for (auto& [name, value] : contents.variables) self->state.variables[name] = std::move(value);
+        for (auto& [name, value] : contents.variables) {
+          forget_sync_state(self->state, name);
+          self->state.variables[name] = std::move(value);
+        }
         for (auto& o : contents.optimizers)
           self->state.slots[slots_key(o.variable, o.spec)] = {std::move(o.slots), o.step};
         return {};

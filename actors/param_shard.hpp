@@ -9,6 +9,22 @@
 //                                                      and the state of each wanted optimizer
 //                                                      (variable, spec) whose variable it holds
 //   (restore_atom, ShardContents)                   -> ShardReply{} once all of it is assigned
+//   (accumulate_atom, name, OptimizerSpec, grad, learning_rate, local_step, m)
+//                                                   -> ShardReply{int64 1 if the gradient was
+//                                                      dropped (stale), 0 if accumulated}
+//   (sync_step_atom, name, local_step, m)           -> ShardReply{the new global step}, once
+//                                                      m replicas voted for local_step
+//   (sync_stop_atom, name)                          -> ShardReply{the global step}: training has
+//                                                      ended; every replica waiting, and every
+//                                                      later vote, is answered at once
+// Synchronous replicas (ops/state/sync_replicas.hpp): accumulate_atom adds a replica's gradient,
+// computed at global step local_step, to the variable's accumulator; a gradient of an older step
+// than the accumulator's is dropped (and said so in the reply). The m-th gradient of a step
+// applies the average of the m once, with the optimizer, and moves the accumulator to the next
+// step. sync_step_atom is a replica's vote on the global-step variable `name`: the m-th vote for
+// the current step increments it and answers every replica waiting on it; a vote for an older
+// step is answered at once. Re-assigning a variable (its initializer, a restore) drops its
+// accumulator; re-assigning the global step fails the replicas waiting on it (and undoes a stop).
 // kind is a VariableUpdate: assign replaces (and creates) the value; add and sub change it in
 // place. A read or a snapshot hands out the buffers themselves (no copy); an in-place update
 // of a buffer that a reader still holds first copies it, the variable's and each optimizer
@@ -37,6 +53,21 @@ struct ParamShardState {
     int64_t step = 0;
   };
   std::unordered_map<std::string, Slots> slots;
+  // Synchronous replicas: a variable's gradients of one global step, summed until m arrive.
+  struct Accumulator {
+    int64_t step = -1;  // the global step it accumulates for; -1: none yet
+    int count = 0;
+    Tensor sum;
+  };
+  std::unordered_map<std::string, Accumulator> accumulators;
+  // The replicas waiting on a global-step variable for the step after `step`.
+  struct StepBarrier {
+    int64_t step = -1;
+    int votes = 0;
+    std::vector<caf::response_promise> waiting;
+    bool stopped = false;  // training ended: votes are answered at once
+  };
+  std::unordered_map<std::string, StepBarrier> barriers;
   static inline const char* name = "troupe.param_shard";
 };
 

@@ -12,6 +12,8 @@
 // since every epoch has the same number of batches, and each epoch's order from (seed, epoch)).
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +22,7 @@
 #include <string>
 #include <thread>
 
+#include <limits>
 #include <optional>
 
 #include "actors/prefetch.hpp"
@@ -31,83 +34,76 @@
 #include "ops/data/idx.hpp"
 #include "ops/data/pipeline.hpp"
 #include "ops/layers/layers.hpp"
+#include "apps/fashion_mnist.hpp"
 
 using namespace troupe;
 
-namespace {
+namespace troupe::app {
 
-struct Args {
-  std::string model = "cnn";
-  int epochs = 3;
-  int batch = 64;
-  std::string optimizer = "momentum";
-  double lr = 0.01;
-  double momentum = 0.9;
-  int64_t seed = 1;
-  int threads = 0;
-  bool json = false;
-  std::string data = "/usr/share/datasets/fashion-mnist";
-  int prefetch = 8;               // batches read ahead; 0: read in the training loop
-  // Examples; the whole training set by default, so each epoch is a uniform reshuffle as in
-  // PyTorch's recipe (bench/peers/fashion_mnist_torch.py). A smaller buffer shuffles only
-  // locally, which lost a point of test accuracy (docs/performance.md, issue 12).
-  int64_t shuffle_buffer = 60000;
-  std::string checkpoint_dir;   // empty: no checkpoints
-  int64_t save_every_steps = -1;  // -1: 500 with a checkpoint dir; 0: only at the end
-  int stop_after_epochs = 0;      // 0: run every epoch; N: save and stop after epoch N
-  int64_t stop_after_steps = 0;   // 0: no stop; N: save and stop at global step N (mid-epoch too)
-};
-
-void usage() {
-  std::fprintf(stderr,
-               "usage: troupe-fashion-mnist [--model cnn|mlp] [--epochs N] [--batch N]\n"
-               "         [--optimizer sgd|momentum|adam|adagrad|rmsprop] [--lr X] [--momentum X]\n"
-               "         [--seed N] [--threads N] [--data DIR] [--prefetch BATCHES] [--shuffle-buffer N]\n"
-               "         [--checkpoint-dir DIR] [--save-every-steps N] [--stop-after-epochs N]\n"
-               "         [--stop-after-steps N] [--json]\n");
-}
-
-Args parse(int argc, char** argv) {
+Args parse_args(int argc, char** argv) {
   Args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string k = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) fail(ErrorCode::invalid_argument, "{} needs a value", k);
-      return argv[++i];
-    };
-    if (k == "--model") a.model = value();
-    else if (k == "--epochs") a.epochs = std::stoi(value());
-    else if (k == "--batch") a.batch = std::stoi(value());
-    else if (k == "--optimizer") a.optimizer = value();
-    else if (k == "--lr") a.lr = std::stod(value());
-    else if (k == "--momentum") a.momentum = std::stod(value());
-    else if (k == "--seed") a.seed = std::stoll(value());
-    else if (k == "--threads") a.threads = std::stoi(value());
-    else if (k == "--data") a.data = value();
-    else if (k == "--prefetch") a.prefetch = std::stoi(value());
-    else if (k == "--shuffle-buffer") a.shuffle_buffer = std::stoll(value());
-    else if (k == "--checkpoint-dir") a.checkpoint_dir = value();
-    else if (k == "--save-every-steps") a.save_every_steps = std::stoll(value());
-    else if (k == "--stop-after-epochs") a.stop_after_epochs = std::stoi(value());
-    else if (k == "--stop-after-steps") a.stop_after_steps = std::stoll(value());
-    else if (k == "--json") a.json = true;
-    else if (k == "--help" || k == "-h") {
-      usage();
-      std::exit(0);
-    } else {
-      fail(ErrorCode::invalid_argument, "unknown option '{}' (--help lists them)", k);
-    }
+  CLI::App app{"troupe-fashion-mnist: trains a CNN or an MLP on Fashion-MNIST, on one process or a cluster"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--model", a.model, "cnn or mlp")->check(CLI::IsMember({"cnn", "mlp"}));
+  app.add_option("--epochs", a.epochs, "passes over the training set")->check(CLI::PositiveNumber);
+  app.add_option("--batch", a.batch, "examples per step (per worker on a cluster)")->check(CLI::PositiveNumber);
+  app.add_option("--optimizer", a.optimizer, "sgd, momentum, adam, adagrad or rmsprop")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam", "adagrad", "rmsprop"}));
+  app.add_option("--lr", a.lr, "learning rate")->check(CLI::PositiveNumber);
+  app.add_option("--momentum", a.momentum, "momentum (momentum optimizer)")->check(CLI::NonNegativeNumber);
+  app.add_option("--seed", a.seed, "seed of the weights and the shuffle");
+  app.add_option("--threads", a.threads, "threads that compute at once (0: the cores this process may use)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--data", a.data, "directory of the Fashion-MNIST IDX files")->check(CLI::ExistingDirectory);
+  app.add_option("--prefetch", a.prefetch, "batches read ahead on a thread of their own (0: read in the loop)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--shuffle-buffer", a.shuffle_buffer, "examples the shuffle draws from")->check(CLI::PositiveNumber);
+  app.add_option("--checkpoint-dir", a.checkpoint_dir, "save checkpoints here and resume from the newest");
+  app.add_option("--save-every-steps", a.save_every_steps, "steps between checkpoints (-1: 500 with a checkpoint dir; 0: only at the end)")
+      ->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()));
+  app.add_option("--stop-after-epochs", a.stop_after_epochs, "save and stop after this epoch (0: train every epoch)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--stop-after-steps", a.stop_after_steps, "save and stop at this global step (0: no stop)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--json", a.json, "one JSON line per epoch (on a cluster: the chief's summary)");
+  auto* cluster = app.add_option("--cluster", a.cluster, "cluster spec (JSON): train as one worker of a cluster job")
+                      ->check(CLI::ExistingFile)
+                      ->group("Cluster");
+  app.add_option("--task", a.task, "this process's task in the spec, worker:K (worker:0 is the chief)")
+      ->needs(cluster)
+      ->group("Cluster");
+  app.add_option("--mode", a.mode, "async (parameter servers), sync (parameter servers, synchronous replicas) or allreduce (no ps)")
+      ->check(CLI::IsMember({"async", "sync", "allreduce"}))
+      ->group("Cluster");
+  app.add_option("--backup-workers", a.backup_workers, "sync: workers whose gradients a step does not wait for")
+      ->check(CLI::NonNegativeNumber)
+      ->group("Cluster");
+  app.add_option("--steps", a.steps, "global steps to train (0: --epochs' worth of examples for the whole job)")
+      ->check(CLI::NonNegativeNumber)
+      ->group("Cluster");
+  app.add_option("--delay-ms", a.delay_ms, "make one worker a straggler: it sleeps this long before each step")
+      ->check(CLI::NonNegativeNumber)
+      ->group("Cluster");
+  app.add_option("--delay-worker", a.delay_worker, "the straggler's index (-1: the last worker)")->group("Cluster");
+  app.add_option("--warmup-steps", a.warmup_steps, "global steps before the timing starts")
+      ->check(CLI::NonNegativeNumber)
+      ->group("Cluster");
+  app.add_flag("--float16", a.float16, "allreduce: float16 gradients on the wire")->group("Cluster");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::exit(app.exit(e));
   }
-  if (a.model != "cnn" && a.model != "mlp")
-    fail(ErrorCode::invalid_argument, "--model must be cnn or mlp, not '{}'", a.model);
-  if (a.epochs < 1 || a.batch < 1) fail(ErrorCode::invalid_argument, "--epochs and --batch must be positive");
-  if (a.prefetch < 0 || a.shuffle_buffer < 1)
-    fail(ErrorCode::invalid_argument, "--prefetch must be 0 or more and --shuffle-buffer positive");
-  if (a.save_every_steps < -1 || a.stop_after_epochs < 0 || a.stop_after_steps < 0)
-    fail(ErrorCode::invalid_argument, "--save-every-steps and the --stop-after options must not be negative");
+  auto refuse = [](const std::string& why) {
+    std::fprintf(stderr, "troupe-fashion-mnist: %s\n", why.c_str());
+    std::exit(2);
+  };
   if (a.save_every_steps == -1) a.save_every_steps = a.checkpoint_dir.empty() ? 0 : 500;
-  if (a.save_every_steps > 0 && a.checkpoint_dir.empty())
-    fail(ErrorCode::invalid_argument, "--save-every-steps needs --checkpoint-dir");
+  if (a.save_every_steps > 0 && a.checkpoint_dir.empty()) refuse("--save-every-steps needs --checkpoint-dir");
+  if (!a.cluster.empty() && a.task.empty()) refuse("--cluster needs --task worker:K");
+  if (a.cluster.empty() && (a.backup_workers > 0 || a.delay_ms > 0 || a.steps > 0))
+    refuse("--backup-workers, --delay-ms and --steps are for a cluster run (--cluster)");
+  if (a.backup_workers > 0 && a.mode != "sync") refuse("--backup-workers needs --mode sync");
   return a;
 }
 
@@ -138,7 +134,7 @@ void build_model(layers::Sequential& model, const std::string& kind) {
       .add(layers::Dense{.units = 10});
 }
 
-std::string file(const std::string& dir, const char* stem) {
+std::string data_file(const std::string& dir, const char* stem) {
   std::string gz = dir + "/" + stem + ".gz";
   return ::access(gz.c_str(), R_OK) == 0 ? gz : dir + "/" + stem;
 }
@@ -148,12 +144,15 @@ std::string clock_text(double seconds) {
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
-}  // namespace
+}  // namespace troupe::app
+
+using namespace troupe::app;
 
 int main(int argc, char** argv) {
   troupe::bound_openmp_spinning(argv);  // another program on the same cores must not stall it
   try {
-    Args a = parse(argc, argv);
+    Args a = parse_args(argc, argv);
+    if (!a.cluster.empty()) return run_cluster(a);
     const bool tty = ::isatty(STDOUT_FILENO) && !a.json;
     auto root = Scope::root();
     auto train_files = data::fashion_mnist_files(a.data, data::Split::train);
@@ -174,8 +173,8 @@ int main(int argc, char** argv) {
     }
     const int64_t test_batch = 1000;
     auto test_in = ops::dataset_batches(
-        root.sub("test_data"), {.images_path = file(a.data, "t10k-images-idx3-ubyte"),
-                                .labels_path = file(a.data, "t10k-labels-idx1-ubyte"),
+        root.sub("test_data"), {.images_path = data_file(a.data, "t10k-images-idx3-ubyte"),
+                                .labels_path = data_file(a.data, "t10k-labels-idx1-ubyte"),
                                 .batch_size = test_batch});
     layers::Sequential model(root, a.seed);
     build_model(model, a.model);

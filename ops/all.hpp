@@ -20,4 +20,5 @@
 #include "ops/nn/softmax.hpp"
 #include "ops/random.hpp"
 #include "ops/state/optimizer.hpp"
+#include "ops/state/sync_replicas.hpp"
 #include "ops/state/variable.hpp"

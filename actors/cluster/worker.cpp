@@ -78,7 +78,11 @@ const WorkerState::Peer& peer_of(Worker* self, const TaskPeer& p) {
   peer.address = address.to_string();
   if (!peer.inbox) fail(ErrorCode::invalid_argument, "the registration names no inbox for task {}", p.task);
   if (s.context->task < parse_task_id(p.task)) {
-    peer.worker = connect_member(self->system(), address, s.context->connect_timeout);
+    try {
+      peer.worker = connect_member(self->system(), address, s.context->connect_timeout);
+    } catch (const Error& e) {
+      fail(e.code(), "cannot reach peer task {} at {}: {}", p.task, address.to_string(), e.what());
+    }
     s.context->log(fmt::format("peer connected: {} at {} (incarnation {:#x})", p.task, address.to_string(), peer.incarnation));
   }
   self->monitor(peer.inbox);

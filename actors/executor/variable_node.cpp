@@ -37,15 +37,33 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
           fmt::format("the parameter shard did not answer the {} of variable '{}': {}", what, name, to_string(e)));
     };
   };
+  auto rate_of = [](const Tensor& lr) {
+    return lr.dtype() == DType::float64 ? lr.scalar_value<double>() : double(lr.scalar_value<float>());
+  };
   VariableUpdate update = VariableUpdate::assign;
   switch (me_->variable_op) {
-    case VariableOp::apply_gradient: {
-      const Tensor& lr = inputs[1];
-      double rate = lr.dtype() == DType::float64 ? lr.scalar_value<double>() : double(lr.scalar_value<float>());
-      request(me_->shard, timeouts::shard_request(), apply_atom::value, name, optimizer_spec_of(node), inputs[0], rate)
+    case VariableOp::apply_gradient:
+      request(me_->shard, timeouts::shard_request(), apply_atom::value, name, optimizer_spec_of(node), inputs[0],
+              rate_of(inputs[1]))
           .then(on_reply, on_error("optimizer step"));
       return;
-    }
+    case VariableOp::accumulate_gradient:
+      request(me_->shard, timeouts::shard_request(), accumulate_atom::value, name, optimizer_spec_of(node), inputs[0],
+              rate_of(inputs[1]), inputs[2].scalar_value<int64_t>(),
+              int32_t(get_attr<int64_t>(node.attrs, "replicas_to_aggregate", node.name)))
+          .then(on_reply, on_error("gradient accumulation"));
+      return;
+    case VariableOp::sync_step:
+      // Waits for the other replicas' votes: as long as the slowest of the first m takes, so
+      // the step's deadline bounds it rather than the shard's backstop alone.
+      request(me_->shard, timeouts::shard_request(), sync_step_atom::value, name, inputs[0].scalar_value<int64_t>(),
+              int32_t(get_attr<int64_t>(node.attrs, "replicas_to_aggregate", node.name)))
+          .then(on_reply, on_error("wait for the next global step"));
+      return;
+    case VariableOp::sync_stop:
+      request(me_->shard, timeouts::shard_request(), sync_stop_atom::value, name)
+          .then(on_reply, on_error("stop of the synchronous replicas"));
+      return;
     case VariableOp::read:
       request(me_->shard, timeouts::shard_request(), read_atom::value, name).then(on_reply, on_error("read"));
       return;

@@ -20,6 +20,31 @@ OptimizerKind kind_from_name(const std::string& name) {
   fail(ErrorCode::invalid_argument, "unknown optimizer '{}'", name);
 }
 
+// The gradient and learning rate an update of the variable named by "shared_name" takes:
+// inputs 0 and 1 of ApplyGradient and AccumulateGradient.
+void check_update_inputs(InferenceContext& c) {
+  DType t = c.attr<DType>("dtype");
+  if (c.input_type(0) != t)
+    c.error("gradient has dtype {}, the variable '{}' holds {}", name_of(c.input_type(0)),
+            c.attr<std::string>("shared_name"), name_of(t));
+  if (!c.attr<PartialShape>("shape").compatible_with(c.input_shape(0)))
+    c.error("gradient has shape {}, the variable '{}' has shape {}", c.input_shape(0).to_string(),
+            c.attr<std::string>("shared_name"), c.attr<PartialShape>("shape").to_string());
+  if (!is_floating(c.input_type(1)) || (c.input_shape(1).rank_known() && c.input_shape(1).rank() != 0))
+    c.error("learning rate must be a floating scalar, got {}{}", name_of(c.input_type(1)),
+            c.input_shape(1).to_string());
+  kind_from_name(c.attr<std::string>("optimizer"));
+}
+
+// An int64 scalar input: a global step (the synchronous replicas' ops).
+void check_step_input(InferenceContext& c, int i) {
+  if (c.input_type(i) != DType::int64 || (c.input_shape(i).rank_known() && c.input_shape(i).rank() != 0))
+    c.error("input {} must be the int64 scalar global step, got {}{}", i, name_of(c.input_type(i)),
+            c.input_shape(i).to_string());
+  if (c.attr<int64_t>("replicas_to_aggregate") < 1)
+    c.error("replicas_to_aggregate must be positive, got {}", c.attr<int64_t>("replicas_to_aggregate"));
+}
+
 // ApplyGradient(grad, learning_rate): one optimizer step on the variable named by
 // "shared_name", done by its parameter shard. No outputs: a target, or a control input.
 TROUPE_REGISTER_OP(OpDef{
@@ -28,20 +53,48 @@ TROUPE_REGISTER_OP(OpDef{
     .num_outputs = 0,
     .stateful = true,
     .variable_op = true,
-    .shape_fn = [](InferenceContext& c) {
-      DType t = c.attr<DType>("dtype");
-      if (c.input_type(0) != t)
-        c.error("gradient has dtype {}, the variable '{}' holds {}", name_of(c.input_type(0)),
-                c.attr<std::string>("shared_name"), name_of(t));
-      if (!c.attr<PartialShape>("shape").compatible_with(c.input_shape(0)))
-        c.error("gradient has shape {}, the variable '{}' has shape {}", c.input_shape(0).to_string(),
-                c.attr<std::string>("shared_name"), c.attr<PartialShape>("shape").to_string());
-      if (!is_floating(c.input_type(1)) || (c.input_shape(1).rank_known() && c.input_shape(1).rank() != 0))
-        c.error("learning rate must be a floating scalar, got {}{}", name_of(c.input_type(1)),
-                c.input_shape(1).to_string());
-      kind_from_name(c.attr<std::string>("optimizer"));
-    },
+    .shape_fn = check_update_inputs,
     .required_attrs = {"shared_name", "dtype", "shape", "optimizer"}});
+
+// AccumulateGradient(grad, learning_rate, local_step) -> dropped: a synchronous replica's
+// gradient of global step local_step, added to the variable's accumulator in its shard, whose
+// replicas_to_aggregate-th gradient of the step applies their average
+// (ops/state/sync_replicas.hpp). dropped: int64 1 if the step had passed (not applied), else 0.
+TROUPE_REGISTER_OP(OpDef{
+    .name = "AccumulateGradient",
+    .num_inputs = 3,
+    .stateful = true,
+    .variable_op = true,
+    .shape_fn = [](InferenceContext& c) {
+      check_update_inputs(c);
+      check_step_input(c, 2);
+      c.set_output(0, DType::int64, PartialShape{});
+    },
+    .required_attrs = {"shared_name", "dtype", "shape", "optimizer", "replicas_to_aggregate"}});
+
+// SyncReplicasStep(local_step) -> next_step: a replica's vote that its gradients of local_step
+// are in; answered with the new global step once replicas_to_aggregate replicas voted for it
+// (at once for a step that has passed). Runs on the global step's shard ("shared_name").
+TROUPE_REGISTER_OP(OpDef{
+    .name = "SyncReplicasStep",
+    .num_inputs = 1,
+    .stateful = true,
+    .variable_op = true,
+    .shape_fn = [](InferenceContext& c) {
+      check_step_input(c, 0);
+      c.set_output(0, DType::int64, PartialShape{});
+    },
+    .required_attrs = {"shared_name", "replicas_to_aggregate"}});
+
+// SyncReplicasStop() -> global_step: training has ended; the replicas waiting on the global
+// step "shared_name" for a step that will not come are answered, and so is every later vote.
+TROUPE_REGISTER_OP(OpDef{
+    .name = "SyncReplicasStop",
+    .num_inputs = 0,
+    .stateful = true,
+    .variable_op = true,
+    .shape_fn = [](InferenceContext& c) { c.set_output(0, DType::int64, PartialShape{}); },
+    .required_attrs = {"shared_name"}});
 
 TROUPE_REGISTER_OP(OpDef{
     .name = "Floor",
@@ -72,7 +125,10 @@ class FloorKernel final : public OpKernel {
 TROUPE_REGISTER_KERNEL("Floor", DeviceType::cpu, FloorKernel);
 // Floor is piecewise constant: no gradient flows through it.
 const bool floor_gradient = (GradientRegistry::global().add_none("Floor"), true);
-const bool apply_gradient = (GradientRegistry::global().add_none("ApplyGradient"), true);
+const bool apply_gradient = (GradientRegistry::global().add_none("ApplyGradient"),
+                             GradientRegistry::global().add_none("AccumulateGradient"),
+                             GradientRegistry::global().add_none("SyncReplicasStep"),
+                             GradientRegistry::global().add_none("SyncReplicasStop"), true);
 
 // The variable, its slots and the gradient never alias: __restrict__ lets the loops vectorise.
 template <class T>
@@ -310,15 +366,13 @@ Optimizer Optimizer::adam(LearningRate lr, double beta1, double beta2, double ep
 }
 
 
-Node* Optimizer::minimize(const Scope& scope, Output loss, std::vector<Output> variables,
-                          Output global_step) const {
+std::vector<Output> Optimizer::variables_to_train(const Graph& g, std::vector<Output> variables) {
   if (variables.empty()) {
-    variables = ops::trainable_variables(scope.graph());
+    variables = ops::trainable_variables(g);
     if (variables.empty()) {
       // Say what was found: a model whose variables are all integers has variables, just none
       // that gradients can train.
       std::vector<std::string> found;
-      const Graph& g = scope.graph();
       for (int i = 0; i < g.size(); ++i) {
         const Node& n = g.node(i);
         if (n.op == "VariableV2" && get_attr_or<bool>(n.attrs, "trainable", true))
@@ -333,6 +387,35 @@ Node* Optimizer::minimize(const Scope& scope, Output loss, std::vector<Output> v
   for (auto& v : variables)
     TROUPE_CHECK_ARG(v && is_floating(v.dtype()), "minimize: variable '{}' is {}; only floating-point variables "
                      "can be trained", v ? v.node()->name : "(empty)", v ? name_of(v.dtype()) : "nothing");
+  return variables;
+}
+
+Output Optimizer::learning_rate_tensor(const Scope& scope) const {
+  Output lr = learning_rate_.tensor ? learning_rate_.tensor
+                                    : ops::constant(scope.with_op_name("learning_rate"), float(learning_rate_.value));
+  TROUPE_CHECK_ARG(is_floating(lr.dtype()) && (!lr.shape().rank_known() || lr.shape().rank() == 0),
+                   "{}: the learning rate must be a floating-point scalar, got {} {} ('{}')", spec_.name(),
+                   name_of(lr.dtype()), lr.shape().to_string(), lr.name());
+  return lr;
+}
+
+AttrMap Optimizer::update_attrs(const Node& v) const {
+  return {{"shared_name", variable_name(v)},
+          {"dtype", v.attrs.at("dtype")},
+          {"shape", v.attrs.at("shape")},
+          {"optimizer", std::string(spec_.name())},
+          {"momentum", spec_.momentum},
+          {"nesterov", spec_.nesterov},
+          {"initial_accumulator", spec_.initial_accumulator},
+          {"rho", spec_.rho},
+          {"beta1", spec_.beta1},
+          {"beta2", spec_.beta2},
+          {"epsilon", spec_.epsilon}};
+}
+
+Node* Optimizer::minimize(const Scope& scope, Output loss, std::vector<Output> variables,
+                          Output global_step) const {
+  variables = variables_to_train(scope.graph(), std::move(variables));
   auto grads = gradients(scope, {loss}, variables);
   return apply_gradients(scope, grads, variables, global_step);
 }
@@ -342,11 +425,7 @@ Node* Optimizer::apply_gradients(const Scope& scope, const std::vector<Output>& 
   TROUPE_CHECK_ARG(grads.size() == variables.size(), "apply_gradients: {} gradients for {} variables",
                    grads.size(), variables.size());
   Scope s = scope.sub(spec_.name());
-  Output lr = learning_rate_.tensor ? learning_rate_.tensor
-                                    : ops::constant(s.with_op_name("learning_rate"), float(learning_rate_.value));
-  TROUPE_CHECK_ARG(is_floating(lr.dtype()) && (!lr.shape().rank_known() || lr.shape().rank() == 0),
-                   "{}: the learning rate must be a floating-point scalar, got {} {} ('{}')", spec_.name(),
-                   name_of(lr.dtype()), lr.shape().to_string(), lr.name());
+  Output lr = learning_rate_tensor(s);
   // Each update waits for the nodes of the gradient computation that read its variable (the
   // backward op that multiplies by the weights runs beside the one that yields their
   // gradient): the shard then updates the weights in place instead of copying them because a
@@ -383,19 +462,7 @@ Node* Optimizer::apply_gradients(const Scope& scope, const std::vector<Output>& 
       if (in_backward[c.node] && loop_frame(graph.node(c.node)).empty())
         readers.push_back(Output(&scope.graph().node(c.node)));
     const Scope gated = readers.empty() ? at_variable : at_variable.with_control_dependencies(readers);
-    updates.push_back(&gated.add("ApplyGradient", {grads[i], rate},
-                             {{"shared_name", variable_name(*v)},
-                              {"dtype", v->attrs.at("dtype")},
-                              {"shape", v->attrs.at("shape")},
-                              {"optimizer", std::string(spec_.name())},
-                              {"momentum", spec_.momentum},
-                              {"nesterov", spec_.nesterov},
-                              {"initial_accumulator", spec_.initial_accumulator},
-                              {"rho", spec_.rho},
-                              {"beta1", spec_.beta1},
-                              {"beta2", spec_.beta2},
-                              {"epsilon", spec_.epsilon}},
-                             "apply_" + v->name));
+    updates.push_back(&gated.add("ApplyGradient", {grads[i], rate}, update_attrs(*v), "apply_" + v->name));
   }
   TROUPE_CHECK_ARG(!updates.empty(), "apply_gradients: no variable receives a gradient");
   if (global_step) {

@@ -93,6 +93,16 @@ class Optimizer {
                         const std::vector<Output>& variables, Output global_step = {}) const;
 
   const OptimizerSpec& spec() const { return spec_; }
+  // For optimizers built on this one (SyncReplicasOptimizer). The variables minimize() trains:
+  // `given`, or every trainable variable of the graph; throws naming what is wrong (none, or a
+  // variable that is not floating point).
+  static std::vector<Output> variables_to_train(const Graph& graph, std::vector<Output> given);
+  // The learning rate as a graph scalar built under `scope` (a constant, or the schedule);
+  // throws when the schedule is no floating-point scalar.
+  Output learning_rate_tensor(const Scope& scope) const;
+  // The attributes an update node of `variable` carries: the variable's shared name, dtype and
+  // shape, and this optimizer's spec (what optimizer_spec_of reads back).
+  AttrMap update_attrs(const Node& variable) const;
 
  private:
   OptimizerSpec spec_;

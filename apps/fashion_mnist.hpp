@@ -1,0 +1,57 @@
+#pragma once
+// troupe-fashion-mnist's options and the pieces its single-process run (fashion_mnist.cpp) and
+// its cluster runs (fashion_mnist_cluster.cpp) share.
+#include <cstdint>
+#include <string>
+
+#include "ops/layers/layers.hpp"
+#include "ops/state/optimizer.hpp"
+
+namespace troupe::app {
+
+struct Args {
+  std::string model = "cnn";
+  int epochs = 3;
+  int batch = 64;
+  std::string optimizer = "momentum";
+  double lr = 0.01;
+  double momentum = 0.9;
+  int64_t seed = 1;
+  int threads = 0;
+  bool json = false;
+  std::string data = "/usr/share/datasets/fashion-mnist";
+  int prefetch = 8;  // batches read ahead; 0: read in the training loop
+  // Examples; the whole training set by default, so each epoch is a uniform reshuffle as in
+  // PyTorch's recipe (bench/peers/fashion_mnist_torch.py). A smaller buffer shuffles only
+  // locally, which lost a point of test accuracy (docs/performance.md, issue 12).
+  int64_t shuffle_buffer = 60000;
+  std::string checkpoint_dir;      // empty: no checkpoints
+  int64_t save_every_steps = -1;   // -1: 500 with a checkpoint dir; 0: only at the end
+  int stop_after_epochs = 0;       // 0: run every epoch; N: save and stop after epoch N
+  int64_t stop_after_steps = 0;    // 0: no stop; N: save and stop at global step N (mid-epoch too)
+  // A cluster run (docs/cluster.md, "Training on a cluster").
+  std::string cluster;             // the spec; empty: one process
+  std::string task;                // this process's task, worker:K
+  std::string mode = "async";      // async | sync | allreduce
+  int backup_workers = 0;          // sync: m = workers - backup_workers gradients per step
+  int64_t steps = 0;               // global steps to train; 0: epochs' worth for the whole job
+  int delay_ms = 0;                // a straggler for tests and benchmarks: sleep before each step
+  int delay_worker = -1;           // ... on this worker only (-1: the last one)
+  int warmup_steps = 20;           // global steps before the timing starts
+  bool float16 = false;            // allreduce: float16 on the wire
+};
+
+// Parses argv (CLI11): --help prints the options with their defaults and exits 0; an unknown
+// option or a bad value exits 2 naming it.
+Args parse_args(int argc, char** argv);
+
+Optimizer make_optimizer(const Args& a);
+void build_model(layers::Sequential& model, const std::string& kind);
+// DIR/STEM.gz when it exists, else DIR/STEM.
+std::string data_file(const std::string& dir, const char* stem);
+std::string clock_text(double seconds);
+
+// The run of one worker of a cluster job (--cluster): returns the exit code.
+int run_cluster(const Args& a);
+
+}  // namespace troupe::app

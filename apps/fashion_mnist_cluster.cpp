@@ -1,0 +1,338 @@
+// troupe-fashion-mnist as one worker of a cluster job (--cluster SPEC --task worker:K), in one
+// of three modes (docs/cluster.md, "Training on a cluster"):
+//   async      between-graph replication over parameter servers: every worker builds the
+//              graph with replica_device_setter (variables and their optimizer slots on the ps
+//              tasks), reads its shard of the input, and applies its gradients on the ps without
+//              waiting for the others; the global step counts the updates applied.
+//   sync       the same graph with SyncReplicasOptimizer (ops/state/sync_replicas.hpp): each
+//              global step applies the average of the first workers - backup_workers gradients
+//              once; later ones are dropped and counted.
+//   allreduce  no parameter server: every worker holds the variables, the gradients are summed
+//              over the workers by ring all-reduce (actors/cluster/allreduce.hpp), averaged, and
+//              applied locally, so every worker keeps bitwise the same weights.
+// The process hosts its task's cluster member (what troupe-node runs) and a session whose target
+// is that member. worker:0 is the chief: it initialises the variables (the others wait for it),
+// prints the job's progress ("progress: ..." lines, which troupe-launch shows as one display),
+// saves checkpoints, evaluates at the end and prints the summary (--json: one JSON line).
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <future>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "actors/cluster/member.hpp"
+#include "actors/saver.hpp"
+#include "actors/session.hpp"
+#include "apps/fashion_mnist.hpp"
+#include "devices/cpu_threads.hpp"
+#include "ops/all.hpp"
+#include "ops/data/batch_reader.hpp"
+#include "ops/data/idx.hpp"
+#include "ops/data/pipeline.hpp"
+#include "ops/state/replica_device_setter.hpp"
+
+namespace troupe::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr int64_t kTrainSize = 60000, kTestSize = 10000, kTestBatch = 1000;
+// How long a worker waits for the chief to initialise the variables (the chief may still be
+// starting: its process, its member, its session's connections).
+constexpr auto kInitTimeout = std::chrono::seconds(120);
+// A step's bound: a sync step waits for the other replicas, so it is as slow as the m-th
+// fastest of them; beyond this the job has lost too many workers to go on.
+constexpr auto kStepTimeout = std::chrono::seconds(120);
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The job as this worker sees it.
+struct Job {
+  ClusterSpec spec;
+  TaskId me;
+  int workers = 0;
+  int ps = 0;
+  int replicas_per_step = 1;  // gradients averaged into one global step
+  int64_t steps = 0;          // global steps to train
+  bool chief = false;
+};
+
+Job job_of(const Args& a) {
+  Job job;
+  job.spec = ClusterSpec::from_file(a.cluster);
+  job.me = parse_task_id(a.task);
+  job.spec.set_this_task(job.me);  // throws naming the spec's tasks when it lacks this one
+  if (job.me.job != "worker")
+    fail(ErrorCode::invalid_argument, "--task {}: troupe-fashion-mnist runs worker tasks (the ps tasks run troupe-node)",
+         a.task);
+  const auto& jobs = job.spec.jobs();
+  job.workers = int(jobs.at("worker").size());
+  job.ps = jobs.count("ps") ? int(jobs.at("ps").size()) : 0;
+  if (a.mode != "allreduce" && job.ps == 0)
+    fail(ErrorCode::invalid_argument, "--mode {} needs parameter servers, and {} has no ps job (troupe-launch --ps 1)",
+         a.mode, a.cluster);
+  if (a.mode == "sync") {
+    job.replicas_per_step = job.workers - a.backup_workers;
+    if (job.replicas_per_step < 1)
+      fail(ErrorCode::invalid_argument, "--backup-workers {} leaves no worker to aggregate ({} workers)",
+           a.backup_workers, job.workers);
+  } else if (a.mode == "allreduce") {
+    job.replicas_per_step = job.workers;
+  }
+  job.chief = job.me.index == 0;
+  job.steps = a.steps > 0 ? a.steps
+                          : (int64_t(a.epochs) * kTrainSize + int64_t(a.batch) * job.replicas_per_step - 1) /
+                                (int64_t(a.batch) * job.replicas_per_step);
+  return job;
+}
+
+// This worker's shard of the training set, reshuffled each pass, for as many passes as the job
+// could need from it (a worker alone could do every step in async mode).
+std::unique_ptr<data::Iterator> input_of(const Args& a, const Job& job) {
+  auto files = data::fashion_mnist_files(a.data, data::Split::train);
+  const int64_t shard = (kTrainSize + job.workers - 1) / job.workers;
+  const int64_t steps_per_pass = (shard + a.batch - 1) / a.batch;
+  return data::Pipeline::from_idx(files.first, files.second)
+      .shard(job.workers, job.me.index)
+      .shuffle(std::min(a.shuffle_buffer, shard), uint64_t(a.seed) + uint64_t(job.me.index))
+      .batch(a.batch)
+      .repeat(int(job.steps / steps_per_pass + 2))
+      .begin();
+}
+
+// The next batch, read while the current step runs.
+class ReadAhead {
+ public:
+  explicit ReadAhead(std::unique_ptr<data::Iterator> it) : it_(std::move(it)) { start(); }
+  ~ReadAhead() {
+    if (next_.valid()) next_.wait();
+  }
+  data::Element take() {
+    auto batch = next_.get();
+    if (!batch) fail(ErrorCode::out_of_range, "the input pipeline ended early");
+    start();
+    return std::move(*batch);
+  }
+
+ private:
+  void start() {
+    next_ = std::async(std::launch::async, [this] { return it_->next(); });
+  }
+  std::unique_ptr<data::Iterator> it_;
+  std::future<std::optional<data::Element>> next_;
+};
+
+// The test set's correct predictions, summed over its batches (run by the chief).
+double test_accuracy(Session& session, Output correct) {
+  double hits = 0;
+  for (int64_t i = 0; i < kTestSize / kTestBatch; ++i) hits += session.run({correct})[0].scalar_value<float>();
+  return hits / double(kTestSize);
+}
+
+// What the chief prints while the job runs and at its end.
+struct Progress {
+  int64_t step = 0;
+  double examples_per_s = 0;
+  double loss = 0;
+  int64_t dropped = 0;
+};
+
+void print_progress(const Job& job, const Progress& p) {
+  std::printf("progress: global step %lld/%lld, %.0f examples/s, loss %.4f, dropped gradients %lld\n",
+              (long long)p.step, (long long)job.steps, p.examples_per_s, p.loss, (long long)p.dropped);
+  std::fflush(stdout);
+}
+
+// The parameter-server modes: one graph per worker over the ps tasks.
+int run_with_parameter_servers(const Args& a, const Job& job) {
+  const bool sync = a.mode == "sync";
+  auto root = Scope::root();
+  const std::string my_device = fmt::format("/job:worker/task:{}", job.me.index);
+  auto s = root.with_device_function(replica_device_setter(job.ps, {.worker_device = my_device}));
+  auto images = ops::placeholder(s.with_op_name("train_images"), DType::float32, PartialShape{-1, 1, 28, 28});
+  auto labels = ops::placeholder(s.with_op_name("train_labels"), DType::int32, PartialShape{-1});
+  layers::Sequential model(s, a.seed);
+  build_model(model, a.model);
+  auto loss = model.loss(model(images, layers::Mode::training), labels);
+  auto global_step = ops::global_step(s);
+  Node* train = nullptr;
+  std::optional<SyncTrainOp> sync_train;
+  if (sync) {
+    SyncReplicasOptimizer optimizer(make_optimizer(a), {.replicas_to_aggregate = job.replicas_per_step,
+                                                        .total_replicas = job.workers,
+                                                        .replica = job.me.index});
+    sync_train = optimizer.minimize(s, loss, global_step.value);
+    train = sync_train->op;
+  } else {
+    train = make_optimizer(a).minimize(s, loss, {}, global_step.value);
+  }
+  auto test_in = ops::dataset_batches(s.sub("test_data"),
+                                      {.images_path = data_file(a.data, "t10k-images-idx3-ubyte"),
+                                       .labels_path = data_file(a.data, "t10k-labels-idx1-ubyte"),
+                                       .batch_size = kTestBatch});
+  auto test_logits = model(test_in[0], layers::Mode::inference);
+  auto correct = ops::sum(s, ops::cast(s, ops::equal(s, ops::argmax(s, test_logits, -1), ops::cast(s, test_in[1], DType::int64)),
+                                       DType::float32));
+
+  SessionOptions options;
+  options.target = "troupe://" + job.spec.address(job.me).to_string();
+  options.threads = a.threads;
+  options.operation_timeout = kStepTimeout;
+  options.cluster_startup_timeout = std::chrono::seconds(60);  // the other processes may still be starting
+  Session session(root, options);
+
+  std::optional<Saver> saver;
+  if (job.chief && !a.checkpoint_dir.empty()) saver.emplace(session, SaverOptions{.max_to_keep = 5});
+  std::vector<TensorName> counters;
+  if (sync)
+    for (auto& c : sync_train->dropped_counters) counters.push_back(c);
+  auto dropped_per_worker = [&] {
+    std::vector<int64_t> out;
+    if (counters.empty()) return out;
+    for (auto& t : session.run(counters)) out.push_back(t.scalar_value<int64_t>());
+    return out;
+  };
+  auto total = [](const std::vector<int64_t>& v) {
+    int64_t sum = 0;
+    for (auto x : v) sum += x;
+    return sum;
+  };
+
+  // The chief initialises (the global step last: the others wait for it) or restores; the
+  // others wait until the global step can be read.
+  int64_t global = 0;
+  if (job.chief) {
+    std::optional<std::string> latest = a.checkpoint_dir.empty() ? std::nullopt : latest_checkpoint(a.checkpoint_dir);
+    if (latest) {
+      global = saver->restore(*latest).global_step;
+      std::printf("resumed from global step %lld of %s\n", (long long)global, latest->c_str());
+    } else {
+      std::vector<Output> all;
+      for (auto& v : ops::global_variables(root.graph()))
+        if (v.node()->name != global_step.value.node()->name) all.push_back(v);
+      session.run({}, {}, {ops::variables_initializer(root.sub("init"), all)});
+      session.run({}, {}, {global_step.init});
+    }
+  } else {
+    const auto deadline = Clock::now() + kInitTimeout;
+    for (;;) {
+      try {
+        global = session.run({global_step.value})[0].scalar_value<int64_t>();
+        break;
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::failed_precondition || Clock::now() > deadline)
+          fail(e.code(), "worker:{} waited {} s for the chief (worker:0) to initialise the variables: {}", job.me.index,
+               kInitTimeout.count(), e.what());
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  }
+  std::printf("worker:%d: %s training of %s from global step %lld to %lld: %d workers (%d per step), %d ps, batch %d\n",
+              job.me.index, a.mode.c_str(), a.model.c_str(), (long long)global, (long long)job.steps, job.workers,
+              job.replicas_per_step, job.ps, a.batch);
+  std::fflush(stdout);
+
+  ReadAhead input(input_of(a, job));
+  const bool straggler = a.delay_ms > 0 && job.me.index == (a.delay_worker >= 0 ? a.delay_worker : job.workers - 1);
+  const int64_t first = global;
+  int64_t local_steps = 0, my_dropped = 0;
+  std::optional<Clock::time_point> timed_from;  // when the chief saw the warm-up end
+  int64_t timed_from_step = 0;
+  auto last_report = Clock::now();
+  int64_t last_report_step = global;
+  double loss_avg = 0;  // moving average of this worker's losses
+  int64_t saved_step = global;
+  std::future<std::string> saving;
+  while (global < job.steps) {
+    if (straggler) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
+    data::Element batch = input.take();
+    FeedList feeds = {{images, batch[0]}, {labels, batch[1]}};
+    float l = 0;
+    if (sync) {
+      auto out = session.run(feeds, {loss, sync_train->next_step, sync_train->dropped}, {train});
+      l = out[0].scalar_value<float>();
+      global = out[1].scalar_value<int64_t>();
+      my_dropped += out[2].scalar_value<int64_t>();
+    } else {
+      auto out = session.run(feeds, {loss, global_step.value}, {train});
+      l = out[0].scalar_value<float>();
+      global = out[1].scalar_value<int64_t>() + 1;  // the read at the step's start, and this step's update
+    }
+    if (!std::isfinite(l))
+      fail(ErrorCode::aborted, "worker:{}: the loss diverged ({}) at global step {}", job.me.index, l, global);
+    loss_avg = local_steps == 0 ? l : 0.95 * loss_avg + 0.05 * l;
+    ++local_steps;
+    if (!job.chief) continue;
+    if (!timed_from && global - first >= a.warmup_steps) {
+      timed_from = Clock::now();
+      timed_from_step = global;
+    }
+    if (saver && a.save_every_steps > 0 && global / a.save_every_steps != saved_step / a.save_every_steps) {
+      if (saving.valid()) saving.get();
+      saving = saver->save_async(a.checkpoint_dir, global);
+      saved_step = global;
+    }
+    const double since = seconds_since(last_report);
+    if (since >= 2.0 || global >= job.steps) {
+      print_progress(job, {global,
+                           double(global - last_report_step) * a.batch * job.replicas_per_step / since,
+                           loss_avg, total(dropped_per_worker())});
+      last_report = Clock::now();
+      last_report_step = global;
+    }
+  }
+  // The end: a straggler waiting on (or yet to start) a step after the last is let go.
+  if (sync && job.chief) session.run({}, {}, {sync_train->stop});
+  if (!job.chief) {
+    std::printf("worker:%d: done at global step %lld: %lld steps of its own, %lld gradients dropped\n", job.me.index,
+                (long long)global, (long long)local_steps, (long long)my_dropped);
+    return 0;
+  }
+  const double seconds = timed_from ? seconds_since(*timed_from) : 0;
+  const int64_t timed_steps = global - timed_from_step;
+  if (saver) {
+    if (saving.valid()) saving.get();
+    if (saved_step != global) saver->save(a.checkpoint_dir, global);
+  }
+  const double accuracy = test_accuracy(session, correct);
+  const std::vector<int64_t> dropped = dropped_per_worker();
+  const double steps_per_s = seconds > 0 ? double(timed_steps) / seconds : 0;
+  if (a.json) {
+    std::printf("{\"system\":\"troupe\",\"mode\":\"%s\",\"model\":\"%s\",\"workers\":%d,\"ps\":%d,\"backup_workers\":%d,"
+                "\"batch\":%d,\"global_steps\":%lld,\"timed_steps\":%lld,\"seconds\":%.3f,\"global_steps_per_s\":%.2f,"
+                "\"examples_per_s\":%.1f,\"train_loss\":%.6g,\"test_accuracy\":%.4f,\"dropped_gradients\":%lld,"
+                "\"dropped_per_worker\":[%s]}\n",
+                a.mode.c_str(), a.model.c_str(), job.workers, job.ps, a.backup_workers, a.batch, (long long)global,
+                (long long)timed_steps, seconds, steps_per_s, steps_per_s * a.batch * job.replicas_per_step, loss_avg,
+                accuracy, (long long)total(dropped), fmt::format("{}", fmt::join(dropped, ",")).c_str());
+  } else {
+    std::printf("done: %s on %d workers, %lld global steps, %.1f global steps/s (%.0f examples/s), test accuracy %.4f",
+                a.mode.c_str(), job.workers, (long long)global, steps_per_s,
+                steps_per_s * a.batch * job.replicas_per_step, accuracy);
+    if (sync) std::printf(", dropped gradients per worker [%s]", fmt::format("{}", fmt::join(dropped, ", ")).c_str());
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int run_cluster(const Args& a) {
+  try {
+    const Job job = job_of(a);
+    // This process is its task's member: the ps tasks' peers, the partitions masters register.
+    ClusterMember member(job.spec, job.me, MemberOptions{.threads = a.threads});
+    if (a.mode == "allreduce")
+      fail(ErrorCode::unimplemented, "--mode allreduce is not built yet");
+    return run_with_parameter_servers(a, job);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "troupe-fashion-mnist %s: %s\n", a.task.c_str(), e.what());
+    return 1;
+  }
+}
+
+}  // namespace troupe::app

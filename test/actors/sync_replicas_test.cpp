@@ -1,0 +1,161 @@
+// Synchronous replicas (ops/state/sync_replicas.hpp) on a cluster of troupe-node processes on
+// 127.0.0.1 (ps:0 and three workers): each replica runs its own session and graph, as between-
+// graph replication does; the ps applies the average of the first m gradients of a step once,
+// increments the global step, releases the waiting replicas, and drops (and counts) a gradient
+// of a step that has passed. Every process is stopped by its pid, also when a check fails.
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <fstream>
+#include <future>
+#include <map>
+
+#include "actors/session.hpp"
+#include "ops/all.hpp"
+#include "ops/state/replica_device_setter.hpp"
+#include "test/support/child_process.hpp"
+#include "test/support/expect_error.hpp"
+#include "test/support/free_port.hpp"
+#include "test/support/scratch_dir.hpp"
+
+using namespace troupe;
+using namespace std::chrono_literals;
+using troupe::testing::ChildProcess;
+using troupe::testing::contains;
+using troupe::testing::error_of;
+
+namespace {
+
+struct PsAndWorkers {
+  troupe::testing::ScratchDir dir;
+  std::vector<uint16_t> ports = troupe::free_loopback_ports(4);  // ps:0, worker:0..2
+  std::string spec = dir.file("cluster.json");
+  std::vector<std::unique_ptr<ChildProcess>> nodes;
+
+  PsAndWorkers() {
+    std::ofstream(spec) << fmt::format(
+        "{{\"cluster\": {{\"ps\": [\"127.0.0.1:{}\"], \"worker\": [\"127.0.0.1:{}\", \"127.0.0.1:{}\", "
+        "\"127.0.0.1:{}\"]}}}}",
+        ports[0], ports[1], ports[2], ports[3]);
+    for (std::string task : {"ps:0", "worker:0", "worker:1", "worker:2"}) {
+      auto node = std::make_unique<ChildProcess>(
+          std::vector<std::string>{TROUPE_NODE_BINARY, "--cluster", spec, "--task", task, "--threads", "1"},
+          dir.file(task + ".out"), dir.file(task + ".err"));
+      BOOST_TEST_REQUIRE(node->wait_for_output("started on", 30s), task << ": " << node->out() << node->err());
+      nodes.push_back(std::move(node));
+    }
+  }
+  ~PsAndWorkers() {
+    for (auto& node : nodes) node->signal(SIGKILL);
+  }
+  SessionOptions on_worker(int k) {
+    SessionOptions options;
+    options.target = fmt::format("troupe://127.0.0.1:{}", ports[std::size_t(1 + k)]);
+    options.operation_timeout = 60s;
+    return options;
+  }
+};
+
+// One replica's graph: loss = sum(w * x) with x fed, so the gradient of w is x; SGD with rate 1.
+struct Replica {
+  int index;
+  Scope root = Scope::root();
+  Scope s = root.with_device_function(
+      replica_device_setter(1, {.worker_device = fmt::format("/job:worker/task:{}", index)}));
+  ops::GlobalStep step = ops::global_step(s);
+  Output w = ops::variable(s.with_op_name("w"), ops::constant<float>(s, {10.0f, 20.0f}, {2}));
+  Output x = ops::placeholder(s.with_op_name("x"), DType::float32, {2});
+  SyncTrainOp train;
+  Replica(int index, int m, int n) : index(index) {
+    SyncReplicasOptimizer sync(Optimizer::sgd(1.0), {.replicas_to_aggregate = m, .total_replicas = n, .replica = index});
+    train = sync.minimize(s, ops::sum(s, ops::mul(s, w, x)), step.value, {w});
+  }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(two_of_three_replicas_apply_one_average_per_global_step_and_a_late_gradient_is_dropped) {
+  PsAndWorkers cluster;
+  Replica r0(0, 2, 3), r1(1, 2, 3), r2(2, 2, 3);
+  Session s0(r0.root, cluster.on_worker(0)), s1(r1.root, cluster.on_worker(1)), s2(r2.root, cluster.on_worker(2));
+  // The chief initialises: the variables, then the global step.
+  s0.run({}, {}, {ops::variables_initializer(r0.root, {r0.w, r0.train.dropped_counters[0], r0.train.dropped_counters[1],
+                                                        r0.train.dropped_counters[2]})});
+  s0.run({}, {}, {r0.step.init});
+  auto step_of = [](Session& session, Replica& r, std::vector<float> x, FeedList extra = {}) {
+    FeedList feeds = {{r.x, Tensor::from_vector<float>(x)}};
+    for (auto& f : extra) feeds.push_back(f);
+    auto out = session.run(feeds, {r.train.next_step, r.train.dropped}, {r.train.op});
+    return std::pair{out[0].scalar_value<int64_t>(), out[1].scalar_value<int64_t>()};
+  };
+  // Replica 0 alone does not move the step: it waits for a second vote.
+  auto first = std::async(std::launch::async, [&] { return step_of(s0, r0, {1, 2}); });
+  BOOST_TEST((first.wait_for(500ms) == std::future_status::timeout));
+  auto second = step_of(s1, r1, {3, 6});
+  auto got = first.get();
+  BOOST_TEST(got.first == 1);  // both released into global step 1
+  BOOST_TEST(got.second == 0);
+  BOOST_TEST(second.first == 1);
+  BOOST_TEST(second.second == 0);
+  // Applied once, the average: w -= ((1,2) + (3,6)) / 2.
+  auto w = s2.run({r2.w})[0].to_vector<float>();
+  BOOST_TEST(w == (std::vector<float>{8.0f, 16.0f}), w[0] << ", " << w[1]);
+  // Replica 2's gradient of step 0 (its read of the global step fed as 0: computed before the
+  // step passed) is dropped, counted for it, and it goes on at once into step 1.
+  auto late = step_of(s2, r2, {100, 100}, {{r2.step.value, Tensor::scalar<int64_t>(0)}});
+  BOOST_TEST(late.first == 1);
+  BOOST_TEST(late.second == 1);
+  w = s2.run({r2.w})[0].to_vector<float>();
+  BOOST_TEST(w == (std::vector<float>{8.0f, 16.0f}), w[0] << ", " << w[1]);
+  auto counters = s0.run({r0.train.dropped_counters[0], r0.train.dropped_counters[1], r0.train.dropped_counters[2],
+                          r0.step.value});
+  BOOST_TEST(counters[0].scalar_value<int64_t>() == 0);
+  BOOST_TEST(counters[1].scalar_value<int64_t>() == 0);
+  BOOST_TEST(counters[2].scalar_value<int64_t>() == 1);
+  BOOST_TEST(counters[3].scalar_value<int64_t>() == 1);  // the global step counts applied updates
+  // Step 1 with replicas 2 and 0: w -= ((5,5) + (1,1)) / 2.
+  auto third = std::async(std::launch::async, [&] { return step_of(s2, r2, {5, 5}); });
+  auto fourth = step_of(s0, r0, {1, 1});
+  BOOST_TEST(third.get().first == 2);
+  BOOST_TEST(fourth.first == 2);
+  w = s1.run({r1.w})[0].to_vector<float>();
+  BOOST_TEST(w == (std::vector<float>{5.0f, 13.0f}), w[0] << ", " << w[1]);
+}
+
+BOOST_AUTO_TEST_CASE(a_replica_waiting_for_votes_that_never_come_fails_at_its_deadline_naming_the_ps_it_waits_on) {
+  PsAndWorkers cluster;
+  Replica r0(0, 2, 2);
+  auto options = cluster.on_worker(0);
+  options.operation_timeout = 2s;
+  Session s0(r0.root, options);
+  s0.run({}, {}, {ops::global_variables_initializer(r0.root)});
+  auto e = error_of([&] { s0.run({{r0.x, Tensor::from_vector<float>({1, 1})}}, {r0.train.next_step}, {r0.train.op}); }, ErrorCode::deadline_exceeded);
+  BOOST_TEST(contains(e, "did not finish within its deadline"), e);
+  BOOST_TEST(contains(e, "still running on task ps:0"), e);
+}
+
+BOOST_AUTO_TEST_CASE(sync_replicas_refuses_more_replicas_to_aggregate_than_replicas) {
+  auto e = error_of([] { SyncReplicasOptimizer(Optimizer::sgd(0.1), {.replicas_to_aggregate = 3, .total_replicas = 2}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(e, "replicas_to_aggregate must be 1 to total_replicas (2), got 3"), e);
+  e = error_of([] { SyncReplicasOptimizer(Optimizer::sgd(0.1), {.replicas_to_aggregate = 1, .total_replicas = 2, .replica = 2}); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(e, "replica 2 is not one of the 2 replicas"), e);
+}
+
+BOOST_AUTO_TEST_CASE(stopping_the_replicas_lets_a_replica_waiting_for_a_step_that_will_not_come_go_on) {
+  PsAndWorkers cluster;
+  Replica r0(0, 2, 2), r1(1, 2, 2);
+  Session s0(r0.root, cluster.on_worker(0)), s1(r1.root, cluster.on_worker(1));
+  s0.run({}, {}, {ops::global_variables_initializer(r0.root)});
+  // Replica 1 votes alone: nobody else will.
+  auto waiting = std::async(std::launch::async, [&] {
+    return s1.run({{r1.x, Tensor::from_vector<float>({1, 1})}}, {r1.train.next_step}, {r1.train.op})[0]
+        .scalar_value<int64_t>();
+  });
+  BOOST_TEST((waiting.wait_for(500ms) == std::future_status::timeout));
+  BOOST_TEST(s0.run({Output(r0.train.stop)})[0].scalar_value<int64_t>() == 0);
+  BOOST_TEST(waiting.get() == 0);  // let go at the step it waited on: training is over
+  // A vote after the stop is answered at once; the global step stays.
+  BOOST_TEST(s1.run({{r1.x, Tensor::from_vector<float>({1, 1})}}, {r1.train.next_step}, {r1.train.op})[0]
+                 .scalar_value<int64_t>() == 0);
+  BOOST_TEST(s0.run({r0.step.value})[0].scalar_value<int64_t>() == 0);
+}
