@@ -294,8 +294,19 @@ int main(int argc, char** argv) {
     }
     if (saver) save(true);  // the end (or the stop); a step saved already is not saved again
     if (global_step < int64_t(a.epochs) * steps) {
-      std::printf("stopped at step %lld (epoch %lld, batch %lld)\n", (long long)global_step,
-                  (long long)(global_step / steps + 1), (long long)(global_step % steps));
+      // Stopped inside the training: evaluated here (a cluster run's examples compare with this).
+      double hits = 0;
+      if (global_step % steps != 0 || last_accuracy == 0) {
+        for (int64_t i = 0; i < test_size / test_batch; ++i) hits += session.run({correct})[0].scalar_value<float>();
+        last_accuracy = hits / double(test_size);
+      }
+      if (a.json)
+        std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"stopped\":true,\"global_step\":%lld,\"batch\":%d,"
+                    "\"test_accuracy\":%.4f}\n",
+                    a.model.c_str(), (long long)global_step, a.batch, last_accuracy);
+      else
+        std::printf("stopped at step %lld (epoch %lld, batch %lld), test accuracy %.4f\n", (long long)global_step,
+                    (long long)(global_step / steps + 1), (long long)(global_step % steps), last_accuracy);
       return 0;  // the Prefetcher, still reading ahead, is stopped by its destructor
     }
     if (prefetcher) prefetcher->join();  // the pipeline's error, if it had one

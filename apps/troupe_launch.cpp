@@ -1,11 +1,13 @@
 // troupe-launch: a local cluster in one command (issue 15; docs/cluster.md, "A local cluster in one
 // command").
-//   troupe-launch [--ps N] [--workers N] [--node PATH] [--dir DIR] -- COMMAND [ARGS...]
+//   troupe-launch [--ps N] [--workers N] [--backup-workers K] [--node PATH] [--dir DIR] -- COMMAND [ARGS...]
 // Picks free ports on 127.0.0.1 for ps:0..N-1 and worker:0..N-1, writes the cluster spec
 // (DIR/cluster.json; DIR defaults to a new directory under /tmp, removed at the end), starts every ps task as
 // `troupe-node --cluster SPEC --task ps:K` and, once they listen, every worker as
 // `COMMAND ARGS --cluster SPEC --task worker:K` (each process's command line names its task, so
-// `ps` finds it). Every line a process prints is shown prefixed by its task. The job ends when
+// `ps` finds it; --backup-workers K is passed on to them too). Every line a process prints is
+// shown prefixed by its task, except the chief's (worker:0's) "progress: ..." lines, which make
+// one progress display for the job (ProgressDisplay). The job ends when
 // every worker has exited; the ps tasks are then stopped (SIGTERM, then SIGKILL after 10 s).
 // Ctrl-C or SIGTERM stops every process the same way. A ps task that exits while workers run
 // stops the job. Exit code: 0 when every worker exited with 0 and no ps task died, 1 otherwise,
@@ -49,8 +51,54 @@ struct Process {
   bool started = false;  // printed "started on" (ps tasks)
 };
 
+// The job's progress display: the chief's "progress: ..." lines, shown as one line. On a
+// terminal it stays at the bottom, rewritten in place, with the processes' lines scrolling
+// above it; otherwise it is printed as "[job] ..." at most every 5 s (and the last one at the end).
+struct ProgressDisplay {
+  bool tty = ::isatty(STDOUT_FILENO) != 0;
+  std::string latest;   // the newest progress, without "progress: "
+  bool shown = false;   // on a terminal: the display is the current line
+  bool pending = false; // not a terminal: a newer progress than the one printed
+  std::chrono::steady_clock::time_point printed{};
+
+  void clear() {
+    if (tty && shown) std::printf("\r\033[K");
+    shown = false;
+  }
+  void show() {
+    if (latest.empty()) return;
+    if (tty) {
+      std::printf("\r\033[K[job] %s", latest.c_str());
+      shown = true;
+    } else if (pending && std::chrono::steady_clock::now() - printed >= std::chrono::seconds(5)) {
+      flush();
+    }
+    std::fflush(stdout);
+  }
+  void flush() {  // print the newest progress as a line of its own, if not printed yet
+    if (!pending) return;
+    std::printf("[job] %s\n", latest.c_str());
+    std::fflush(stdout);
+    pending = false;
+    printed = std::chrono::steady_clock::now();
+  }
+  void update(const std::string& progress) {
+    latest = progress;
+    pending = true;
+    show();
+  }
+};
+ProgressDisplay progress_display;
+
 void print_line(const std::string& task, const std::string& line) {
+  static const std::string kProgress = "progress: ";
+  if (task == "worker:0" && line.rfind(kProgress, 0) == 0) {
+    progress_display.update(line.substr(kProgress.size()));
+    return;
+  }
+  progress_display.clear();
   std::printf("[%s] %s\n", task.c_str(), line.c_str());
+  progress_display.show();
   std::fflush(stdout);
 }
 
@@ -156,10 +204,14 @@ std::string node_binary(const std::string& given) {
 int main(int argc, char** argv) {
   CLI::App app{"troupe-launch: a local cluster in one command"};
   int ps = 1, workers = 1;
+  int backup_workers = -1;
   std::string node, dir;
   std::vector<std::string> command;
   app.add_option("--ps", ps, "parameter-server tasks (troupe-node)")->check(CLI::NonNegativeNumber);
   app.add_option("--workers", workers, "worker tasks (the command)")->check(CLI::PositiveNumber);
+  app.add_option("--backup-workers", backup_workers,
+                 "passed on to every worker's command as --backup-workers K (synchronous training)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--node", node, "the troupe-node program (default: beside troupe-launch)");
   app.add_option("--dir", dir, "where the cluster spec is written (default: a new directory under /tmp)");
   app.add_option("command", command, "the worker's command, after --; each worker gets --cluster SPEC --task worker:K")
@@ -204,6 +256,10 @@ int main(int argc, char** argv) {
     }
     for (int k = 0; k < workers; ++k) {
       std::vector<std::string> argv = command;
+      if (backup_workers >= 0) {
+        argv.push_back("--backup-workers");
+        argv.push_back(std::to_string(backup_workers));
+      }
       for (auto a : {"--cluster", spec.c_str(), "--task"}) argv.push_back(a);
       argv.push_back("worker:" + std::to_string(k));
       all.push_back(spawn("worker:" + std::to_string(k), argv));
@@ -229,6 +285,8 @@ int main(int argc, char** argv) {
   }
   if (stop_requested && failure.empty()) failure = "stopped by a signal";
   stop(all);
+  progress_display.clear();
+  progress_display.flush();
   if (own_dir) std::filesystem::remove_all(dir);
   for (auto& p : all)
     if (p.task.rfind("worker:", 0) == 0 && p.exit_code != 0 && failure.empty())
