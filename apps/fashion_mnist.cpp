@@ -304,9 +304,8 @@ int main(int argc, char** argv) {
         std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"stopped\":true,\"global_step\":%lld,\"batch\":%d,"
                     "\"test_accuracy\":%.4f}\n",
                     a.model.c_str(), (long long)global_step, a.batch, last_accuracy);
-      else
-        std::printf("stopped at step %lld (epoch %lld, batch %lld), test accuracy %.4f\n", (long long)global_step,
-                    (long long)(global_step / steps + 1), (long long)(global_step % steps), last_accuracy);
+      std::printf("stopped at step %lld (epoch %lld, batch %lld), test accuracy %.4f\n", (long long)global_step,
+                  (long long)(global_step / steps + 1), (long long)(global_step % steps), last_accuracy);
       return 0;  // the Prefetcher, still reading ahead, is stopped by its destructor
     }
     if (prefetcher) prefetcher->join();  // the pipeline's error, if it had one
