@@ -8,7 +8,8 @@
 // `ps` finds it; --backup-workers K is passed on to them too). Every line a process prints is
 // shown prefixed by its task, except the chief's (worker:0's) "progress: ..." lines, which make
 // one progress display for the job (ProgressDisplay). The job ends when
-// every worker has exited; the ps tasks are then stopped (SIGTERM, then SIGKILL after 10 s).
+// every worker has exited, or one has failed (exited non-zero), which stops the others; the ps
+// tasks are then stopped (SIGTERM, then SIGKILL after 10 s).
 // Ctrl-C or SIGTERM stops every process the same way. A ps task that exits while workers run
 // stops the job. Exit code: 0 when every worker exited with 0 and no ps task died, 1 otherwise,
 // 2 for a bad command line.
@@ -280,6 +281,10 @@ int main(int argc, char** argv) {
       if (is_worker && !p.exit_code) workers_running = true;
       if (!is_worker && p.exit_code && failure.empty())
         failure = p.task + " exited with " + std::to_string(*p.exit_code) + " while the workers ran";
+      // A failed worker fails the job at once: the others may be waiting for it (a synchronous
+      // step, the chief's initialisation) and would wait until their deadlines.
+      if (is_worker && p.exit_code && *p.exit_code != 0 && failure.empty())
+        failure = p.task + " exited with " + std::to_string(*p.exit_code);
     }
     if (!workers_running || !failure.empty() || stop_requested) break;
   }

@@ -40,6 +40,22 @@ fi
 grep -q 'the job failed: worker:1 exited with 3' "$work/fail.log" || fail "the failing worker is not named"
 nothing_left "$work/fail.log"
 
+# 2b. A failed worker stops the others at once (they may be waiting for it), naming it.
+start=$SECONDS
+if "$launch" --ps 1 --workers 2 -- bash -c '[[ $3 == worker:1 ]] && exit 4; sleep 60.75' > "$work/stop.log" 2>&1; then
+  fail "a job whose worker:1 exits with 4 exited 0"
+fi
+(( SECONDS - start < 30 )) || fail "worker:0 was not stopped when worker:1 failed ($((SECONDS - start)) s)"
+grep -q 'the job failed: worker:1 exited with 4' "$work/stop.log" || fail "the failed worker is not named"
+nothing_left "$work/stop.log"
+
+# 2c. The chief's progress lines make the job's progress display (not a terminal: [job] lines),
+# and --backup-workers is passed on to the workers.
+"$launch" --ps 1 --workers 2 --backup-workers 1 -- bash -c '[[ $1 == --backup-workers && $2 == 1 ]] || exit 5; [[ $6 == worker:0 ]] && { echo "progress: step 1"; echo "progress: step 2"; }; true' \
+  x > "$work/progress.log" 2>&1 || fail "the progress job failed: $(cat "$work/progress.log")"
+grep -q '^\[job\] step 2$' "$work/progress.log" || fail "the last progress is not shown as [job]"
+if grep -q 'progress: ' "$work/progress.log"; then fail "progress lines were printed as they came"; fi
+
 # 3. SIGINT stops every process, and what a worker started itself (its process group).
 "$launch" --ps 2 --workers 1 -- bash -c 'echo waiting; sleep 61.25; echo done' > "$work/int.log" 2>&1 &
 launcher=$!
