@@ -116,6 +116,7 @@ using run_done_atom = caf::atom_constant<caf::atom("rundone")>;
 using transfer_atom = caf::atom_constant<caf::atom("transfer")>;
 using ack_atom = caf::atom_constant<caf::atom("ack")>;
 using transfer_stats_atom = caf::atom_constant<caf::atom("xstats")>;
+using collective_atom = caf::atom_constant<caf::atom("collect")>;
 
 // Registers every type above (and the tensor chunks) with a process's CAF configuration, by the
 // names every process uses.

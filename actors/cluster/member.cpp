@@ -89,6 +89,7 @@ const TaskId& ClusterMember::task() const { return impl_->task; }
 const TaskAddress& ClusterMember::address() const { return impl_->address; }
 uint64_t ClusterMember::incarnation() const { return impl_->incarnation; }
 std::string ClusterMember::devices() const { return impl_->devices; }
+const std::shared_ptr<MemberContext>& ClusterMember::context() const { return impl_->context; }
 
 MemberIdentity identify_member(const TaskAddress& address, std::chrono::milliseconds timeout,
                                const MemberOptions& options) {

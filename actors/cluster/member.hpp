@@ -20,6 +20,8 @@
 
 namespace troupe {
 
+struct MemberContext;
+
 struct MemberOptions {
   int threads = 0;  // 0: the cores this process may use (usable_cores)
   std::chrono::milliseconds heartbeat{200};
@@ -42,6 +44,9 @@ class ClusterMember {
   const TaskAddress& address() const;
   uint64_t incarnation() const;
   std::string devices() const;  // its devices' full names under the task (/job:worker/task:0/...), by ','
+  // What its actors share (actors/cluster/member_context.hpp): for the runtime's own parts that
+  // live beside the worker (AllReduceGroup).
+  const std::shared_ptr<MemberContext>& context() const;
 
  private:
   struct Impl;

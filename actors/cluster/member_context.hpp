@@ -65,7 +65,10 @@ struct MemberContext {
         float16_bytes_saved{0};
   } counters;
 
-  mutable std::mutex mutex;  // guards registrations
+  mutable std::mutex mutex;  // guards registrations and collective
+  // The process's all-reduce actor (actors/cluster/allreduce.hpp), once it has one: what the
+  // worker hands a peer that asks (collective_atom).
+  caf::actor collective;
   std::unordered_map<uint64_t, std::shared_ptr<Registration>> registrations;
   std::shared_ptr<Registration> find(uint64_t handle) const;
 };

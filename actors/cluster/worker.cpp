@@ -278,6 +278,15 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         return {std::move(tasks), std::move(addresses)};
       },
       [self](inbox_atom) { return self->state.inbox; },
+      // The all-reduce actor of this process, for a peer of its ring (actors/cluster/allreduce.hpp).
+      [self](collective_atom) -> caf::result<caf::actor> {
+        auto& c = *self->state.context;
+        std::lock_guard<std::mutex> lock(c.mutex);
+        if (!c.collective)
+          return caf::make_error(caf::sec::runtime_error,
+                                 fmt::format("task {} has no all-reduce group (yet)", c.task.to_string()));
+        return c.collective;
+      },
       [self](register_atom, RegisterGraph& r) -> caf::result<int32_t, std::string> {
         try {
           register_graph(self, r);
