@@ -19,16 +19,20 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <future>
 #include <optional>
 #include <string>
 #include <thread>
 
+#include "actors/cluster/allreduce.hpp"
 #include "actors/cluster/member.hpp"
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
 #include "apps/fashion_mnist.hpp"
 #include "devices/cpu_threads.hpp"
+#include "graph/gradients.hpp"
 #include "ops/all.hpp"
 #include "ops/data/batch_reader.hpp"
 #include "ops/data/idx.hpp"
@@ -146,17 +150,138 @@ void print_progress(const Job& job, const Progress& p) {
   std::fflush(stdout);
 }
 
+// The chief's summary: one JSON line with --json, else a sentence.
+void print_summary(const Args& a, const Job& job, int64_t global, int64_t timed_steps, double seconds, double loss,
+                   double accuracy, const std::vector<int64_t>& dropped) {
+  const double steps_per_s = seconds > 0 ? double(timed_steps) / seconds : 0;
+  int64_t total = 0;
+  for (auto d : dropped) total += d;
+  if (a.json) {
+    std::printf("{\"system\":\"troupe\",\"mode\":\"%s\",\"model\":\"%s\",\"workers\":%d,\"ps\":%d,\"backup_workers\":%d,"
+                "\"batch\":%d,\"global_steps\":%lld,\"timed_steps\":%lld,\"seconds\":%.3f,\"global_steps_per_s\":%.2f,"
+                "\"examples_per_s\":%.1f,\"train_loss\":%.6g,\"test_accuracy\":%.4f,\"dropped_gradients\":%lld,"
+                "\"dropped_per_worker\":[%s]}\n",
+                a.mode.c_str(), a.model.c_str(), job.workers, job.ps, a.backup_workers, a.batch, (long long)global,
+                (long long)timed_steps, seconds, steps_per_s, steps_per_s * a.batch * job.replicas_per_step, loss,
+                accuracy, (long long)total, fmt::format("{}", fmt::join(dropped, ",")).c_str());
+  } else {
+    std::printf("done: %s on %d workers, %lld global steps, %.1f global steps/s (%.0f examples/s), test accuracy %.4f",
+                a.mode.c_str(), job.workers, (long long)global, steps_per_s,
+                steps_per_s * a.batch * job.replicas_per_step, accuracy);
+    if (a.mode == "sync") std::printf(", dropped gradients per worker [%s]", fmt::format("{}", fmt::join(dropped, ", ")).c_str());
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+}
+
+// What a mode gives the training loop: its session, one step, and what the chief reads.
+struct Trainer {
+  Session* session = nullptr;
+  Saver* saver = nullptr;  // the chief's, with --checkpoint-dir
+  Output images, labels, correct;
+  // One step on a batch: its loss and the global step after it; adds its dropped gradients.
+  std::function<std::pair<float, int64_t>(FeedList, int64_t& dropped)> step;
+  std::function<std::vector<int64_t>()> dropped_per_worker;  // sync: per worker so far
+  std::function<void()> at_end;                              // the chief's, after the last step
+};
+
+// The training loop of every mode, from global step `global` to the job's last: the input, the
+// straggler's delay, and for the chief the timing, progress lines, checkpoints, evaluation and
+// summary.
+int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
+  std::printf("worker:%d: %s training of %s from global step %lld to %lld: %d workers (%d per step), %d ps, batch %d\n",
+              job.me.index, a.mode.c_str(), a.model.c_str(), (long long)global, (long long)job.steps, job.workers,
+              job.replicas_per_step, job.ps, a.batch);
+  std::fflush(stdout);
+  auto total = [](const std::vector<int64_t>& v) {
+    int64_t sum = 0;
+    for (auto x : v) sum += x;
+    return sum;
+  };
+  auto dropped_now = [&] { return t.dropped_per_worker ? t.dropped_per_worker() : std::vector<int64_t>{}; };
+  ReadAhead input(input_of(a, job));
+  const bool straggler = a.delay_ms > 0 && job.me.index == (a.delay_worker >= 0 ? a.delay_worker : job.workers - 1);
+  const int64_t first = global;
+  int64_t local_steps = 0, my_dropped = 0;
+  std::optional<Clock::time_point> timed_from;  // when the chief saw the warm-up end
+  int64_t timed_from_step = 0;
+  auto last_report = Clock::now();
+  int64_t last_report_step = global;
+  double loss_avg = 0;  // moving average of this worker's losses
+  int64_t saved_step = global;
+  std::future<std::string> saving;
+  while (global < job.steps) {
+    if (straggler) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
+    data::Element batch = input.take();
+    auto [l, after] = t.step({{t.images, batch[0]}, {t.labels, batch[1]}}, my_dropped);
+    global = after;
+    if (!std::isfinite(l))
+      fail(ErrorCode::aborted, "worker:{}: the loss diverged ({}) at global step {}", job.me.index, l, global);
+    loss_avg = local_steps == 0 ? l : 0.95 * loss_avg + 0.05 * l;
+    ++local_steps;
+    if (!job.chief) continue;
+    if (!timed_from && global - first >= a.warmup_steps) {
+      timed_from = Clock::now();
+      timed_from_step = global;
+    }
+    if (t.saver && a.save_every_steps > 0 && global / a.save_every_steps != saved_step / a.save_every_steps) {
+      if (saving.valid()) saving.get();
+      saving = t.saver->save_async(a.checkpoint_dir, global);
+      saved_step = global;
+    }
+    const double since = seconds_since(last_report);
+    if (since >= 2.0 || global >= job.steps) {
+      print_progress(job, {global, double(global - last_report_step) * a.batch * job.replicas_per_step / since,
+                           loss_avg, total(dropped_now())});
+      last_report = Clock::now();
+      last_report_step = global;
+    }
+  }
+  if (job.chief && t.at_end) t.at_end();
+  if (!job.chief) {
+    std::printf("worker:%d: done at global step %lld: %lld steps of its own, %lld gradients dropped\n", job.me.index,
+                (long long)global, (long long)local_steps, (long long)my_dropped);
+    return 0;
+  }
+  const double seconds = timed_from ? seconds_since(*timed_from) : 0;
+  if (t.saver) {
+    if (saving.valid()) saving.get();
+    if (saved_step != global) t.saver->save(a.checkpoint_dir, global);
+  }
+  const double accuracy = test_accuracy(*t.session, t.correct);
+  print_summary(a, job, global, global - timed_from_step, seconds, loss_avg, accuracy, dropped_now());
+  return 0;
+}
+
+// The model, its training input (fed) and loss, and its correct predictions on a test batch.
+struct Net {
+  layers::Sequential model;
+  struct {
+    Output images, labels, loss, correct;
+  } io;
+  Net(const Args& a, const Scope& s) : model(s, a.seed) {
+    build_model(model, a.model);
+    io.images = ops::placeholder(s.with_op_name("train_images"), DType::float32, PartialShape{-1, 1, 28, 28});
+    io.labels = ops::placeholder(s.with_op_name("train_labels"), DType::int32, PartialShape{-1});
+    io.loss = model.loss(model(io.images, layers::Mode::training), io.labels);
+    auto test_in = ops::dataset_batches(s.sub("test_data"),
+                                        {.images_path = data_file(a.data, "t10k-images-idx3-ubyte"),
+                                         .labels_path = data_file(a.data, "t10k-labels-idx1-ubyte"),
+                                         .batch_size = kTestBatch});
+    auto test_logits = model(test_in[0], layers::Mode::inference);
+    io.correct = ops::sum(s, ops::cast(s, ops::equal(s, ops::argmax(s, test_logits, -1), ops::cast(s, test_in[1], DType::int64)),
+                                       DType::float32));
+  }
+};
+
 // The parameter-server modes: one graph per worker over the ps tasks.
 int run_with_parameter_servers(const Args& a, const Job& job) {
   const bool sync = a.mode == "sync";
   auto root = Scope::root();
   const std::string my_device = fmt::format("/job:worker/task:{}", job.me.index);
   auto s = root.with_device_function(replica_device_setter(job.ps, {.worker_device = my_device}));
-  auto images = ops::placeholder(s.with_op_name("train_images"), DType::float32, PartialShape{-1, 1, 28, 28});
-  auto labels = ops::placeholder(s.with_op_name("train_labels"), DType::int32, PartialShape{-1});
-  layers::Sequential model(s, a.seed);
-  build_model(model, a.model);
-  auto loss = model.loss(model(images, layers::Mode::training), labels);
+  Net net(a, s);
+  auto& [images, labels, loss, correct] = net.io;
   auto global_step = ops::global_step(s);
   Node* train = nullptr;
   std::optional<SyncTrainOp> sync_train;
@@ -169,13 +294,6 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
   } else {
     train = make_optimizer(a).minimize(s, loss, {}, global_step.value);
   }
-  auto test_in = ops::dataset_batches(s.sub("test_data"),
-                                      {.images_path = data_file(a.data, "t10k-images-idx3-ubyte"),
-                                       .labels_path = data_file(a.data, "t10k-labels-idx1-ubyte"),
-                                       .batch_size = kTestBatch});
-  auto test_logits = model(test_in[0], layers::Mode::inference);
-  auto correct = ops::sum(s, ops::cast(s, ops::equal(s, ops::argmax(s, test_logits, -1), ops::cast(s, test_in[1], DType::int64)),
-                                       DType::float32));
 
   SessionOptions options;
   options.target = "troupe://" + job.spec.address(job.me).to_string();
@@ -194,11 +312,6 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
     if (counters.empty()) return out;
     for (auto& t : session.run(counters)) out.push_back(t.scalar_value<int64_t>());
     return out;
-  };
-  auto total = [](const std::vector<int64_t>& v) {
-    int64_t sum = 0;
-    for (auto x : v) sum += x;
-    return sum;
   };
 
   // The chief initialises (the global step last: the others wait for it) or restores; the
@@ -230,93 +343,112 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
       }
     }
   }
-  std::printf("worker:%d: %s training of %s from global step %lld to %lld: %d workers (%d per step), %d ps, batch %d\n",
-              job.me.index, a.mode.c_str(), a.model.c_str(), (long long)global, (long long)job.steps, job.workers,
-              job.replicas_per_step, job.ps, a.batch);
-  std::fflush(stdout);
-
-  ReadAhead input(input_of(a, job));
-  const bool straggler = a.delay_ms > 0 && job.me.index == (a.delay_worker >= 0 ? a.delay_worker : job.workers - 1);
-  const int64_t first = global;
-  int64_t local_steps = 0, my_dropped = 0;
-  std::optional<Clock::time_point> timed_from;  // when the chief saw the warm-up end
-  int64_t timed_from_step = 0;
-  auto last_report = Clock::now();
-  int64_t last_report_step = global;
-  double loss_avg = 0;  // moving average of this worker's losses
-  int64_t saved_step = global;
-  std::future<std::string> saving;
-  while (global < job.steps) {
-    if (straggler) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
-    data::Element batch = input.take();
-    FeedList feeds = {{images, batch[0]}, {labels, batch[1]}};
-    float l = 0;
+  Trainer t;
+  t.session = &session;
+  t.correct = correct;
+  t.saver = saver ? &*saver : nullptr;
+  t.step = [&, sync](FeedList feeds, int64_t& dropped) -> std::pair<float, int64_t> {
     if (sync) {
       auto out = session.run(feeds, {loss, sync_train->next_step, sync_train->dropped}, {train});
-      l = out[0].scalar_value<float>();
-      global = out[1].scalar_value<int64_t>();
-      my_dropped += out[2].scalar_value<int64_t>();
-    } else {
-      auto out = session.run(feeds, {loss, global_step.value}, {train});
-      l = out[0].scalar_value<float>();
-      global = out[1].scalar_value<int64_t>() + 1;  // the read at the step's start, and this step's update
+      dropped += out[2].scalar_value<int64_t>();
+      return {out[0].scalar_value<float>(), out[1].scalar_value<int64_t>()};
     }
-    if (!std::isfinite(l))
-      fail(ErrorCode::aborted, "worker:{}: the loss diverged ({}) at global step {}", job.me.index, l, global);
-    loss_avg = local_steps == 0 ? l : 0.95 * loss_avg + 0.05 * l;
-    ++local_steps;
-    if (!job.chief) continue;
-    if (!timed_from && global - first >= a.warmup_steps) {
-      timed_from = Clock::now();
-      timed_from_step = global;
-    }
-    if (saver && a.save_every_steps > 0 && global / a.save_every_steps != saved_step / a.save_every_steps) {
-      if (saving.valid()) saving.get();
-      saving = saver->save_async(a.checkpoint_dir, global);
-      saved_step = global;
-    }
-    const double since = seconds_since(last_report);
-    if (since >= 2.0 || global >= job.steps) {
-      print_progress(job, {global,
-                           double(global - last_report_step) * a.batch * job.replicas_per_step / since,
-                           loss_avg, total(dropped_per_worker())});
-      last_report = Clock::now();
-      last_report_step = global;
-    }
-  }
+    auto out = session.run(feeds, {loss, global_step.value}, {train});
+    // The read at the step's start, and this step's update.
+    return {out[0].scalar_value<float>(), out[1].scalar_value<int64_t>() + 1};
+  };
+  t.images = images;
+  t.labels = labels;
+  t.dropped_per_worker = dropped_per_worker;
   // The end: a straggler waiting on (or yet to start) a step after the last is let go.
-  if (sync && job.chief) session.run({}, {}, {sync_train->stop});
-  if (!job.chief) {
-    std::printf("worker:%d: done at global step %lld: %lld steps of its own, %lld gradients dropped\n", job.me.index,
-                (long long)global, (long long)local_steps, (long long)my_dropped);
-    return 0;
+  if (sync) t.at_end = [&] { session.run({}, {}, {sync_train->stop}); };
+  return drive(a, job, t, global);
+}
+
+
+// The all-reduce mode: every worker holds the variables in a session of its own; each step's
+// gradients are summed over the workers by ring all-reduce, averaged, and applied here, so every
+// worker applies the same update to the same weights.
+int run_with_allreduce(const Args& a, const Job& job, ClusterMember& member) {
+  AllReduceGroup group(member, "worker", {.float16 = a.float16, .timeout = kStepTimeout});
+  auto root = Scope::root();
+  Net net(a, root);
+  auto& [images, labels, loss, correct] = net.io;
+  auto global_step = ops::global_step(root);
+  const std::vector<Output> variables = ops::trainable_variables(root.graph());
+  const std::vector<Output> grads = gradients(root, {loss}, variables);
+  // The averaged gradients come back in through placeholders; the optimizer applies them.
+  std::vector<Output> averaged;
+  for (std::size_t i = 0; i < variables.size(); ++i)
+    averaged.push_back(ops::placeholder(root.with_op_name(fmt::format("averaged_gradient_{}", i)), grads[i].dtype(),
+                                        grads[i].shape()));
+  Node* apply = make_optimizer(a).apply_gradients(root, averaged, variables, global_step.value);
+  // The chief's values, handed to every worker: a sum where only the chief adds its own.
+  std::vector<Output> incoming;
+  std::vector<OpName> assigns;
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    incoming.push_back(ops::placeholder(root.with_op_name(fmt::format("chief_value_{}", i)), variables[i].dtype(),
+                                        variables[i].shape()));
+    assigns.push_back(ops::assign(root, variables[i], incoming.back()));
   }
-  const double seconds = timed_from ? seconds_since(*timed_from) : 0;
-  const int64_t timed_steps = global - timed_from_step;
-  if (saver) {
-    if (saving.valid()) saving.get();
-    if (saved_step != global) saver->save(a.checkpoint_dir, global);
-  }
-  const double accuracy = test_accuracy(session, correct);
-  const std::vector<int64_t> dropped = dropped_per_worker();
-  const double steps_per_s = seconds > 0 ? double(timed_steps) / seconds : 0;
-  if (a.json) {
-    std::printf("{\"system\":\"troupe\",\"mode\":\"%s\",\"model\":\"%s\",\"workers\":%d,\"ps\":%d,\"backup_workers\":%d,"
-                "\"batch\":%d,\"global_steps\":%lld,\"timed_steps\":%lld,\"seconds\":%.3f,\"global_steps_per_s\":%.2f,"
-                "\"examples_per_s\":%.1f,\"train_loss\":%.6g,\"test_accuracy\":%.4f,\"dropped_gradients\":%lld,"
-                "\"dropped_per_worker\":[%s]}\n",
-                a.mode.c_str(), a.model.c_str(), job.workers, job.ps, a.backup_workers, a.batch, (long long)global,
-                (long long)timed_steps, seconds, steps_per_s, steps_per_s * a.batch * job.replicas_per_step, loss_avg,
-                accuracy, (long long)total(dropped), fmt::format("{}", fmt::join(dropped, ",")).c_str());
+  SessionOptions options;
+  options.threads = a.threads;
+  Session session(root, options);
+  std::optional<Saver> saver;
+  if (!a.checkpoint_dir.empty()) saver.emplace(session, SaverOptions{.max_to_keep = 5});
+  // Every worker restores the newest checkpoint (slots included) or initialises; then the chief's
+  // weights go to everyone, so all start from the same bits whatever their seeds.
+  int64_t global = 0;
+  std::optional<std::string> latest = saver ? latest_checkpoint(a.checkpoint_dir) : std::nullopt;
+  if (latest) {
+    global = saver->restore(*latest).global_step;
+    std::printf("worker:%d: resumed from global step %lld of %s\n", job.me.index, (long long)global, latest->c_str());
   } else {
-    std::printf("done: %s on %d workers, %lld global steps, %.1f global steps/s (%.0f examples/s), test accuracy %.4f",
-                a.mode.c_str(), job.workers, (long long)global, steps_per_s,
-                steps_per_s * a.batch * job.replicas_per_step, accuracy);
-    if (sync) std::printf(", dropped gradients per worker [%s]", fmt::format("{}", fmt::join(dropped, ", ")).c_str());
-    std::printf("\n");
+    session.run({}, {}, {ops::global_variables_initializer(root)});
   }
+  std::vector<TensorName> variable_names(variables.begin(), variables.end());
+  std::vector<Tensor> values = session.run(variable_names);
+  for (auto& v : values) {
+    v = v.copy();  // a buffer of our own (the shard's is shared)
+    if (!job.chief) std::memset(v.raw_data(), 0, v.byte_size());
+  }
+  group.all_reduce(values);
+  FeedList set;
+  for (std::size_t i = 0; i < values.size(); ++i) set.push_back({incoming[i], values[i]});
+  session.run(set, {}, assigns);
+
+  std::vector<TensorName> fetches = {loss};
+  fetches.insert(fetches.end(), grads.begin(), grads.end());
+  const float scale = 1.0f / float(job.workers);
+  Trainer t;
+  t.session = &session;
+  t.saver = job.chief && saver ? &*saver : nullptr;
+  t.images = images;
+  t.labels = labels;
+  t.correct = correct;
+  t.step = [&](FeedList feeds, int64_t&) -> std::pair<float, int64_t> {
+    std::vector<Tensor> out = session.run(feeds, fetches);
+    std::vector<Tensor> g(out.begin() + 1, out.end());
+    group.all_reduce(g);
+    FeedList in;
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      float* p = g[i].data<float>();
+      for (int64_t k = 0, n = g[i].num_elements(); k < n; ++k) p[k] *= scale;
+      in.push_back({averaged[i], g[i]});
+    }
+    session.run(in, {}, {apply});
+    return {out[0].scalar_value<float>(), ++global};
+  };
+  const int code = drive(a, job, t, global);
+  // Every worker's weights, as one fingerprint (FNV-1a over their bytes): the same on all.
+  uint64_t fingerprint = 1469598103934665603ull;
+  for (auto& v : session.run(variable_names)) {
+    auto* p = static_cast<const uint8_t*>(v.raw_data());
+    for (std::size_t i = 0; i < v.byte_size(); ++i) fingerprint = (fingerprint ^ p[i]) * 1099511628211ull;
+  }
+  std::printf("worker:%d: weights fingerprint %016llx\n", job.me.index, (unsigned long long)fingerprint);
   std::fflush(stdout);
-  return 0;
+  return code;
 }
 
 }  // namespace
@@ -326,8 +458,7 @@ int run_cluster(const Args& a) {
     const Job job = job_of(a);
     // This process is its task's member: the ps tasks' peers, the partitions masters register.
     ClusterMember member(job.spec, job.me, MemberOptions{.threads = a.threads});
-    if (a.mode == "allreduce")
-      fail(ErrorCode::unimplemented, "--mode allreduce is not built yet");
+    if (a.mode == "allreduce") return run_with_allreduce(a, job, member);
     return run_with_parameter_servers(a, job);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe-fashion-mnist %s: %s\n", a.task.c_str(), e.what());

@@ -2,7 +2,9 @@
 # troupe-fashion-mnist on a local cluster made by troupe-launch (issue 15): the MLP trained for
 # the same number of examples (38,400: 600 steps of 64) in one process, asynchronously on
 # 1 ps + 2 workers (600 global steps) and synchronously on 1 ps + 2 workers (300 global steps of
-# 2 x 64) reaches the single-process run's test accuracy within 3 points (MARGIN); synchronous
+# 2 x 64) and by all-reduce on 2 workers (300 global steps of 2 x 64) reaches the single-process
+# run's test accuracy within 3 points (MARGIN), the all-reduce workers (also 3 of them with
+# float16 on the wire) ending with bitwise the same weights; synchronous
 # training on 1 ps + 3 workers with 1 backup and worker:2 delayed 40 ms per step ends every
 # global step and reports worker:2's dropped gradients, in the chief's JSON and in the job's
 # progress display. Every process is started and stopped by troupe-launch (by pid).
@@ -46,6 +48,21 @@ echo "sync, 1 ps + 2 workers, 300 global steps of 2 x 64: test accuracy $sync_ac
 [[ $(field global_steps "$work/sync.out") == 300 ]] || fail "sync: not 300 global steps"
 [[ $(field dropped_gradients "$work/sync.out") == 0 ]] || fail "sync without backups dropped gradients"
 at_least "$sync_accuracy" "$local_accuracy" "$MARGIN" || fail "sync accuracy $sync_accuracy < $local_accuracy - $MARGIN"
+
+"$launch" --ps 0 --workers 2 -- "$app" --model mlp --threads 1 --mode allreduce --steps 300 --json > "$work/allreduce.out" 2>&1 \
+  || { cat "$work/allreduce.out"; fail "the allreduce job failed"; }
+allreduce_accuracy=$(field test_accuracy "$work/allreduce.out")
+echo "allreduce, 2 workers, 300 global steps of 2 x 64: test accuracy $allreduce_accuracy"
+at_least "$allreduce_accuracy" "$local_accuracy" "$MARGIN" || fail "allreduce accuracy $allreduce_accuracy < $local_accuracy - $MARGIN"
+# Every worker ends with bitwise the same weights, also with float16 on the wire (3 workers).
+[[ $(grep -c 'weights fingerprint' "$work/allreduce.out") == 2 && \
+   $(sed -n 's/.*weights fingerprint //p' "$work/allreduce.out" | sort -u | wc -l) == 1 ]] \
+  || { cat "$work/allreduce.out"; fail "the allreduce workers' weights differ"; }
+"$launch" --ps 0 --workers 3 -- "$app" --model mlp --threads 1 --mode allreduce --float16 --steps 100 > "$work/half.out" 2>&1 \
+  || { cat "$work/half.out"; fail "the allreduce job with float16 failed"; }
+[[ $(grep -c 'weights fingerprint' "$work/half.out") == 3 && \
+   $(sed -n 's/.*weights fingerprint //p' "$work/half.out" | sort -u | wc -l) == 1 ]] \
+  || { cat "$work/half.out"; fail "the float16 allreduce workers' weights differ"; }
 
 "$launch" --ps 1 --workers 3 --backup-workers 1 -- "$app" --model mlp --threads 1 --mode sync --steps 150 \
   --delay-ms 40 --delay-worker 2 --json > "$work/backup.out" 2>&1 || { cat "$work/backup.out"; fail "the job with a straggler failed"; }
