@@ -8,6 +8,7 @@
 //   troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--json]
 //   troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 4M] [--window 16] [--json]
 //   troupe-bench cluster [--size 512] [--layers 8] [--steps S] [--warmup W] [--threads T] [--float16] [--json]
+//   troupe-bench allreduce [--procs 2,3,4] [--mib 1,16,64] [--steps S] [--warmup W] [--float16] [--json]
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -24,6 +25,7 @@ int pipeline_main(int argc, char** argv);
 int checkpoint_main(int argc, char** argv);
 int transfer_main(int argc, char** argv);
 int cluster_main(int argc, char** argv);
+int allreduce_main(int argc, char** argv);
 }
 
 int main(int argc, char** argv) {
@@ -41,7 +43,9 @@ int main(int argc, char** argv) {
                  "       troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--threads T] [--json]\n"
                  "       troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 4M] [--window 16] [--json]\n"
                  "       troupe-bench cluster [--size 512] [--layers 8] [--steps S] [--warmup W] [--threads T] [--float16] "
-                 "[--node PATH] [--json]\n");
+                 "[--node PATH] [--json]\n"
+                 "       troupe-bench allreduce [--procs 2,3,4] [--mib 1,16,64] [--steps S] [--warmup W] [--float16] "
+                 "[--chunk-kib K] [--json]\n");
     return 2;
   };
   if (argc < 2) return usage();
@@ -53,6 +57,7 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], "checkpoint") == 0) return troupe::bench::checkpoint_main(argc - 1, argv + 1);
     if (std::strcmp(argv[1], "transfer") == 0) return troupe::bench::transfer_main(argc - 1, argv + 1);
     if (std::strcmp(argv[1], "cluster") == 0) return troupe::bench::cluster_main(argc - 1, argv + 1);
+    if (std::strcmp(argv[1], "allreduce") == 0) return troupe::bench::allreduce_main(argc - 1, argv + 1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe-bench: %s\n", e.what());
     return 1;

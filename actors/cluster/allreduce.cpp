@@ -25,6 +25,8 @@ using ar_hello_atom = caf::atom_constant<caf::atom("arhello")>;
 using ar_ready_atom = caf::atom_constant<caf::atom("arready")>;
 using ar_run_atom = caf::atom_constant<caf::atom("arrun")>;
 using ar_timeout_atom = caf::atom_constant<caf::atom("artimeout")>;
+using ar_bye_atom = caf::atom_constant<caf::atom("arbye")>;
+using ar_bye_ack_atom = caf::atom_constant<caf::atom("arbyeack")>;
 
 // What the caller hands its process's ring actor (same process: a pointer; the caller waits).
 struct RunRequest {
@@ -191,7 +193,7 @@ void end_op(Ring* self) {
 
 void handle_data(Ring* self, uint64_t id, int32_t t, int32_t c, TensorChunk& x) {
   auto& s = self->state;
-  if (!s.broken.empty()) return;
+  if (!s.broken.empty() && !s.answer) return;
   if (s.ops.empty() || s.ops.front().id != id) {
     if (s.ops.empty() ? id >= s.next_op : id > s.ops.front().id)  // a buffer not started here yet
       s.early[id].push_back(caf::make_message(ar_data_atom::value, id, t, c, std::move(x)));
@@ -314,8 +316,16 @@ caf::behavior ring_actor(Ring* self, std::shared_ptr<MemberContext> context, All
     const bool next = s.next && dm.source == s.next.address(), prev = s.prev && dm.source == s.prev.address();
     if (!next && !prev) return;
     const int64_t who = next ? mod(s.rank + 1, s.size) : mod(s.rank - 1, s.size);
-    fail_group(self, fmt::format("all-reduce: the ring lost {} ({})", s.names[std::size_t(who)],
-                                 self->system().render(dm.reason)));
+    const std::string why =
+        fmt::format("all-reduce: the ring lost {} ({})", s.names[std::size_t(who)], self->system().render(dm.reason));
+    // A neighbour whose group ended normally had received all this one sent (its next had
+    // acknowledged its bye, after all it sent), and all it sent came before this message: the
+    // all-reduce in flight may still finish. Any later one cannot.
+    if (dm.reason == caf::exit_reason::user_shutdown) {
+      if (s.broken.empty()) s.broken = why;
+      return;
+    }
+    fail_group(self, why);
   });
   auto notify_ready = [self] {
     auto& s = self->state;
@@ -362,6 +372,18 @@ caf::behavior ring_actor(Ring* self, std::shared_ptr<MemberContext> context, All
         return promise;
       },
       [self](ar_data_atom, uint64_t id, int32_t t, int32_t c, TensorChunk& x) { handle_data(self, id, t, c, x); },
+      // The group is going: once the next process acknowledges (it has then received every
+      // chunk sent before, the connection keeping their order), this process may exit.
+      [self](ar_bye_atom) -> caf::result<bool> {
+        auto& s = self->state;
+        if (!s.next || s.size == 1) return true;
+        auto promise = self->make_response_promise();
+        self->request(s.next, std::chrono::seconds(5), ar_bye_ack_atom::value)
+            .then([promise](bool) mutable { promise.deliver(true); },
+                  [promise](caf::error&) mutable { promise.deliver(true); });  // gone already: it had them all
+        return promise;
+      },
+      [](ar_bye_ack_atom) { return true; },
       [self](ar_timeout_atom, uint64_t id) {
         auto& s = self->state;
         if (s.ops.empty() || s.ops.front().id != id) return;
@@ -451,6 +473,12 @@ AllReduceGroup::AllReduceGroup(ClusterMember& member, std::string job, AllReduce
 }
 
 AllReduceGroup::~AllReduceGroup() {
+  {
+    // Exiting before the last chunks this process handed on have left would strand its
+    // neighbour in the middle of its last all-reduce.
+    caf::scoped_actor self{impl_->context->runtime->system()};
+    self->request(impl_->ring, std::chrono::seconds(6), ar_bye_atom::value).receive([](bool) {}, [](caf::error&) {});
+  }
   {
     std::lock_guard<std::mutex> lock(impl_->context->mutex);
     if (impl_->context->collective == impl_->ring) impl_->context->collective = caf::actor();

@@ -28,6 +28,8 @@
 // (never both at once: CAF drops both connections then), within `timeout`. A neighbour that is
 // lost, a buffer whose data does not come within `timeout`, or tensors that differ between the
 // processes fail all_reduce with an Error naming the task; the group cannot be used after that.
+// Destroying a group waits (at most 6 s) until the next process has received every chunk this
+// one sent, so a process may exit right after its last all_reduce.
 #include <chrono>
 #include <cstddef>
 #include <memory>
