@@ -11,10 +11,13 @@
 #include <set>
 #include <thread>
 
+#include "actors/cluster/cluster_checkpoint.hpp"
+#include "actors/cluster/master.hpp"
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/timeouts.hpp"
 #include "core/checkpoint.hpp"
+#include "devices/device_name.hpp"
 #include "ops/state/variable.hpp"
 
 namespace troupe {
@@ -26,6 +29,7 @@ struct GraphVariable {
   DType dtype = DType::invalid;
   PartialShape shape;
   std::optional<VariablePartition> partition;
+  std::string device;  // as the graph requests it
   // The name in the checkpoint: the whole variable's, for a part of a partitioned one.
   const std::string& saved_name() const { return partition ? partition->full_name : name; }
 };
@@ -48,7 +52,7 @@ GraphState graph_state(const Graph& g) {
     const Node& n = *v.node();
     out.by_name.emplace(variable_name(n), out.variables.size());
     out.variables.push_back({variable_name(n), get_attr<DType>(n.attrs, "dtype", n.name),
-                             get_attr<PartialShape>(n.attrs, "shape", n.name), partition_of(n)});
+                             get_attr<PartialShape>(n.attrs, "shape", n.name), partition_of(n), n.requested_device});
   }
   std::set<std::pair<std::string, std::string>> seen;
   for (int id = 0; id < g.size(); ++id) {
@@ -62,18 +66,14 @@ GraphState graph_state(const Graph& g) {
   return out;
 }
 
-std::string slot_entry(const std::string& variable, const OptimizerSpec& spec, int k) {
-  return fmt::format("{}/{}/{}", variable, spec.name(), spec.slot_name(k));
-}
-std::string step_entry(const std::string& variable, const OptimizerSpec& spec) {
-  return fmt::format("{}/{}/step", variable, spec.name());
-}
-
-int64_t step_value(const Tensor& t, const std::string& name) {
-  if (t.dtype() == DType::int64 && t.num_elements() == 1) return t.data<int64_t>()[0];
-  if (t.dtype() == DType::int32 && t.num_elements() == 1) return t.data<int32_t>()[0];
-  fail(ErrorCode::invalid_argument, "Saver: the global step variable '{}' holds {}; it must be an integer scalar", name,
-       t.describe());
+// How each variable of the graph is saved.
+VariableLayouts layouts_of(const GraphState& graph) {
+  VariableLayouts out;
+  for (auto& v : graph.variables)
+    out.emplace(v.name, v.partition ? VariableLayout{v.partition->full_name, true, v.partition->full_shape,
+                                                     v.partition->row_begin}
+                                    : VariableLayout{v.name, false, Shape{}, 0});
+  return out;
 }
 
 }  // namespace
@@ -92,6 +92,9 @@ struct Saver::Impl {
   // `background`: the caller goes on training meanwhile, so the writing yields the CPU to it.
   std::future<std::string> save_async(const std::string& dir, std::optional<int64_t> step,
                                       const std::string& step_variable, bool background);
+  // A cluster session's save: every task writes its own files (cluster_checkpoint.hpp).
+  std::future<std::string> save_on_cluster(Master& master, const GraphState& graph, const std::string& dir,
+                                           std::optional<int64_t> step, const std::string& step_variable);
   void join_writer() {
     if (writer.joinable()) writer.join();
   }
@@ -132,6 +135,7 @@ std::future<std::string> Saver::Impl::save_async(const std::string& dir, std::op
   std::lock_guard<std::mutex> lock(mutex);
   join_writer();
   const GraphState graph = graph_state(session.graph());
+  if (Master* master = session.cluster_master()) return save_on_cluster(*master, graph, dir, step, step_variable);
   std::vector<ShardContents> contents = snapshot(graph);
 
   std::set<std::string> held;
@@ -147,34 +151,9 @@ std::future<std::string> Saver::Impl::save_async(const std::string& dir, std::op
          dir, fmt::join(uninitialised, ", "));
 
   // Each shard's tensors, named as the checkpoint names them.
-  auto saved_as = [&](const std::string& name) -> const GraphVariable* {
-    auto it = graph.by_name.find(name);
-    return it == graph.by_name.end() ? nullptr : &graph.variables[it->second];
-  };
+  const VariableLayouts layouts = layouts_of(graph);
   std::vector<std::vector<checkpoint::SavedTensor>> files(contents.size());
-  for (std::size_t i = 0; i < contents.size(); ++i) {
-    for (auto& [name, value] : contents[i].variables) {
-      if (name == step_variable) step = step_value(value, name);
-      const GraphVariable* v = saved_as(name);
-      if (v && v->partition)
-        files[i].push_back({v->partition->full_name, value, v->partition->full_shape, v->partition->row_begin});
-      else
-        files[i].push_back({name, value, value.shape(), 0});
-    }
-    for (auto& o : contents[i].optimizers) {
-      const GraphVariable* v = saved_as(o.variable);
-      const std::string& base = v ? v->saved_name() : o.variable;
-      const bool split = v && v->partition;
-      for (int k = 0; k < int(o.slots.size()); ++k) {
-        const Tensor& slot = o.slots[std::size_t(k)];
-        files[i].push_back({slot_entry(base, o.spec, k), slot, split ? v->partition->full_shape : slot.shape(),
-                            split ? v->partition->row_begin : 0});
-      }
-      // A partitioned variable's parts are updated together: their count is saved once.
-      if (!split || v->partition->row_begin == 0)
-        files[i].push_back({step_entry(base, o.spec), Tensor::scalar<int64_t>(o.step), Shape{}, 0});
-    }
-  }
+  for (std::size_t i = 0; i < contents.size(); ++i) files[i] = tensors_to_save(contents[i], layouts, false, step_variable, step);
   if (!step)
     fail(ErrorCode::invalid_argument, "Saver: the global step variable '{}' is not a variable of the session",
          step_variable);
@@ -226,13 +205,99 @@ std::future<std::string> Saver::Impl::save_async(const std::string& dir, std::op
   return result;
 }
 
-Saver::Saver(Session& session, SaverOptions options) : impl_(new Impl{session, options, {}, {}}) {
-  // A cluster session's variables live in its tasks' processes, not in this one's shards.
-  if (!session.options().target.empty())
-    fail(ErrorCode::unimplemented,
-         "Saver: checkpoints of a cluster session's variables (target '{}') are not built yet; they live in the "
-         "tasks' troupe-node processes",
-         session.options().target);
+Saver::Saver(Session& session, SaverOptions options) : impl_(new Impl{session, options, {}, {}}) {}
+
+namespace {
+
+// The errors of a request asked of every task at once: the first error's code, and every message.
+struct TaskErrors {
+  ErrorCode code = ErrorCode::ok;
+  std::vector<std::string> messages;
+  void add(ErrorCode c, std::string message) {
+    if (code == ErrorCode::ok) code = c;
+    messages.push_back(std::move(message));
+  }
+  void lost(const Master::TaskWorker& t, const char* what, std::chrono::milliseconds bound, caf::actor_system& sys,
+            const caf::error& e) {
+    add(ErrorCode::unavailable,
+        fmt::format("task {} did not answer the {} within {} ms: {}", t.task, what, bound.count(), sys.render(e)));
+  }
+};
+
+}  // namespace
+
+std::future<std::string> Saver::Impl::save_on_cluster(Master& master, const GraphState& graph, const std::string& dir,
+                                                      std::optional<int64_t> given_step,
+                                                      const std::string& step_variable) {
+  SaveShards request;
+  for (auto& [name, layout] : layouts_of(graph))
+    request.variables.push_back({name, layout.saved_name, layout.partitioned, layout.full_shape.dims(), layout.row_begin});
+  for (auto& o : graph.optimizers) request.optimizers.push_back(to_wire(o.variable, o.spec));
+  request.step_variable = step_variable;
+  std::vector<std::string> graph_variables;
+  for (auto& v : graph.variables) graph_variables.push_back(v.name);
+  std::vector<Master::TaskWorker> tasks = master.task_workers();
+  std::promise<std::string> done;
+  std::future<std::string> result = done.get_future();
+  // The chief makes the temporary directory, every task writes its files into it at once, the
+  // chief writes the index and publishes.
+  writer = std::thread([&master, dir, given_step, request = std::move(request), tasks = std::move(tasks),
+                        graph_variables = std::move(graph_variables), bound = options.cluster_task_timeout,
+                        max_to_keep = options.max_to_keep, done = std::move(done)]() mutable {
+    std::string temp;
+    try {
+      temp = checkpoint::begin_save(dir, given_step.value_or(0));
+      request.temp_dir = temp;
+      caf::actor_system& sys = master.system();
+      caf::scoped_actor self{sys};
+      using Handle = decltype(self->request(caf::actor{}, caf::duration{bound}, save_shards_atom::value, request));
+      std::vector<Handle> asked;
+      for (auto& t : tasks) asked.push_back(self->request(t.worker, caf::duration{bound}, save_shards_atom::value, request));
+      TaskErrors errors;
+      std::vector<checkpoint::IndexEntry> entries;
+      std::map<std::string, std::string> holder;  // variable -> task
+      std::optional<int64_t> step = given_step;
+      for (std::size_t i = 0; i < asked.size(); ++i)
+        asked[i].receive(
+            [&](SaveShardsReply& r) {
+              if (r.code != int32_t(ErrorCode::ok)) return errors.add(ErrorCode(r.code), r.message);
+              for (auto& e : r.entries)
+                entries.push_back({e.name, DType(e.dtype), Shape(e.full_dims), e.row_begin, e.rows, e.file, e.offset,
+                                   e.length, e.crc32c});
+              for (auto& name : r.held) {
+                auto [it, fresh] = holder.emplace(name, tasks[i].task);
+                if (!fresh)
+                  errors.add(ErrorCode::failed_precondition,
+                             fmt::format("variable '{}' is held by both task {} and task {}", name, it->second,
+                                         tasks[i].task));
+              }
+              if (r.has_step) step = r.step;
+            },
+            [&](caf::error& e) { errors.lost(tasks[i], "save", bound, sys, e); });
+      if (errors.code != ErrorCode::ok) fail(errors.code, "{}", fmt::join(errors.messages, "; "));
+      std::vector<std::string> uninitialised;
+      for (auto& v : graph_variables)
+        if (!holder.count(v)) uninitialised.push_back("'" + v + "'");
+      if (!uninitialised.empty())
+        fail(ErrorCode::failed_precondition,
+             "variable(s) {} not initialised on any task (run the initializers or restore a checkpoint first)",
+             fmt::join(uninitialised, ", "));
+      if (!step)
+        fail(ErrorCode::invalid_argument, "the global step variable '{}' is not held by any task",
+             request.step_variable);
+      done.set_value(checkpoint::publish(dir, temp, *step, std::move(entries), max_to_keep));
+    } catch (const Error& e) {
+      if (!temp.empty()) checkpoint::abandon(temp);
+      done.set_exception(std::make_exception_ptr(Error(
+          e.code(), fmt::format("Saver: the save into '{}' of a cluster session failed; the checkpoints published "
+                                "there are unchanged: {}",
+                                dir, e.what()))));
+    } catch (...) {
+      if (!temp.empty()) checkpoint::abandon(temp);
+      done.set_exception(std::current_exception());
+    }
+  });
+  return result;
 }
 
 Saver::~Saver() {
@@ -267,6 +332,74 @@ std::string Saver::save(const std::string& dir, int64_t global_step) {
 std::string Saver::save(const std::string& dir, const Output& global_step) {
   return impl_->save_async(dir, std::nullopt, step_variable_name(global_step), false).get();
 }
+
+namespace {
+
+// The task a variable is placed on: the job and task its device requests, the target's for
+// what it leaves open (as the master places it).
+std::string task_of_variable(const GraphVariable& v, const std::string& target_task) {
+  const auto colon = target_task.find(':');
+  DeviceSpec d = DeviceSpec::parse(v.device);
+  if (!d.job && !d.task) return target_task;
+  return fmt::format("{}:{}", d.job ? *d.job : target_task.substr(0, colon),
+                     d.task ? *d.task : (d.job ? 0 : std::stoi(target_task.substr(colon + 1))));
+}
+
+// A cluster session's restore: every task reads and verifies its variables' slices; only when
+// all of them have, every task assigns them (one message per shard).
+void restore_on_cluster(Master& master, const GraphState& graph, const std::string& path,
+                        const std::vector<checkpoint::Request>& requests, std::chrono::milliseconds bound) {
+  const std::string target = master.target_task();
+  std::map<std::string, RestoreShards> share;  // by task
+  auto wire = [](const checkpoint::Request& r) {
+    return WireRequest{r.name, int32_t(r.dtype), r.full_shape.dims(), r.row_begin, r.rows};
+  };
+  std::size_t next = 0;
+  for (auto& v : graph.variables) {
+    RestoreShards& s = share[task_of_variable(v, target)];
+    s.variables.push_back(v.name);
+    s.requests.push_back(wire(requests[next++]));
+  }
+  std::map<std::string, std::vector<WireRequest>> slots;
+  for (auto& o : graph.optimizers) {
+    const std::string task = task_of_variable(graph.variables[graph.by_name.at(o.variable)], target);
+    share[task].optimizers.push_back(to_wire(o.variable, o.spec));
+    for (int k = 0; k <= o.spec.num_slots(); ++k) slots[task].push_back(wire(requests[next++]));
+  }
+  for (auto& [task, rs] : slots) share[task].requests.insert(share[task].requests.end(), rs.begin(), rs.end());
+  for (auto& [task, s] : share) s.path = path;
+
+  std::map<std::string, caf::actor> worker;
+  for (auto& t : master.task_workers()) worker.emplace(t.task, t.worker);
+  for (auto& [task, s] : share)
+    if (!worker.count(task))
+      fail(ErrorCode::invalid_argument, "Saver: cannot restore '{}', no variable was changed: variable '{}' is placed on "
+           "task {}, which the cluster does not have", path, s.variables.empty() ? s.optimizers[0].variable : s.variables[0], task);
+  if (share.empty()) return;
+  caf::actor_system& sys = master.system();
+  for (bool assign : {false, true}) {
+    caf::scoped_actor self{sys};
+    TaskErrors errors;
+    using Handle = decltype(self->request(caf::actor{}, caf::duration{bound}, restore_shards_atom::value, share.begin()->second));
+    std::vector<std::pair<std::string, Handle>> asked;
+    for (auto& [task, s] : share) {
+      s.assign = assign;
+      asked.emplace_back(task, self->request(worker[task], caf::duration{bound}, restore_shards_atom::value, s));
+    }
+    for (auto& [task, handle] : asked)
+      handle.receive(
+          [&](int32_t code, std::string& message) {
+            if (code != int32_t(ErrorCode::ok)) errors.add(ErrorCode(code), message);
+          },
+          [&, task = task](caf::error& e) { errors.lost({task, {}}, "restore", bound, sys, e); });
+    if (errors.code != ErrorCode::ok)
+      fail(errors.code, "Saver: cannot restore '{}', {}: {}", path,
+           assign ? "some tasks may have assigned their variables and others not" : "no variable was changed",
+           fmt::join(errors.messages, "; "));
+  }
+}
+
+}  // namespace
 
 RestoreReport Saver::restore(const std::string& path) {
   const GraphState graph = graph_state(impl_->session.graph());
@@ -313,6 +446,14 @@ RestoreReport Saver::restore(const std::string& path) {
          path, where, missing.size() == 1 ? "variable" : "variables", fmt::join(missing, ", "),
          missing.size() == 1 ? "it" : "them");
 
+  RestoreReport report{path, index.global_step, {wanted.begin(), wanted.end()}, {}};
+  for (auto& [name, entry] : saved)
+    if (!wanted.count(name)) report.extra.push_back(name);
+  if (Master* master = impl_->session.cluster_master()) {
+    restore_on_cluster(*master, graph, path, requests, impl_->options.cluster_task_timeout);
+    return report;
+  }
+
   // Everything is read and checked before anything is assigned.
   std::vector<Tensor> values;
   try {
@@ -343,9 +484,6 @@ RestoreReport Saver::restore(const std::string& path) {
                         impl_->session.runtime()->system().render(e));
                  });
 
-  RestoreReport report{path, index.global_step, {wanted.begin(), wanted.end()}, {}};
-  for (auto& [name, entry] : saved)
-    if (!wanted.count(name)) report.extra.push_back(name);
   return report;
 }
 

@@ -26,6 +26,16 @@
 // one in flight has finished writing. A save that fails (a full disk, a directory that cannot
 // be written) throws, leaves the published checkpoints as they were and the session as it was.
 //
+// On a cluster session (SessionOptions::target) the same calls save the variables the tasks
+// hold: every task snapshots its own shards and writes its own data files into the
+// checkpoint's temporary directory (one that every task sees: a shared filesystem on several
+// hosts), in parallel, and this process writes the index and publishes with the same rename;
+// a restore has every task read and verify its share first, then assign it. save_async
+// returns at once there (the tasks snapshot when the request reaches them). A task that fails
+// or does not answer within cluster_task_timeout fails the save naming it; the format is the
+// same, so a cluster's checkpoint restores into a local session and the reverse
+// (actors/cluster/cluster_checkpoint.hpp, docs/cluster.md "Checkpoints on a cluster").
+//
 // Restore reads and verifies every tensor first (checksums, dtypes, shapes), and only then
 // assigns them, all in one message per shard: a restore that fails changes no variable.
 // Variables are matched by name; a split variable is assembled from whichever saved slices
@@ -36,6 +46,7 @@
 // initialises variables not yet initialised, so a resumed program need not run the
 // initializers first. Restore while no step runs: a step running meanwhile may see some
 // shards restored and others not.
+#include <chrono>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -50,6 +61,9 @@ namespace troupe {
 struct SaverOptions {
   // Published checkpoints kept in the directory; older ones are removed after each save.
   int max_to_keep = 5;
+  // A cluster session: how long each task may take to write (or read) its share of a checkpoint;
+  // a task silent that long (or whose connection is lost) fails the save or restore, naming it.
+  std::chrono::milliseconds cluster_task_timeout{std::chrono::minutes(2)};
 };
 
 struct RestoreReport {

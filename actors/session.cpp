@@ -361,6 +361,8 @@ const std::shared_ptr<Runtime>& Session::runtime() const { return impl_->runtime
 
 const std::shared_ptr<ParamShards>& Session::param_shards() const { return impl_->shards; }
 
+Master* Session::cluster_master() const { return impl_->master.get(); }
+
 const SessionOptions& Session::options() const { return impl_->options; }
 
 }  // namespace troupe

@@ -121,6 +121,7 @@ struct TaskTransfers {
 
 class Runtime;
 class ParamShards;
+class Master;
 
 class Session {
  public:
@@ -169,6 +170,8 @@ class Session {
   const std::shared_ptr<Runtime>& runtime() const;
   // The parameter shards holding this session's variables (internal: actors/param_shard.hpp).
   const std::shared_ptr<ParamShards>& param_shards() const;
+  // A cluster session's master (options().target), null for a local session; internal (the Saver).
+  Master* cluster_master() const;
   const SessionOptions& options() const;
 
  private:

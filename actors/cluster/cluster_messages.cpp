@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "actors/cluster/cluster_checkpoint.hpp"
+
 namespace troupe {
 
 WireTensor to_wire(const Tensor& tensor) {
@@ -33,6 +35,7 @@ void add_cluster_types(caf::actor_system_config& config) {
   config.add_message_type<RunGraphReply>("troupe.RunGraphReply");
   config.add_message_type<RemoteValue>("troupe.RemoteValue");
   config.add_message_type<std::vector<uint64_t>>("troupe.uint64s");
+  add_checkpoint_types(config);
 }
 
 }  // namespace troupe

@@ -285,6 +285,27 @@ std::vector<TaskTransfers> Master::transfer_stats() const {
   return out;
 }
 
+std::vector<Master::TaskWorker> Master::task_workers() {
+  Impl& im = *impl_;
+  std::vector<TaskWorker> out;
+  for (int i = 0; i < int(im.links->tasks.size()); ++i) {
+    bool lost = false;
+    {
+      std::lock_guard<std::mutex> lock(im.links->mutex);
+      lost = !im.links->tasks[std::size_t(i)].lost.empty() || !im.links->tasks[std::size_t(i)].worker;
+    }
+    if (lost) im.connect(i);
+    std::lock_guard<std::mutex> lock(im.links->mutex);
+    const TaskLink& t = im.links->tasks[std::size_t(i)];
+    out.push_back({t.id.to_string(), t.worker});
+  }
+  return out;
+}
+
+std::string Master::target_task() const { return impl_->links->tasks.at(std::size_t(impl_->target_task)).id.to_string(); }
+
+caf::actor_system& Master::system() { return impl_->system(); }
+
 std::shared_ptr<Master::Signature> Master::prepare(const Graph& graph, const std::vector<Endpoint>& feeds,
                                                    const std::vector<Endpoint>& fetches, const std::vector<int>& targets) {
   Impl& im = *impl_;

@@ -56,6 +56,17 @@ class Master {
   // Each task's transfer counters (Session::transfer_stats).
   std::vector<TaskTransfers> transfer_stats() const;
 
+  // Every task of the cluster ("ps:0") and its worker, for the Saver (a lost task is connected
+  // anew, bounded; throws unavailable naming a task that cannot be reached), and the task
+  // unconstrained nodes (and variables) are placed on.
+  struct TaskWorker {
+    std::string task;
+    caf::actor worker;
+  };
+  std::vector<TaskWorker> task_workers();
+  std::string target_task() const;
+  caf::actor_system& system();
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <deque>
 
+#include "actors/cluster/cluster_checkpoint.hpp"
 #include "actors/cluster/inbox.hpp"
 #include "actors/cluster/outbox.hpp"
 #include "actors/executor/executable.hpp"
@@ -216,6 +217,37 @@ void drop(Worker* self, std::vector<uint64_t> handles) {
 
 }  // namespace
 
+namespace {
+
+// A checkpoint's share of this task (cluster_checkpoint.hpp): done on a thread of its own (files
+// are written and read there), the answer delivered when it is done.
+template <class Reply, class Work>
+caf::result<Reply> on_own_thread(caf::stateful_actor<WorkerState>* self, Work work) {
+  auto promise = self->make_response_promise<Reply>();
+  self->spawn<caf::detached>([promise, work = std::move(work)](caf::event_based_actor*) mutable {
+    promise.deliver(work());
+  });
+  return promise;
+}
+
+caf::result<SaveShardsReply> save_shards(caf::stateful_actor<WorkerState>* self, SaveShards request) {
+  return on_own_thread<SaveShardsReply>(self, [context = self->state.context, request = std::move(request)] {
+    return save_task_shards(*context, request);
+  });
+}
+
+caf::result<int32_t, std::string> restore_shards(caf::stateful_actor<WorkerState>* self, RestoreShards request) {
+  auto promise = self->make_response_promise<int32_t, std::string>();
+  self->spawn<caf::detached>(
+      [promise, context = self->state.context, request = std::move(request)](caf::event_based_actor*) mutable {
+        auto [code, message] = restore_task_shards(*context, request);
+        promise.deliver(code, std::move(message));
+      });
+  return promise;
+}
+
+}  // namespace
+
 caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_ptr<MemberContext> context) {
   self->state.context = std::move(context);
   self->state.inbox = self->spawn<caf::linked>(inbox_actor, self->state.context);  // goes with the worker
@@ -360,6 +392,8 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         return std::vector<uint64_t>{c.values_sent.load(), c.bytes_sent.load(), c.values_received.load(),
                                      c.bytes_received.load(), c.float16_values.load(), c.float16_bytes_saved.load()};
       },
+      [self](save_shards_atom, SaveShards& request) { return save_shards(self, std::move(request)); },
+      [self](restore_shards_atom, RestoreShards& request) { return restore_shards(self, std::move(request)); },
       [self](deregister_atom, uint64_t handle) -> caf::result<int32_t, std::string> {
         drop(self, {handle});
         return {int32_t(ErrorCode::ok), std::string()};

@@ -19,6 +19,9 @@
 //                                      passed on to the master as a second run_done
 //   (deregister_atom, handle)       -> (code, message) once the actors are gone
 //   (transfer_stats_atom)           -> the process's transfer counters (MemberContext)
+//   (save_shards_atom, SaveShards)  -> SaveShardsReply: this task's share of a checkpoint,
+//   (restore_shards_atom, RestoreShards) -> (code, message)   on a thread of its own
+//                                      (cluster_checkpoint.hpp)
 // Keeps its connections to peers and who asked for each recent step; the registrations are in
 // the MemberContext. It monitors each registering master and each peer, drops a master's
 // registrations when it goes, and logs peers connecting and going.

@@ -1,0 +1,160 @@
+// The Saver on a cluster session (troupe-node processes worker:0, ps:0 and ps:1 on 127.0.0.1,
+// ports checked free): each ps writes its own data file, a local session restores the
+// checkpoint with the same values (and a cluster session restores a local one), momentum's
+// slots survive, and a ps that stops answering fails the save naming it within the bound,
+// leaving the published checkpoints as they were. Every process is stopped by its pid.
+#include <boost/test/unit_test.hpp>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "actors/saver.hpp"
+#include "actors/session.hpp"
+#include "core/checkpoint.hpp"
+#include "ops/all.hpp"
+#include "ops/state/replica_device_setter.hpp"
+#include "test/support/child_process.hpp"
+#include "test/support/expect_error.hpp"
+#include "test/support/free_port.hpp"
+#include "test/support/scratch_dir.hpp"
+
+using namespace troupe;
+using namespace std::chrono_literals;
+using troupe::testing::ChildProcess;
+using troupe::testing::contains;
+using troupe::testing::error_of;
+using troupe::testing::free_port;
+
+namespace {
+
+struct TwoPsCluster {
+  troupe::testing::ScratchDir dir;
+  std::map<std::string, uint16_t> ports{{"worker:0", free_port()}, {"ps:0", free_port()}, {"ps:1", free_port()}};
+  std::string spec = dir.file("cluster.json");
+  std::map<std::string, std::unique_ptr<ChildProcess>> nodes;
+
+  TwoPsCluster() {
+    std::ofstream(spec) << fmt::format(
+        "{{\"cluster\": {{\"worker\": [\"127.0.0.1:{}\"], \"ps\": [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]}}}}",
+        ports["worker:0"], ports["ps:0"], ports["ps:1"]);
+    for (auto& [task, port] : ports) {
+      auto node = std::make_unique<ChildProcess>(
+          std::vector<std::string>{TROUPE_NODE_BINARY, "--cluster", spec, "--task", task, "--threads", "1"},
+          dir.file(task + ".out"), dir.file(task + ".err"));
+      BOOST_TEST_REQUIRE(node->wait_for_output("started on", 30s), task << ": " << node->out() << node->err());
+      nodes[task] = std::move(node);
+    }
+  }
+  ~TwoPsCluster() {
+    for (auto& [task, node] : nodes) {
+      node->signal(SIGCONT);
+      node->signal(SIGKILL);
+    }
+  }
+  SessionOptions session() {
+    SessionOptions options;
+    options.target = fmt::format("troupe://127.0.0.1:{}", ports["worker:0"]);
+    return options;
+  }
+};
+
+std::vector<float> values_of(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.num_elements()}; }
+
+// y = x w + b fitted with momentum; the variables (and the global step) spread over two ps
+// tasks by replica_device_setter, the rest on worker:0. The same graph runs locally.
+struct Model {
+  Scope root = Scope::root();
+  Scope s = root.with_device_function(replica_device_setter(2));
+  ops::GlobalStep step = ops::global_step(s);
+  Output w, b, loss;
+  Node* train = nullptr;
+  Node* init = nullptr;
+
+  Model() {
+    std::vector<float> xs(24);
+    for (int i = 0; i < 24; ++i) xs[std::size_t(i)] = float(i % 7) * 0.25f - 0.5f;
+    auto x = ops::constant(s, xs, Shape{4, 6});
+    auto y = ops::constant(s, std::vector<float>{1, -1, 0.5f, 2, -0.5f, 0, 1.5f, -2}, Shape{4, 2});
+    w = ops::variable(s.with_op_name("w"), ops::fill(s, {6, 2}, ops::constant(s, 0.1f)));
+    b = ops::variable(s.with_op_name("b"), ops::constant(s, std::vector<float>{0.1f, -0.2f}, Shape{2}));
+    loss = ops::mean(s, ops::square(s, ops::sub(s, ops::add(s, ops::matmul(s, x, w), b), y)));
+    train = Optimizer::momentum(0.05, 0.9).minimize(s, loss, {}, step.value);
+    init = ops::global_variables_initializer(root);
+  }
+  float train_step(Session& s) const { return s.run({}, {loss}, {train})[0].scalar_value<float>(); }
+  std::vector<float> weights(Session& s) const { return values_of(s.run({w})[0]); }
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(each_ps_writes_its_own_file_and_a_local_session_resumes_the_cluster_checkpoint_exactly) {
+  TwoPsCluster c;
+  Model m;
+  Session cluster(m.root, c.session());
+  cluster.run({}, {}, {m.init});
+  for (int i = 0; i < 3; ++i) m.train_step(cluster);
+  const std::string path = Saver(cluster).save(c.dir.file("ckpt"), m.step.value);
+  BOOST_TEST(path == c.dir.file("ckpt/ckpt-3"));
+  BOOST_TEST(latest_checkpoint(c.dir.file("ckpt")).value_or("") == path);
+  std::set<std::string> writers;
+  for (auto& e : checkpoint::read_index(path).entries) writers.insert(e.file.substr(0, 4));
+  BOOST_TEST((writers == std::set<std::string>{"ps-0", "ps-1"}),
+             "files: " << fmt::format("{}", fmt::join(writers, ",")));
+  std::vector<float> expected;
+  for (int i = 0; i < 3; ++i) expected.push_back(m.train_step(cluster));
+
+  // The momentum accumulators came along: the local session makes the same next steps.
+  Model local_model;
+  Session local(local_model.root);
+  RestoreReport report = Saver(local).restore(path);
+  BOOST_TEST(report.global_step == 3);
+  BOOST_TEST(report.extra.empty());
+  BOOST_TEST(contains(fmt::format("{}", fmt::join(report.restored, ",")), "w/momentum/accumulator"));
+  for (int i = 0; i < 3; ++i) BOOST_TEST(local_model.train_step(local) == expected[std::size_t(i)], "step " << 4 + i);
+  BOOST_TEST(local_model.weights(local) == m.weights(cluster), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_cluster_session_restores_a_local_checkpoint_and_trains_on_from_it) {
+  troupe::testing::ScratchDir scratch;
+  Model local_model;
+  Session local(local_model.root);
+  local.run({}, {}, {local_model.init});
+  for (int i = 0; i < 2; ++i) local_model.train_step(local);
+  const std::string path = Saver(local).save(scratch.file("ckpt"), local_model.step.value);
+  std::vector<float> expected;
+  for (int i = 0; i < 3; ++i) expected.push_back(local_model.train_step(local));
+
+  TwoPsCluster c;
+  Model m;
+  Session cluster(m.root, c.session());
+  RestoreReport report = Saver(cluster).restore(path);  // no initializer ran
+  BOOST_TEST(report.global_step == 2);
+  BOOST_TEST(cluster.run({m.step.value})[0].scalar_value<int64_t>() == 2);
+  for (int i = 0; i < 3; ++i) BOOST_TEST(m.train_step(cluster) == expected[std::size_t(i)], "step " << 3 + i);
+  BOOST_TEST(m.weights(cluster) == local_model.weights(local), boost::test_tools::per_element());
+  // And the cluster saves again on top of it.
+  BOOST_TEST(Saver(cluster).save(scratch.file("ckpt"), m.step.value) == scratch.file("ckpt/ckpt-5"));
+}
+
+BOOST_AUTO_TEST_CASE(a_ps_that_stops_answering_fails_the_save_naming_it_and_leaves_the_published_checkpoints) {
+  TwoPsCluster c;
+  Model m;
+  Session cluster(m.root, c.session());
+  cluster.run({}, {}, {m.init});
+  m.train_step(cluster);
+  Saver saver(cluster, {.max_to_keep = 5, .cluster_task_timeout = 3s});
+  const std::string first = saver.save(c.dir.file("ckpt"), 1);
+  c.nodes["ps:1"]->signal(SIGSTOP);
+  const std::string message = error_of([&] { saver.save(c.dir.file("ckpt"), 2); }, ErrorCode::unavailable);
+  BOOST_TEST(contains(message, "task ps:1"), message);
+  BOOST_TEST(contains(message, "unchanged"), message);
+  BOOST_TEST(latest_checkpoint(c.dir.file("ckpt")).value_or("") == first);
+  BOOST_TEST((checkpoint::all_checkpoints(c.dir.file("ckpt")) == std::vector<std::string>{first}));
+  checkpoint::verify(first);
+  // No temporary directory of the failed save is left behind.
+  for (auto& entry : std::filesystem::directory_iterator(c.dir.file("ckpt")))
+    BOOST_TEST(!contains(entry.path().filename().string(), ".tmp-ckpt"), entry.path());
+}
