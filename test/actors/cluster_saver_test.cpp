@@ -73,12 +73,14 @@ struct Model {
   Node* train = nullptr;
   Node* init = nullptr;
 
-  Model() {
+  // parts > 0: w is a partitioned_variable of that many parts (spread over the ps tasks too).
+  explicit Model(int parts = 0) {
     std::vector<float> xs(24);
     for (int i = 0; i < 24; ++i) xs[std::size_t(i)] = float(i % 7) * 0.25f - 0.5f;
     auto x = ops::constant(s, xs, Shape{4, 6});
     auto y = ops::constant(s, std::vector<float>{1, -1, 0.5f, 2, -0.5f, 0, 1.5f, -2}, Shape{4, 2});
-    w = ops::variable(s.with_op_name("w"), ops::fill(s, {6, 2}, ops::constant(s, 0.1f)));
+    auto w0 = ops::fill(s, {6, 2}, ops::constant(s, 0.1f));
+    w = parts == 0 ? ops::variable(s.with_op_name("w"), w0) : ops::partitioned_variable(s, "w", w0, parts).value;
     b = ops::variable(s.with_op_name("b"), ops::constant(s, std::vector<float>{0.1f, -0.2f}, Shape{2}));
     loss = ops::mean(s, ops::square(s, ops::sub(s, ops::add(s, ops::matmul(s, x, w), b), y)));
     train = Optimizer::momentum(0.05, 0.9).minimize(s, loss, {}, step.value);
@@ -157,4 +159,52 @@ BOOST_AUTO_TEST_CASE(a_ps_that_stops_answering_fails_the_save_naming_it_and_leav
   // No temporary directory of the failed save is left behind.
   for (auto& entry : std::filesystem::directory_iterator(c.dir.file("ckpt")))
     BOOST_TEST(!contains(entry.path().filename().string(), ".tmp-ckpt"), entry.path());
+}
+
+BOOST_AUTO_TEST_CASE(a_variable_split_over_both_ps_restores_whole_into_a_local_session_slots_included) {
+  TwoPsCluster c;
+  Model m(2);
+  Session cluster(m.root, c.session());
+  cluster.run({}, {}, {m.init});
+  for (int i = 0; i < 2; ++i) m.train_step(cluster);
+  const std::string path = Saver(cluster).save(c.dir.file("ckpt"), m.step.value);
+  std::set<std::string> files_of_w;
+  for (auto& e : checkpoint::read_index(path).entries)
+    if (e.name == "w" || e.name == "w/momentum/accumulator") files_of_w.insert(e.file.substr(0, 4));
+  BOOST_TEST((files_of_w == std::set<std::string>{"ps-0", "ps-1"}));
+  std::vector<float> expected;
+  for (int i = 0; i < 2; ++i) expected.push_back(m.train_step(cluster));
+
+  Model whole;
+  Session local(whole.root);
+  Saver(local).restore(path);
+  for (int i = 0; i < 2; ++i) BOOST_TEST(whole.train_step(local) == expected[std::size_t(i)], "step " << 3 + i);
+  BOOST_TEST(whole.weights(local) == m.weights(cluster), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(a_corrupt_file_of_one_ps_fails_the_cluster_restore_naming_it_and_changes_no_variable) {
+  TwoPsCluster c;
+  Model m;
+  Session cluster(m.root, c.session());
+  cluster.run({}, {}, {m.init});
+  m.train_step(cluster);
+  Saver saver(cluster);
+  const std::string path = saver.save(c.dir.file("ckpt"), m.step.value);
+  m.train_step(cluster);
+  const std::vector<float> now = m.weights(cluster);
+  std::string corrupted;
+  for (auto& e : checkpoint::read_index(path).entries) {
+    if (e.name != "w") continue;
+    std::fstream f(path + "/" + e.file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(std::streamoff(e.offset + e.length / 2));
+    f.write("\x7f\x7f", 2);
+    corrupted = e.file;
+  }
+  BOOST_TEST_REQUIRE(!corrupted.empty());
+  const std::string message = error_of([&] { saver.restore(path); }, ErrorCode::data_loss);
+  BOOST_TEST(contains(message, corrupted), message);
+  BOOST_TEST(contains(message, "no variable was changed"), message);
+  BOOST_TEST(contains(message, "task ps:"), message);
+  BOOST_TEST(m.weights(cluster) == now, boost::test_tools::per_element());
+  BOOST_TEST(cluster.run({m.step.value})[0].scalar_value<int64_t>() == 2);
 }
