@@ -220,30 +220,27 @@ void drop(Worker* self, std::vector<uint64_t> handles) {
 namespace {
 
 // A checkpoint's share of this task (cluster_checkpoint.hpp): done on a thread of its own (files
-// are written and read there), the answer delivered when it is done.
-template <class Reply, class Work>
-caf::result<Reply> on_own_thread(caf::stateful_actor<WorkerState>* self, Work work) {
-  auto promise = self->make_response_promise<Reply>();
-  self->spawn<caf::detached>([promise, work = std::move(work)](caf::event_based_actor*) mutable {
-    promise.deliver(work());
-  });
+// are written and read there), `work` delivering the answer to the promise when it is done.
+template <class... Reply, class Work>
+caf::result<Reply...> on_own_thread(caf::stateful_actor<WorkerState>* self, Work work) {
+  auto promise = self->make_response_promise<Reply...>();
+  self->spawn<caf::detached>([promise, work = std::move(work)](caf::event_based_actor*) mutable { work(promise); });
   return promise;
 }
 
 caf::result<SaveShardsReply> save_shards(caf::stateful_actor<WorkerState>* self, SaveShards request) {
-  return on_own_thread<SaveShardsReply>(self, [context = self->state.context, request = std::move(request)] {
-    return save_task_shards(*context, request);
-  });
+  return on_own_thread<SaveShardsReply>(
+      self, [context = self->state.context, request = std::move(request)](auto& promise) {
+        promise.deliver(save_task_shards(*context, request));
+      });
 }
 
 caf::result<int32_t, std::string> restore_shards(caf::stateful_actor<WorkerState>* self, RestoreShards request) {
-  auto promise = self->make_response_promise<int32_t, std::string>();
-  self->spawn<caf::detached>(
-      [promise, context = self->state.context, request = std::move(request)](caf::event_based_actor*) mutable {
+  return on_own_thread<int32_t, std::string>(
+      self, [context = self->state.context, request = std::move(request)](auto& promise) {
         auto [code, message] = restore_task_shards(*context, request);
         promise.deliver(code, std::move(message));
       });
-  return promise;
 }
 
 }  // namespace
