@@ -11,7 +11,8 @@ include(CMakePackageConfigHelpers)
 # A program using Troupe then needs only fmt's headers besides ours; tools/examples.sh checks
 # that no installed header reaches the others.
 set(TROUPE_INTERNAL_HEADERS
-  actors/cluster/cluster_messages.hpp actors/cluster/master.hpp actors/cluster/tensor_transfer.hpp
+  actors/cluster/cluster_checkpoint.hpp actors/cluster/cluster_messages.hpp actors/cluster/master.hpp
+  actors/cluster/tensor_transfer.hpp
   actors/cluster/worker.hpp actors/cluster/inbox.hpp actors/cluster/outbox.hpp actors/cluster/member_context.hpp
   actors/device_actor.hpp actors/messages.hpp
   actors/param_shard.hpp actors/queue_actor.hpp actors/runtime.hpp actors/scheduler.hpp
