@@ -32,23 +32,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from peer_common import free_loopback_ports  # noqa: E402
+
 tf1 = tf.compat.v1
 
 START_TIMEOUT_S = 60.0
-
-
-def free_loopback_ports(count):
-    """Ports the kernel hands out on 127.0.0.1; all held open together so they differ."""
-    socks = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def session_config(threads):

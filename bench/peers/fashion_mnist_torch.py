@@ -11,10 +11,8 @@ Run bench/peers/setup_torch.sh first (Debian's python3-torch, PyTorch 1.13), the
 PyTorch is fastest here with 1 thread or with OMP_WAIT_POLICY=PASSIVE set in the environment.
 """
 import argparse
-import gzip
 import json
 import os
-import struct
 import sys
 import time
 
@@ -23,23 +21,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-
-def read_idx(path):
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        data = f.read()
-    magic, = struct.unpack(">I", data[:4])
-    ndim = magic & 0xFF
-    dims = struct.unpack(">" + "I" * ndim, data[4:4 + 4 * ndim])
-    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
-
-
-def find(folder, stem):
-    for name in (stem + ".gz", stem):
-        path = os.path.join(folder, name)
-        if os.path.exists(path):
-            return path
-    sys.exit(f"no {stem}[.gz] in {folder}")
+from peer_common import find_idx as find, read_idx
 
 
 class Cnn(nn.Module):
