@@ -138,6 +138,7 @@ using update_atom = caf::atom_constant<caf::atom("update")>;
 using waits_atom = caf::atom_constant<caf::atom("waits")>;
 using names_atom = caf::atom_constant<caf::atom("names")>;
 using apply_atom = caf::atom_constant<caf::atom("apply")>;
+using sparse_apply_atom = caf::atom_constant<caf::atom("sparseapp")>;
 using snapshot_atom = caf::atom_constant<caf::atom("snapshot")>;
 using restore_atom = caf::atom_constant<caf::atom("restore")>;
 using accumulate_atom = caf::atom_constant<caf::atom("accum")>;

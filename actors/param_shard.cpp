@@ -1,6 +1,7 @@
 #include "actors/param_shard.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include "devices/cpu_threads.hpp"
 #include "ops/state/variable.hpp"
@@ -38,21 +39,79 @@ std::string slots_key(const std::string& variable, const OptimizerSpec& spec) {
   return variable + "/" + spec.name();
 }
 
+// Takes `delta` bytes of the process's variable memory for `what` of variable `name`; the
+// error to answer when it does not fit.
+std::optional<ShardReply> reserve(ParamShardState& state, int64_t delta, const std::string& name, const char* what) {
+  if (!state.memory || state.memory->reserve(delta)) return std::nullopt;
+  const auto& m = *state.memory;
+  return ShardReply{{}, ErrorCode::resource_exhausted,
+                    fmt::format("{} of variable '{}' ({} bytes) do not fit in the variable memory of {}: {} of {} bytes "
+                                "in use; split the variable over more ps tasks (ops::partitioned_variable) or raise "
+                                "the budget (troupe-node --variable-memory-mb)",
+                                what, name, delta, m.owner(), m.used(), m.limit())};
+}
+
+int64_t bytes_of(const std::vector<Tensor>& tensors) {
+  int64_t n = 0;
+  for (auto& t : tensors) n += int64_t(t.byte_size());
+  return n;
+}
+
 ShardReply uninitialised(const std::string& name) {
   return {{}, ErrorCode::failed_precondition, "variable '" + name + "' is not initialised (run its initializer first)"};
+}
+
+// The variable and its optimizer's slots, ready for an update in place: copied where a reader
+// (or a snapshot being written) still holds the old value. nullptr when it is not initialised.
+struct Updatable {
+  Tensor* value = nullptr;
+  ParamShardState::Slots* slots = nullptr;
+};
+Updatable updatable(ParamShardState& state, const std::string& name, const OptimizerSpec& spec,
+                    std::optional<ShardReply>& error) {
+  auto it = state.variables.find(name);
+  if (it == state.variables.end()) {
+    error = uninitialised(name);
+    return {};
+  }
+  Tensor& value = it->second;
+  auto& slots = state.slots[slots_key(name, spec)];
+  const int64_t before = bytes_of(slots.tensors);
+  fit_slots(slots, spec, value);
+  if ((error = reserve(state, bytes_of(slots.tensors) - before, name, "the optimizer slots"))) {
+    slots.tensors.clear();
+    reserve(state, -before, name, "");
+    return {};
+  }
+  if (value.buffer_use_count() > 1) value = value.copy();  // a reader holds the old value
+  for (auto& s : slots.tensors)
+    if (s.buffer_use_count() > 1) s = s.copy();  // a snapshot being written holds it
+  return {&value, &slots};
+}
+
+// One optimizer step on the rows of the variable a sparse gradient touches, in place.
+ShardReply sparse_optimizer_step(ParamShardState& state, const std::string& name, const OptimizerSpec& spec,
+                                 const Tensor& values, const Tensor& indices, double learning_rate) {
+  std::optional<ShardReply> error;
+  auto [value, slots] = updatable(state, name, spec, error);
+  if (!value) return *error;
+  try {
+    auto lease = lease_one_core_for(values.byte_size());
+    apply_optimizer_to_rows(spec, *value, slots->tensors, values, indices, learning_rate, ++slots->step);
+  } catch (const Error& e) {
+    return {{}, e.code(), "variable '" + name + "': " + e.what()};
+  }
+  return {};
 }
 
 // One optimizer step on the variable and its slots, in place.
 ShardReply optimizer_step(ParamShardState& state, const std::string& name, const OptimizerSpec& spec,
                           const Tensor& grad, double learning_rate) {
-  auto it = state.variables.find(name);
-  if (it == state.variables.end()) return uninitialised(name);
-  Tensor& value = it->second;
-  if (value.buffer_use_count() > 1) value = value.copy();  // a reader holds the old value
-  auto& slots = state.slots[slots_key(name, spec)];
-  fit_slots(slots, spec, value);
-  for (auto& s : slots.tensors)
-    if (s.buffer_use_count() > 1) s = s.copy();  // a snapshot being written holds it
+  std::optional<ShardReply> error;
+  auto [found, found_slots] = updatable(state, name, spec, error);
+  if (!found) return *error;
+  Tensor& value = *found;
+  auto& slots = *found_slots;
   try {
     // An update is work on the CPU's cores like any kernel's: a large one (a dense
     // layer's weights) runs as a team, in parallel over slices of the variable.
@@ -159,7 +218,31 @@ void forget_sync_state(ParamShardState& state, const std::string& name) {
 }
 }  // namespace
 
-caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
+bool VariableMemory::reserve(int64_t delta) {
+  if (limit_ <= 0 || delta <= 0) {
+    used_ += delta;
+    return true;
+  }
+  int64_t now = used_.load();
+  do {
+    if (now + delta > limit_) return false;
+  } while (!used_.compare_exchange_weak(now, now + delta));
+  return true;
+}
+
+caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) { return budgeted_param_shard(self, nullptr); }
+
+caf::behavior budgeted_param_shard(caf::stateful_actor<ParamShardState>* self, std::shared_ptr<VariableMemory> memory) {
+  self->state.memory = std::move(memory);
+  // The bytes a shard holds go back to the budget when it ends.
+  self->attach_functor([self] {
+    auto& st = self->state;
+    if (!st.memory) return;
+    int64_t held = 0;
+    for (auto& [name, value] : st.variables) held += int64_t(value.byte_size());
+    for (auto& [key, slots] : st.slots) held += bytes_of(slots.tensors);
+    st.memory->reserve(-held);
+  });
   return {
       [self](read_atom, const std::string& name) -> ShardReply {
         auto it = self->state.variables.find(name);
@@ -178,6 +261,8 @@ caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
             return {{}, ErrorCode::invalid_argument,
                     "cannot assign " + value.describe() + " to variable '" + name + "' of " +
                         it->second.describe()};
+          const int64_t held = it == vars.end() ? 0 : int64_t(it->second.byte_size());
+          if (auto full = reserve(self->state, int64_t(value.byte_size()) - held, name, "the value")) return *full;
           // Own the bytes: the value may be a feed or another node's output that others hold.
           Tensor owned = value.buffer_use_count() == 1 ? std::move(value) : value.copy();
           vars[name] = owned;
@@ -198,6 +283,10 @@ caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
       },
       [self](apply_atom, const std::string& name, const OptimizerSpec& spec, const Tensor& grad,
              double learning_rate) -> ShardReply { return optimizer_step(self->state, name, spec, grad, learning_rate); },
+      [self](sparse_apply_atom, const std::string& name, const OptimizerSpec& spec, const Tensor& values,
+             const Tensor& indices, double learning_rate) -> ShardReply {
+        return sparse_optimizer_step(self->state, name, spec, values, indices, learning_rate);
+      },
       [self](accumulate_atom, const std::string& name, const OptimizerSpec& spec, const Tensor& grad,
              double learning_rate, int64_t local_step, int32_t replicas) -> ShardReply {
         return accumulate(self->state, name, spec, grad, learning_rate, local_step, replicas);
@@ -226,6 +315,19 @@ caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
         return out;
       },
       [self](restore_atom, ShardContents& contents) -> ShardReply {
+        auto& st = self->state;
+        int64_t delta = 0;
+        for (auto& [name, value] : contents.variables) {
+          auto it = st.variables.find(name);
+          delta += int64_t(value.byte_size()) - (it == st.variables.end() ? 0 : int64_t(it->second.byte_size()));
+        }
+        for (auto& o : contents.optimizers) {
+          auto it = st.slots.find(slots_key(o.variable, o.spec));
+          delta += bytes_of(o.slots) - (it == st.slots.end() ? 0 : bytes_of(it->second.tensors));
+        }
+        if (auto full = reserve(st, delta, contents.variables.empty() ? std::string() : contents.variables[0].first,
+                                "the restored values"))
+          return *full;
         for (auto& [name, value] : contents.variables) {
           forget_sync_state(self->state, name);
           self->state.variables[name] = std::move(value);
@@ -243,10 +345,11 @@ caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) {
   };
 }
 
-ParamShards::ParamShards(caf::actor_system& system, std::shared_ptr<const Graph> graph, int count)
+ParamShards::ParamShards(caf::actor_system& system, std::shared_ptr<const Graph> graph, int count,
+                         std::shared_ptr<VariableMemory> memory)
     : graph_(std::move(graph)) {
   TROUPE_CHECK_ARG(count >= 1, "a session needs at least one parameter shard, got num_param_shards = {}", count);
-  for (int i = 0; i < count; ++i) shards_.push_back(system.spawn(param_shard));
+  for (int i = 0; i < count; ++i) shards_.push_back(system.spawn(budgeted_param_shard, memory));
 }
 
 ParamShards::~ParamShards() {

@@ -4,6 +4,10 @@
 //   (update_atom, name, kind, value, validate_shape) -> ShardReply{new value}
 //   (apply_atom, name, OptimizerSpec, grad, learning_rate) -> ShardReply{} after one optimizer
 //                                                      step on the variable and its slots
+//   (sparse_apply_atom, name, OptimizerSpec, values, indices, learning_rate)
+//                                                   -> ShardReply{} after one optimizer step on
+//                                                      the rows `indices` names (a sparse
+//                                                      gradient: apply_optimizer_to_rows)
 //   (names_atom)                                    -> the variable names it holds
 //   (snapshot_atom, vector<OptimizerState> wanted)  -> ShardContents: every variable it holds,
 //                                                      and the state of each wanted optimizer
@@ -34,6 +38,7 @@
 // counts (they were checked by the Saver before). A snapshot of an optimizer that has not yet
 // run on a variable holds its initial slots (what its first update would create) and step 0.
 // Errors (an uninitialised read, a dtype or shape that does not fit) come back in the reply.
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -45,7 +50,29 @@
 
 namespace troupe {
 
+// The bytes the variables and their optimizer slots may take in the parameter shards of one
+// process (a ps task's memory budget: troupe-node --variable-memory-mb). A variable that would
+// pass it fails its assign (or its first optimizer step, for the slots) with resource_exhausted
+// naming it, the bytes and the budget, so a table too large for one process is found at
+// initialisation and split (ops::partitioned_variable) instead of taking the host's memory.
+class VariableMemory {
+ public:
+  VariableMemory(int64_t limit_bytes, std::string owner) : limit_(limit_bytes), owner_(std::move(owner)) {}
+  // Takes delta bytes (negative: gives them back); false, taking nothing, when the limit
+  // would be passed. A limit of 0 takes everything.
+  bool reserve(int64_t delta);
+  int64_t used() const { return used_.load(); }
+  int64_t limit() const { return limit_; }
+  const std::string& owner() const { return owner_; }
+
+ private:
+  const int64_t limit_;
+  const std::string owner_;  // "task ps:0", for the error
+  std::atomic<int64_t> used_{0};
+};
+
 struct ParamShardState {
+  std::shared_ptr<VariableMemory> memory;  // null: no budget
   std::unordered_map<std::string, Tensor> variables;
   // Per variable and optimizer ("w/adam"): the optimizer's slots and its step count.
   struct Slots {
@@ -72,6 +99,8 @@ struct ParamShardState {
 };
 
 caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self);
+// A shard whose variables count against `memory` (shared by the shards of a process).
+caf::behavior budgeted_param_shard(caf::stateful_actor<ParamShardState>* self, std::shared_ptr<VariableMemory> memory);
 
 // The parameter shards of one session, and which of them holds each variable: round robin
 // over the variables in the order the graph defines them (the k-th distinct shared name of a
@@ -81,7 +110,9 @@ caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self);
 // Thread-safe; the graph must not change while a name is being looked up (as for run()).
 class ParamShards {
  public:
-  ParamShards(caf::actor_system& system, std::shared_ptr<const Graph> graph, int count);
+  // memory: the budget the shards' variables share; null for none.
+  ParamShards(caf::actor_system& system, std::shared_ptr<const Graph> graph, int count,
+              std::shared_ptr<VariableMemory> memory = nullptr);
   ~ParamShards();  // stops the shards
   ParamShards(const ParamShards&) = delete;
   ParamShards& operator=(const ParamShards&) = delete;

@@ -57,7 +57,7 @@ GraphState graph_state(const Graph& g) {
   std::set<std::pair<std::string, std::string>> seen;
   for (int id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
-    if (n.op == "ApplyGradient" || n.op == "AccumulateGradient") {
+    if (n.op == "ApplyGradient" || n.op == "SparseApplyGradient" || n.op == "AccumulateGradient") {
       OptimizerSpec spec = optimizer_spec_of(n);
       const std::string& name = variable_name(n);
       if (spec.num_slots() > 0 && seen.emplace(name, spec.name()).second) out.optimizers.push_back({name, spec});

@@ -42,6 +42,12 @@ int main(int argc, char** argv) {
   app.add_option("--task", task_text, "this process's task, job:index (default: the spec's \"task\")");
   app.add_option("--threads", threads, "threads that compute at once (default: the cores this process may use)")
       ->check(CLI::NonNegativeNumber);
+  double variable_memory_mb = 0;
+  app.add_option("--variable-memory-mb", variable_memory_mb,
+                 "the memory this task's variables and optimizer slots may take, in MiB (0: no limit); a variable "
+                 "that does not fit fails its initializer naming it")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   // SIGTERM and SIGINT are taken by sigwait below, in this thread; every thread started from
@@ -78,7 +84,9 @@ int main(int argc, char** argv) {
   try {
     const std::string who = task.to_string();
     member.emplace(spec, task,
-                   troupe::MemberOptions{.threads = threads, .log = [who](const std::string& line) { log_line(who, line); }});
+                   troupe::MemberOptions{.threads = threads,
+                                         .variable_memory_bytes = int64_t(variable_memory_mb * 1024 * 1024),
+                                         .log = [who](const std::string& line) { log_line(who, line); }});
   } catch (const troupe::Error& e) {
     std::fprintf(stderr, "troupe-node: %s\n", e.what());
     return 1;

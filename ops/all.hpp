@@ -19,6 +19,7 @@
 #include "ops/nn/pool.hpp"
 #include "ops/nn/softmax.hpp"
 #include "ops/random.hpp"
+#include "ops/state/embedding.hpp"
 #include "ops/state/optimizer.hpp"
 #include "ops/state/sync_replicas.hpp"
 #include "ops/state/variable.hpp"

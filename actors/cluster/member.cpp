@@ -54,7 +54,11 @@ ClusterMember::ClusterMember(const ClusterSpec& spec, const TaskId& task, const 
   context->devices = impl_->devices;
   for (auto& t : spec.tasks()) context->cluster.push_back({t, spec.address(t)});
   context->runtime = impl_->runtime;
-  context->shards = std::make_shared<ParamShards>(system, std::make_shared<Graph>(), std::max(1, options.param_shards));
+  auto memory = options.variable_memory_bytes > 0
+                    ? std::make_shared<VariableMemory>(options.variable_memory_bytes, "task " + task.to_string())
+                    : nullptr;
+  context->shards =
+      std::make_shared<ParamShards>(system, std::make_shared<Graph>(), std::max(1, options.param_shards), memory);
   context->log = options.log ? options.log : [](const std::string&) {};
   context->connect_timeout = timeouts::member_connect(options.connection_timeout);
   impl_->context = context;

@@ -27,6 +27,8 @@ struct MemberOptions {
   std::chrono::milliseconds heartbeat{200};
   std::chrono::milliseconds connection_timeout{1000};  // a silent peer is gone after this
   int param_shards = 1;  // the parameter shards holding the variables placed on this task
+  // The bytes those shards' variables and optimizer slots may take (VariableMemory); 0: no limit.
+  int64_t variable_memory_bytes = 0;
   // One line per event (peer connected, partition registered, peer lost); unset: none.
   std::function<void(const std::string&)> log;
 };

@@ -33,6 +33,7 @@ VariableOp variable_op_of(const Node& node) {
   if (op == "AssignAdd") return VariableOp::assign_add;
   if (op == "AssignSub") return VariableOp::assign_sub;
   if (op == "ApplyGradient") return VariableOp::apply_gradient;
+  if (op == "SparseApplyGradient") return VariableOp::sparse_apply_gradient;
   if (op == "AccumulateGradient") return VariableOp::accumulate_gradient;
   if (op == "SyncReplicasStep") return VariableOp::sync_step;
   if (op == "SyncReplicasStop") return VariableOp::sync_stop;

@@ -26,7 +26,9 @@ enum class NodeKind {
 NodeKind kind_of(const Graph& graph, const Node& node);
 
 // What a variable op asks its shard (actors/param_shard.hpp).
-enum class VariableOp { read, assign, assign_add, assign_sub, apply_gradient, accumulate_gradient, sync_step, sync_stop };
+enum class VariableOp {
+  read, assign, assign_add, assign_sub, apply_gradient, sparse_apply_gradient, accumulate_gradient, sync_step, sync_stop
+};
 VariableOp variable_op_of(const Node& node);  // node's op must be a variable op
 
 // What a queue op asks its queue (actors/queue_actor.hpp).

@@ -47,6 +47,11 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
               rate_of(inputs[1]))
           .then(on_reply, on_error("optimizer step"));
       return;
+    case VariableOp::sparse_apply_gradient:
+      request(me_->shard, timeouts::shard_request(), sparse_apply_atom::value, name, optimizer_spec_of(node), inputs[0],
+              inputs[1], rate_of(inputs[2]))
+          .then(on_reply, on_error("sparse optimizer step"));
+      return;
     case VariableOp::accumulate_gradient:
       request(me_->shard, timeouts::shard_request(), accumulate_atom::value, name, optimizer_spec_of(node), inputs[0],
               rate_of(inputs[1]), inputs[2].scalar_value<int64_t>(),

@@ -184,6 +184,19 @@ TROUPE_REGISTER_OP(OpDef{
           c.error("{}", e.what());
         }
         auto dims = in.dims();
+        if (c.has_attr("sizes")) {
+          const auto& sizes = c.attr<std::vector<int64_t>>("sizes");
+          int64_t total = 0;
+          for (int64_t size : sizes) total += size;
+          if (int64_t(sizes.size()) != parts || (total != dims[axis] && dims[axis] >= 0))
+            c.error("sizes [{}] do not split dimension {} of {} into {} parts", fmt::join(sizes, ","), axis,
+                    in.to_string(), parts);
+          for (int64_t i = 0; i < parts; ++i) {
+            dims[axis] = sizes[i];
+            c.set_output(int(i), c.input_type(0), PartialShape::from_dims(dims));
+          }
+          return;
+        }
         if (dims[axis] >= 0) {
           if (dims[axis] % parts) c.error("dimension {} of {} does not split into {} parts", axis, in.to_string(), parts);
           dims[axis] /= parts;
@@ -197,33 +210,52 @@ TROUPE_REGISTER_OP(OpDef{
 class SplitKernel final : public OpKernel {
  public:
   explicit SplitKernel(const Node& n)
-      : axis_(get_attr<int64_t>(n.attrs, "axis", n.name)), parts_(get_attr<int64_t>(n.attrs, "num_split", n.name)) {}
+      : axis_(get_attr<int64_t>(n.attrs, "axis", n.name)),
+        parts_(get_attr<int64_t>(n.attrs, "num_split", n.name)),
+        sizes_(get_attr_or<std::vector<int64_t>>(n.attrs, "sizes", {})) {}
   void compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     int64_t axis = resolve_axis(axis_, x.shape().rank());
     int64_t n = x.shape()[int(axis)];
-    if (n % parts_) fail(ErrorCode::invalid_argument, "dimension {} of {} does not split into {} parts", axis, x.describe(), parts_);
-    Shape piece = x.shape();
-    piece.set_dim(int(axis), n / parts_);
+    std::vector<int64_t> sizes = sizes_;
+    if (sizes.empty()) {
+      if (n % parts_) fail(ErrorCode::invalid_argument, "dimension {} of {} does not split into {} parts", axis, x.describe(), parts_);
+      sizes.assign(std::size_t(parts_), n / parts_);
+    }
+    int64_t total = 0;
+    for (int64_t size : sizes) total += size;
+    if (total != n)
+      fail(ErrorCode::invalid_argument, "sizes [{}] do not split dimension {} of {}", fmt::join(sizes, ","), axis, x.describe());
     const std::size_t elem = size_of(x.dtype());
     Around around(x.shape(), axis);
     const std::size_t in_row = std::size_t(n * around.inner) * elem;
-    const std::size_t out_row = std::size_t(piece[int(axis)] * around.inner) * elem;
     auto* src = static_cast<const unsigned char*>(x.raw_data());
+    std::size_t offset = 0;
     for (int64_t p = 0; p < parts_; ++p) {
+      Shape piece = x.shape();
+      piece.set_dim(int(axis), sizes[p]);
+      const std::size_t out_row = std::size_t(sizes[p] * around.inner) * elem;
       auto* dst = static_cast<unsigned char*>(ctx.allocate_output(int(p), x.dtype(), piece).raw_data());
-      for (int64_t o = 0; o < around.outer; ++o) std::memcpy(dst + o * out_row, src + o * in_row + p * out_row, out_row);
+      for (int64_t o = 0; o < around.outer; ++o) std::memcpy(dst + o * out_row, src + o * in_row + offset, out_row);
+      offset += out_row;
     }
   }
 
  private:
   int64_t axis_, parts_;
+  std::vector<int64_t> sizes_;
 };
 TROUPE_REGISTER_KERNEL("Split", DeviceType::cpu, SplitKernel);
 
 TROUPE_REGISTER_GRADIENT("Split", [](const Scope& s, const Node& n, const std::vector<Output>& g) {
   return std::vector<Output>{Output(&s.add("Concat", g, {{"axis", n.attrs.at("axis")}}))};
 });
+
+std::vector<Output> split_node(Node& n) {
+  std::vector<Output> out;
+  for (int i = 0; i < n.num_outputs(); ++i) out.push_back(Output(&n, i));
+  return out;
+}
 
 }  // namespace
 
@@ -234,10 +266,13 @@ Output concat(const Scope& scope, const std::vector<Output>& inputs, int64_t axi
 }
 
 std::vector<Output> split(const Scope& scope, Output x, int64_t axis, int64_t num_split) {
-  Node& n = scope.add("Split", {x}, {{"axis", axis}, {"num_split", num_split}});
-  std::vector<Output> out;
-  for (int i = 0; i < n.num_outputs(); ++i) out.push_back(Output(&n, i));
-  return out;
+  return split_node(scope.add("Split", {x}, {{"axis", axis}, {"num_split", num_split}}));
+}
+
+std::vector<Output> split(const Scope& scope, Output x, int64_t axis, std::vector<int64_t> sizes) {
+  TROUPE_CHECK_ARG(!sizes.empty(), "split: no sizes given for '{}'", x.name());
+  const auto parts = int64_t(sizes.size());
+  return split_node(scope.add("Split", {x}, {{"axis", axis}, {"num_split", parts}, {"sizes", std::move(sizes)}}));
 }
 
 }  // namespace ops

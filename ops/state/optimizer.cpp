@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <unordered_map>
 
 #include "graph/gradients.hpp"
 #include "ops/all.hpp"
@@ -54,6 +55,40 @@ TROUPE_REGISTER_OP(OpDef{
     .stateful = true,
     .variable_op = true,
     .shape_fn = check_update_inputs,
+    .required_attrs = {"shared_name", "dtype", "shape", "optimizer"}});
+
+// SparseApplyGradient(values, indices, learning_rate): one optimizer step on the rows of the
+// variable "shared_name" that indices names, values their gradients (indices.shape +
+// the variable's shape[1:]); done by its parameter shard (apply_optimizer_to_rows).
+TROUPE_REGISTER_OP(OpDef{
+    .name = "SparseApplyGradient",
+    .num_inputs = 3,
+    .num_outputs = 0,
+    .stateful = true,
+    .variable_op = true,
+    .shape_fn = [](InferenceContext& c) {
+      DType t = c.attr<DType>("dtype");
+      const auto& var = c.attr<PartialShape>("shape");
+      const std::string& name = c.attr<std::string>("shared_name");
+      if (c.input_type(0) != t)
+        c.error("sparse gradient has dtype {}, the variable '{}' holds {}", name_of(c.input_type(0)), name, name_of(t));
+      if (c.input_type(1) != DType::int32 && c.input_type(1) != DType::int64)
+        c.error("the rows of a sparse gradient of '{}' must be int32 or int64, got {}", name, name_of(c.input_type(1)));
+      const auto& values = c.input_shape(0);
+      const auto& rows = c.input_shape(1);
+      if (var.rank_known() && var.rank() < 1) c.error("the variable '{}' is a scalar: it has no rows", name);
+      if (var.rank_known() && rows.rank_known() && values.rank_known()) {
+        std::vector<int64_t> expected = rows.dims();
+        for (int d = 1; d < var.rank(); ++d) expected.push_back(var.dim(d));
+        if (!PartialShape::from_dims(expected).compatible_with(values))
+          c.error("sparse gradient has shape {}, rows {} of the variable '{}' of shape {} need {}", values.to_string(),
+                  rows.to_string(), name, var.to_string(), PartialShape::from_dims(expected).to_string());
+      }
+      if (!is_floating(c.input_type(2)) || (c.input_shape(2).rank_known() && c.input_shape(2).rank() != 0))
+        c.error("learning rate must be a floating scalar, got {}{}", name_of(c.input_type(2)),
+                c.input_shape(2).to_string());
+      kind_from_name(c.attr<std::string>("optimizer"));
+    },
     .required_attrs = {"shared_name", "dtype", "shape", "optimizer"}});
 
 // AccumulateGradient(grad, learning_rate, local_step) -> dropped: a synchronous replica's
@@ -127,6 +162,7 @@ TROUPE_REGISTER_KERNEL("Floor", DeviceType::cpu, FloorKernel);
 const bool floor_gradient = (GradientRegistry::global().add_none("Floor"), true);
 const bool apply_gradient = (GradientRegistry::global().add_none("ApplyGradient"),
                              GradientRegistry::global().add_none("AccumulateGradient"),
+                             GradientRegistry::global().add_none("SparseApplyGradient"),
                              GradientRegistry::global().add_none("SyncReplicasStep"),
                              GradientRegistry::global().add_none("SyncReplicasStop"), true);
 
@@ -263,6 +299,69 @@ void apply_optimizer(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>
   const int64_t n = var.num_elements();
   if (var.dtype() == DType::float32) update_slice<float>(spec, var, slots, grad, learning_rate, step, 0, n);
   else update_slice<double>(spec, var, slots, grad, learning_rate, step, 0, n);
+}
+
+namespace {
+
+// The rows `indices` names, each once, and the sum of its gradients, [unique, row_elements].
+template <class I>
+void unique_rows(const Tensor& indices, int64_t rows, std::vector<int64_t>& unique, std::vector<int64_t>& first_of) {
+  const I* p = indices.data<I>();
+  std::unordered_map<int64_t, int64_t> position;
+  position.reserve(std::size_t(indices.num_elements()));
+  for (int64_t i = 0; i < indices.num_elements(); ++i) {
+    const int64_t row = int64_t(p[i]);
+    if (row < 0 || row >= rows)
+      fail(ErrorCode::invalid_argument, "index {} (position {} of the sparse gradient) is outside the variable's {} rows",
+           row, i, rows);
+    auto [it, added] = position.emplace(row, int64_t(unique.size()));
+    if (added) unique.push_back(row);
+    first_of.push_back(it->second);
+  }
+}
+
+template <class T>
+void update_rows(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>& slots, const Tensor& values,
+                 const std::vector<int64_t>& unique, const std::vector<int64_t>& slot_of, double learning_rate,
+                 int64_t step) {
+  const int64_t width = var.shape()[0] ? var.num_elements() / var.shape()[0] : 0;
+  const T* g = values.data<T>();
+  std::vector<T> summed;
+  if (unique.size() != slot_of.size()) {  // duplicates: one gradient per row
+    summed.assign(unique.size() * std::size_t(width), T(0));
+    for (std::size_t i = 0; i < slot_of.size(); ++i)
+      for (int64_t e = 0; e < width; ++e) summed[std::size_t(slot_of[i] * width + e)] += g[int64_t(i) * width + e];
+    g = summed.data();
+  }
+  std::vector<T*> s(slots.size());
+  for (std::size_t u = 0; u < unique.size(); ++u) {
+    const int64_t offset = unique[u] * width;
+    for (std::size_t k = 0; k < slots.size(); ++k) s[k] = slots[k].data<T>() + offset;
+    update(spec, var.data<T>() + offset, s, g + int64_t(u) * width, width, learning_rate, step);
+  }
+}
+
+}  // namespace
+
+void apply_optimizer_to_rows(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>& slots, const Tensor& values,
+                             const Tensor& indices, double learning_rate, int64_t step) {
+  if (var.shape().rank() < 1)
+    fail(ErrorCode::invalid_argument, "a sparse gradient updates rows; the variable is the scalar {}", var.describe());
+  if (indices.dtype() != DType::int32 && indices.dtype() != DType::int64)
+    fail(ErrorCode::invalid_argument, "the rows of a sparse gradient are int32 or int64, got {}", indices.describe());
+  Shape expected = indices.shape();
+  for (int d = 1; d < var.shape().rank(); ++d) expected.push_back(var.shape()[d]);
+  if (values.dtype() != var.dtype() || values.shape() != expected)
+    fail(ErrorCode::invalid_argument, "sparse gradient {} for rows {} does not fit the variable's value {} (expected {}{})",
+         values.describe(), indices.describe(), var.describe(), name_of(var.dtype()), expected.to_string());
+  if (int(slots.size()) != spec.num_slots())
+    fail(ErrorCode::internal, "{} needs {} slots, got {}", spec.name(), spec.num_slots(), slots.size());
+  std::vector<int64_t> unique, slot_of;
+  if (indices.dtype() == DType::int32) unique_rows<int32_t>(indices, var.shape()[0], unique, slot_of);
+  else unique_rows<int64_t>(indices, var.shape()[0], unique, slot_of);
+  if (var.dtype() == DType::float32) update_rows<float>(spec, var, slots, values, unique, slot_of, learning_rate, step);
+  else if (var.dtype() == DType::float64) update_rows<double>(spec, var, slots, values, unique, slot_of, learning_rate, step);
+  else fail(ErrorCode::invalid_argument, "{} updates float32 or float64 variables, not {}", spec.name(), var.describe());
 }
 
 OptimizerSpec optimizer_spec_of(const Node& node) {
@@ -413,17 +512,97 @@ AttrMap Optimizer::update_attrs(const Node& v) const {
           {"epsilon", spec_.epsilon}};
 }
 
+namespace {
+
+// The nodes the loss depends on through data edges.
+std::vector<bool> ancestors_of(const Graph& graph, const Node& loss) {
+  std::vector<bool> seen(std::size_t(graph.size()), false);
+  std::vector<int> todo{loss.id};
+  while (!todo.empty()) {
+    const int id = todo.back();
+    todo.pop_back();
+    if (seen[std::size_t(id)]) continue;
+    seen[std::size_t(id)] = true;
+    for (const Endpoint& e : graph.node(id).inputs) todo.push_back(e.node);
+  }
+  return seen;
+}
+
+// A variable the loss reads only through Gather nodes (an embedding table, or a part of one):
+// its gradient is the gathers' output gradients, applied to the rows they read. Readers the
+// loss does not depend on (the whole of a partitioned variable, for a checkpoint or a
+// summary) do not count.
+std::vector<Node*> gathers_of(const Graph& graph, const Graph::Edges& edges, const std::vector<bool>& to_loss,
+                              const Node& variable) {
+  std::vector<Node*> gathers;
+  for (const Consumer& c : edges.data[variable.id][0]) {
+    if (!to_loss[std::size_t(c.node)]) continue;
+    Node& n = const_cast<Node&>(graph.node(c.node));
+    if (n.op != "Gather" || c.slot != 0 || !loop_frame(n).empty()) return {};
+    gathers.push_back(&n);
+  }
+  return gathers;
+}
+
+}  // namespace
+
 Node* Optimizer::minimize(const Scope& scope, Output loss, std::vector<Output> variables,
                           Output global_step) const {
   variables = variables_to_train(scope.graph(), std::move(variables));
-  auto grads = gradients(scope, {loss}, variables);
-  return apply_gradients(scope, grads, variables, global_step);
+  const Graph& graph = scope.graph();
+  const Graph::Edges edges = graph.out_edges();
+  // The gradients of dense variables, and those of the gathers' outputs of sparse ones.
+  const std::vector<bool> to_loss = ancestors_of(graph, *loss.node());
+  std::vector<std::vector<Node*>> gathers;
+  std::vector<Output> xs;
+  for (auto& v : variables) {
+    gathers.push_back(gathers_of(graph, edges, to_loss, *v.node()));
+    if (gathers.back().empty()) xs.push_back(v);
+    for (Node* g : gathers.back()) xs.push_back(Output(g, 0));
+  }
+  // stop_at_xs: the gathers' own gradients (dense, the table's size) are not built.
+  auto grads = gradients(scope, {loss}, xs, {}, {.stop_at_xs = true});
+  std::vector<Update> updates;
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < variables.size(); ++i) {
+    if (gathers[i].empty()) {
+      updates.push_back({variables[i], grads[next++], {}});
+      continue;
+    }
+    std::vector<Output> values, rows;
+    for (Node* g : gathers[i]) {
+      if (grads[next]) {
+        values.push_back(grads[next]);
+        rows.push_back(Output(&scope.graph().node(g->inputs[1].node), g->inputs[1].port));
+      }
+      ++next;
+    }
+    if (values.size() > 1) {  // one update of the rows of every gather
+      Scope s = scope.sub("gradients").sub(variables[i].node()->name + "_rows");
+      std::vector<int64_t> dims{-1};
+      for (int d = 1; d < variables[i].shape().rank(); ++d) dims.push_back(variables[i].shape().dim(d));
+      for (std::size_t k = 0; k < values.size(); ++k) {
+        values[k] = ops::reshape(s, values[k], dims);
+        rows[k] = ops::reshape(s, rows[k].dtype() == DType::int64 ? rows[k] : ops::cast(s, rows[k], DType::int64), {-1});
+      }
+      values = {ops::concat(s, values, 0)};
+      rows = {ops::concat(s, rows, 0)};
+    }
+    if (!values.empty()) updates.push_back({variables[i], values[0], rows[0]});
+  }
+  return apply(scope, updates, global_step);
 }
 
 Node* Optimizer::apply_gradients(const Scope& scope, const std::vector<Output>& grads,
                                  const std::vector<Output>& variables, Output global_step) const {
   TROUPE_CHECK_ARG(grads.size() == variables.size(), "apply_gradients: {} gradients for {} variables",
                    grads.size(), variables.size());
+  std::vector<Update> updates;
+  for (std::size_t i = 0; i < variables.size(); ++i) updates.push_back({variables[i], grads[i], {}});
+  return apply(scope, updates, global_step);
+}
+
+Node* Optimizer::apply(const Scope& scope, const std::vector<Update>& todo, Output global_step) const {
   Scope s = scope.sub(spec_.name());
   Output lr = learning_rate_tensor(s);
   // Each update waits for the nodes of the gradient computation that read its variable (the
@@ -432,23 +611,25 @@ Node* Optimizer::apply_gradients(const Scope& scope, const std::vector<Output>& 
   // reader of this step still holds the old value. TensorFlow's gate_gradients=GATE_OP.
   const Graph& graph = scope.graph();
   std::vector<bool> in_backward(std::size_t(graph.size()), false);  // the gradients' ancestors
-  std::vector<int> todo;
-  for (auto& g : grads)
-    if (g) todo.push_back(g.node()->id);
-  while (!todo.empty()) {
-    int id = todo.back();
-    todo.pop_back();
+  std::vector<int> ancestors;
+  for (auto& u : todo) {
+    if (u.grad) ancestors.push_back(u.grad.node()->id);
+    if (u.rows) ancestors.push_back(u.rows.node()->id);
+  }
+  while (!ancestors.empty()) {
+    int id = ancestors.back();
+    ancestors.pop_back();
     if (in_backward[id]) continue;
     in_backward[id] = true;
     const Node& n = graph.node(id);
-    for (const Endpoint& e : n.inputs) todo.push_back(e.node);
-    for (int c : n.control_inputs) todo.push_back(c);
+    for (const Endpoint& e : n.inputs) ancestors.push_back(e.node);
+    for (int c : n.control_inputs) ancestors.push_back(c);
   }
   const Graph::Edges edges = graph.out_edges();
   std::vector<Node*> updates;
-  for (std::size_t i = 0; i < variables.size(); ++i) {
-    if (!grads[i]) continue;  // the loss does not depend on this variable
-    Node* v = variables[i].node();
+  for (const Update& u : todo) {
+    if (!u.grad) continue;  // the loss does not depend on this variable
+    Node* v = u.variable.node();
     TROUPE_CHECK_ARG(v->op == "VariableV2", "apply_gradients: {} is not a variable", v->describe());
     // The update runs where its variable lives, whatever device the scope asks for (as
     // TensorFlow's optimizers place it with the variable): on a cluster, in the variable's ps task.
@@ -462,7 +643,10 @@ Node* Optimizer::apply_gradients(const Scope& scope, const std::vector<Output>& 
       if (in_backward[c.node] && loop_frame(graph.node(c.node)).empty())
         readers.push_back(Output(&scope.graph().node(c.node)));
     const Scope gated = readers.empty() ? at_variable : at_variable.with_control_dependencies(readers);
-    updates.push_back(&gated.add("ApplyGradient", {grads[i], rate}, update_attrs(*v), "apply_" + v->name));
+    if (u.rows)
+      updates.push_back(&gated.add("SparseApplyGradient", {u.grad, u.rows, rate}, update_attrs(*v), "apply_" + v->name));
+    else
+      updates.push_back(&gated.add("ApplyGradient", {u.grad, rate}, update_attrs(*v), "apply_" + v->name));
   }
   TROUPE_CHECK_ARG(!updates.empty(), "apply_gradients: no variable receives a gradient");
   if (global_step) {

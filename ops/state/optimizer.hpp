@@ -39,6 +39,12 @@ void apply_optimizer(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>
 // The same update on the calling OpenMP team (run_as_team), each thread a slice.
 void apply_optimizer_in_parallel(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>& slots,
                                  const Tensor& grad, double learning_rate, int64_t step);
+// One step on the rows of var that `indices` names (int32 or int64, any shape; a sparse
+// gradient, ops/state/embedding.hpp), `values` (indices.shape + var.shape[1:]) their
+// gradients; only those rows of var and of the slots change. Duplicate indices have their
+// gradients summed first. Throws naming an index out of range or values that do not fit.
+void apply_optimizer_to_rows(const OptimizerSpec& spec, Tensor& var, std::vector<Tensor>& slots,
+                             const Tensor& values, const Tensor& indices, double learning_rate, int64_t step);
 // The spec an ApplyGradient node carries in its attributes.
 OptimizerSpec optimizer_spec_of(const Node& node);
 
@@ -85,7 +91,9 @@ class Optimizer {
                         double epsilon = 1e-8);
 
   // The train op: gradients of loss for `variables` (default: all trainable ones), one update
-  // per variable, and, if given, global_step incremented once the updates are done.
+  // per variable, and, if given, global_step incremented once the updates are done. A
+  // variable read only through gathers (ops::embedding_lookup) is updated sparsely: only the
+  // rows the step read (ops/state/embedding.hpp).
   Node* minimize(const Scope& scope, Output loss, std::vector<Output> variables = {},
                  Output global_step = {}) const;
   // The same from gradients computed elsewhere, one per variable.
@@ -105,6 +113,12 @@ class Optimizer {
   AttrMap update_attrs(const Node& variable) const;
 
  private:
+  // One variable's update: a dense gradient, or (rows set) the gradients of those rows.
+  struct Update {
+    Output variable, grad, rows;
+  };
+  Node* apply(const Scope& scope, const std::vector<Update>& updates, Output global_step) const;
+
   OptimizerSpec spec_;
   LearningRate learning_rate_ = 0.01;
 };

@@ -201,13 +201,16 @@ PartitionedVariable partitioned_variable(const Scope& scope, const std::string& 
                    "partitioned_variable '{}': the initial value '{}' has shape {}; it needs a fully defined "
                    "shape of rank 1 or more",
                    name, initial_value.name(), shape.to_string());
-  TROUPE_CHECK_ARG(num_parts >= 1 && shape.dim(0) % num_parts == 0,
-                   "partitioned_variable '{}': {} rows do not split evenly into {} part(s)", name, shape.dim(0),
-                   num_parts);
+  TROUPE_CHECK_ARG(num_parts >= 1 && num_parts <= shape.dim(0),
+                   "partitioned_variable '{}': {} rows do not split into {} part(s)", name, shape.dim(0), num_parts);
   const std::string full = options.shared_name.empty() ? scope.prefix() + name : options.shared_name;
+  // The first rows % num_parts parts take one row more (TensorFlow's fixed-size partitions).
+  std::vector<int64_t> sizes(std::size_t(num_parts), shape.dim(0) / num_parts);
+  for (int64_t k = 0; k < shape.dim(0) % num_parts; ++k) ++sizes[std::size_t(k)];
   std::vector<Output> rows = num_parts == 1 ? std::vector<Output>{initial_value}
-                                            : split(scope.with_op_name(name + "/split"), initial_value, 0, num_parts);
+                                            : split(scope.with_op_name(name + "/split"), initial_value, 0, sizes);
   PartitionedVariable out;
+  int64_t row_begin = 0;
   for (int k = 0; k < num_parts; ++k) {
     VariableOptions part_options = options;
     if (!options.shared_name.empty()) part_options.shared_name = fmt::format("{}/part_{}", full, k);
@@ -215,7 +218,8 @@ PartitionedVariable partitioned_variable(const Scope& scope, const std::string& 
     AttrMap& attrs = part.node()->attrs;
     attrs[kPartitionOfAttr] = full;
     attrs[kPartitionShapeAttr] = shape;
-    attrs[kPartitionRowAttr] = int64_t(k * (shape.dim(0) / num_parts));
+    attrs[kPartitionRowAttr] = row_begin;
+    row_begin += sizes[std::size_t(k)];
     out.parts.push_back(part);
   }
   out.value = num_parts == 1 ? out.parts[0] : concat(scope.with_op_name(name), out.parts, 0);

@@ -43,12 +43,14 @@ Output assign_add(const Scope& scope, Output variable, Output delta);
 Output assign_sub(const Scope& scope, Output variable, Output delta);
 
 // A variable split by rows over num_parts variables (TensorFlow's partitioned variables), so
-// that its parts live on several parameter shards (SessionOptions::num_param_shards). Part k
-// is the variable "<prefix><name>/part_<k>" holding rows [k*r, (k+1)*r) of the whole, r =
-// rows / num_parts (the rows must divide evenly), initialised from those rows of
-// `initial_value`. A checkpoint saves the parts as slices of one variable "<prefix><name>",
-// so it restores into any other split of it, or into an unsplit variable of that name, and
-// the reverse (actors/saver.hpp).
+// that its parts live on several parameter shards (SessionOptions::num_param_shards, or the ps
+// tasks of a cluster through replica_device_setter). Part k is the variable
+// "<prefix><name>/part_<k>" holding consecutive rows of the whole: rows / num_parts each, the
+// first rows % num_parts parts one more; it is initialised from those rows of `initial_value`.
+// A checkpoint saves the parts as slices of one variable "<prefix><name>", so it restores into
+// any other split of it, or into an unsplit variable of that name, and the reverse
+// (actors/saver.hpp). ops::embedding_lookup (ops/state/embedding.hpp) reads rows of it where
+// the parts live, and an optimizer updates only the rows a step touched.
 struct PartitionedVariable {
   std::vector<Output> parts;
   Output value;  // the whole: the parts concatenated along the rows
