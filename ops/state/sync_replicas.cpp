@@ -50,7 +50,7 @@ SyncTrainOp SyncReplicasOptimizer::apply_gradients(const Scope& scope, const std
     attrs["replicas_to_aggregate"] = m;
     Output one(&at_variable.add("AccumulateGradient", {grads[i], rate, local_step}, std::move(attrs),
                                 "accumulate_" + v.name));
-    dropped = dropped ? ops::add(s, dropped, one) : one;
+    dropped = dropped ? ops::maximum(s, dropped, one) : one;  // the step's gradient, once
   }
   TROUPE_CHECK_ARG(dropped, "SyncReplicasOptimizer: no variable receives a gradient");
   train.dropped = dropped;

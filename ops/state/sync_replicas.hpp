@@ -23,8 +23,9 @@
 // vote is late is answered at once. Since a replica votes only after all its gradients were
 // answered, every accumulator has applied step s before the global step passes s.
 //
-// Dropped gradients: each replica adds its step's dropped ones (one per variable) to its own
-// int64 counter variable "sync_replicas/dropped_gradients/replica_<k>", placed like any variable
+// Dropped gradients: a replica's step whose gradients came too late (any of its variables'
+// accumulators had passed the step; then, in practice, all of them) counts as one dropped
+// gradient, added to the replica's own int64 counter variable "sync_replicas/dropped_gradients/replica_<k>", placed like any variable
 // (a ps under replica_device_setter) and initialised by the global initializer: every replica's
 // graph defines all n counters, so the chief reads them all (dropped_counters).
 //
@@ -47,7 +48,7 @@ struct SyncReplicasOptions {
 struct SyncTrainOp {
   Node* op = nullptr;       // the target: accumulate every gradient, count the dropped, vote, wait
   Output next_step;         // the global step once this replica may go on (a fetch; needs op)
-  Output dropped;           // int64: how many of this step's gradients were dropped (fetch with op)
+  Output dropped;           // int64: 1 if this step's gradient was dropped, else 0 (fetch with op)
   std::vector<Output> dropped_counters;  // per replica: its dropped gradients so far (reads)
   // Run once when training ends (by the chief): a replica waiting for a step that will not
   // come, or voting later, goes on at once (TensorFlow closes its token queue). Without it, a
