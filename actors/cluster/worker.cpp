@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <deque>
+#include <thread>
 
 #include "actors/cluster/cluster_checkpoint.hpp"
 #include "actors/cluster/inbox.hpp"
@@ -41,20 +42,31 @@ std::string task_of_device(const std::string& device) {
 }
 
 caf::actor connect_member(caf::actor_system& system, const TaskAddress& address, std::chrono::milliseconds bound) {
+  // A connection refused (a member still starting) or dropped in CAF's handshake (the peer's
+  // process busy, or connecting to this one at the same moment) is tried again until the bound.
+  const auto deadline = std::chrono::steady_clock::now() + bound;
   caf::scoped_actor self{system};
-  caf::actor out;
-  self->request(system.middleman().actor_handle(), caf::duration{bound}, caf::connect_atom::value, address.host,
-                address.port)
-      .receive(
-          [&](const caf::node_id&, caf::strong_actor_ptr& published, const std::set<std::string>&) {
-            out = caf::actor_cast<caf::actor>(published);
-          },
-          [&](caf::error& e) {
-            fail(ErrorCode::unavailable, "no cluster member answers at {} within {} ms: {}", address.to_string(),
-                 bound.count(), system.render(e));
-          });
-  if (!out) fail(ErrorCode::unavailable, "nothing is published at {}", address.to_string());
-  return out;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    caf::actor out;
+    caf::error failed;
+    self->request(system.middleman().actor_handle(), caf::duration{std::max(left, std::chrono::milliseconds(1))},
+                  caf::connect_atom::value, address.host, address.port)
+        .receive(
+            [&](const caf::node_id&, caf::strong_actor_ptr& published, const std::set<std::string>&) {
+              out = caf::actor_cast<caf::actor>(published);
+            },
+            [&](caf::error& e) { failed = std::move(e); });
+    if (!failed) {
+      if (!out) fail(ErrorCode::unavailable, "nothing is published at {}", address.to_string());
+      return out;
+    }
+    if (std::chrono::steady_clock::now() + std::chrono::milliseconds(50) >= deadline ||
+        failed == caf::sec::request_timeout)
+      fail(ErrorCode::unavailable, "no cluster member answers at {} within {} ms: {}", address.to_string(),
+           bound.count(), system.render(failed));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
 }
 
 namespace {
