@@ -7,8 +7,8 @@
 // has waited behind the owner's current job for kStaleRounds of the thief's spin (a long
 // kernel would otherwise hold up the next stage of a pipeline, such as the next iteration of a
 // loop). A worker that wakes a
-// job while others sleep wakes one of them. Idle workers spin briefly (yielding), then sleep,
-// waking every millisecond for a look at the queues (without yielding).
+// job while others sleep wakes one of them (poked: it wakes to steal). Idle workers spin
+// briefly (yielding), then sleep, waking every millisecond for a spin without yields.
 //
 // Installed as the actor system's scheduler module by Runtime (CAF uses a scheduler module
 // supplied through the config's module factories instead of its own).
@@ -45,6 +45,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     std::atomic<std::size_t> size{0};
     std::condition_variable wake;
     bool asleep = false;
+    bool poked = false;  // woken by another worker: there is work to steal
     std::atomic<uint64_t> started{0};  // jobs this worker has begun; written by it alone
   };
 
@@ -77,11 +78,11 @@ class SchedulingPolicy : public caf::policy::unprofiled {
 
   template <class Worker>
   caf::resumable* dequeue(Worker* self) {
-    // Yields only in the spin right after work: a worker that slept and still finds nothing
-    // looks at the queues once more and sleeps again. A yield is a trip through the kernel's
+    // Yields only in the spin right after work or a wake-up: a worker whose sleep timed out
+    // spins through the queues again without yielding (microseconds), then sleeps again. A yield is a trip through the kernel's
     // scheduler; an idle process yielding 128 times a millisecond per worker took a fifth of
     // the CPU from the busy processes beside it (4 all-reduce processes on 2 cores).
-    for (bool slept = false;; slept = true) {
+    for (bool slept = false;;) {
       for (int round = 0; round < kSpinRounds; ++round) {
         caf::resumable* job = pop_own(self);
         if (!job) job = steal(self);
@@ -95,11 +96,15 @@ class SchedulingPolicy : public caf::policy::unprofiled {
       auto& me = d(self);
       auto& shared = d(self->parent());
       std::unique_lock<std::mutex> lock(me.mutex);
-      if (!me.queue.empty()) continue;
+      if (!me.queue.empty()) {
+        slept = false;
+        continue;
+      }
       me.asleep = true;
       shared.sleeping.fetch_add(1, std::memory_order_relaxed);
       // Timed: a job stealable elsewhere does not wake us unless its owner sees us asleep.
-      me.wake.wait_for(lock, std::chrono::milliseconds(1), [&] { return !me.queue.empty(); });
+      slept = !me.wake.wait_for(lock, std::chrono::milliseconds(1), [&] { return !me.queue.empty() || me.poked; });
+      me.poked = false;
       shared.sleeping.fetch_sub(1, std::memory_order_relaxed);
       me.asleep = false;
     }
@@ -148,6 +153,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
       auto& other = d(w);
       std::unique_lock<std::mutex> lock(other.mutex, std::try_to_lock);
       if (lock.owns_lock() && other.asleep) {
+        other.poked = true;
         other.wake.notify_one();
         return;
       }
