@@ -16,49 +16,21 @@
 #include "core/checkpoint.hpp"
 #include "ops/all.hpp"
 #include "ops/state/replica_device_setter.hpp"
-#include "test/support/child_process.hpp"
 #include "test/support/expect_error.hpp"
-#include "test/support/free_port.hpp"
+#include "test/support/node_cluster.hpp"
 #include "test/support/scratch_dir.hpp"
 
 using namespace troupe;
 using namespace std::chrono_literals;
-using troupe::testing::ChildProcess;
 using troupe::testing::contains;
 using troupe::testing::error_of;
-using troupe::testing::free_port;
 
 namespace {
 
-struct TwoPsCluster {
-  troupe::testing::ScratchDir dir;
-  std::map<std::string, uint16_t> ports{{"worker:0", free_port()}, {"ps:0", free_port()}, {"ps:1", free_port()}};
-  std::string spec = dir.file("cluster.json");
-  std::map<std::string, std::unique_ptr<ChildProcess>> nodes;
-
-  TwoPsCluster() {
-    std::ofstream(spec) << fmt::format(
-        "{{\"cluster\": {{\"worker\": [\"127.0.0.1:{}\"], \"ps\": [\"127.0.0.1:{}\", \"127.0.0.1:{}\"]}}}}",
-        ports["worker:0"], ports["ps:0"], ports["ps:1"]);
-    for (auto& [task, port] : ports) {
-      auto node = std::make_unique<ChildProcess>(
-          std::vector<std::string>{TROUPE_NODE_BINARY, "--cluster", spec, "--task", task, "--threads", "1"},
-          dir.file(task + ".out"), dir.file(task + ".err"));
-      BOOST_TEST_REQUIRE(node->wait_for_output("started on", 30s), task << ": " << node->out() << node->err());
-      nodes[task] = std::move(node);
-    }
-  }
-  ~TwoPsCluster() {
-    for (auto& [task, node] : nodes) {
-      node->signal(SIGCONT);
-      node->signal(SIGKILL);
-    }
-  }
-  SessionOptions session() {
-    SessionOptions options;
-    options.target = fmt::format("troupe://127.0.0.1:{}", ports["worker:0"]);
-    return options;
-  }
+// worker:0, ps:0 and ps:1.
+struct TwoPsCluster : troupe::testing::NodeCluster {
+  TwoPsCluster() : NodeCluster({{"worker", 1}, {"ps", 2}}) {}
+  SessionOptions session() const { return session_on("worker:0", {}); }
 };
 
 std::vector<float> values_of(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.num_elements()}; }
@@ -98,9 +70,9 @@ BOOST_AUTO_TEST_CASE(each_ps_writes_its_own_file_and_a_local_session_resumes_the
   Session cluster(m.root, c.session());
   cluster.run({}, {}, {m.init});
   for (int i = 0; i < 3; ++i) m.train_step(cluster);
-  const std::string path = Saver(cluster).save(c.dir.file("ckpt"), m.step.value);
-  BOOST_TEST(path == c.dir.file("ckpt/ckpt-3"));
-  BOOST_TEST(latest_checkpoint(c.dir.file("ckpt")).value_or("") == path);
+  const std::string path = Saver(cluster).save(c.dir().file("ckpt"), m.step.value);
+  BOOST_TEST(path == c.dir().file("ckpt/ckpt-3"));
+  BOOST_TEST(latest_checkpoint(c.dir().file("ckpt")).value_or("") == path);
   std::set<std::string> writers;
   for (auto& e : checkpoint::read_index(path).entries) writers.insert(e.file.substr(0, 4));
   BOOST_TEST((writers == std::set<std::string>{"ps-0", "ps-1"}),
@@ -148,16 +120,16 @@ BOOST_AUTO_TEST_CASE(a_ps_that_stops_answering_fails_the_save_naming_it_and_leav
   cluster.run({}, {}, {m.init});
   m.train_step(cluster);
   Saver saver(cluster, {.max_to_keep = 5, .cluster_task_timeout = 3s});
-  const std::string first = saver.save(c.dir.file("ckpt"), 1);
-  c.nodes["ps:1"]->signal(SIGSTOP);
-  const std::string message = error_of([&] { saver.save(c.dir.file("ckpt"), 2); }, ErrorCode::unavailable);
+  const std::string first = saver.save(c.dir().file("ckpt"), 1);
+  c.node("ps:1").signal(SIGSTOP);
+  const std::string message = error_of([&] { saver.save(c.dir().file("ckpt"), 2); }, ErrorCode::unavailable);
   BOOST_TEST(contains(message, "task ps:1"), message);
   BOOST_TEST(contains(message, "unchanged"), message);
-  BOOST_TEST(latest_checkpoint(c.dir.file("ckpt")).value_or("") == first);
-  BOOST_TEST((checkpoint::all_checkpoints(c.dir.file("ckpt")) == std::vector<std::string>{first}));
+  BOOST_TEST(latest_checkpoint(c.dir().file("ckpt")).value_or("") == first);
+  BOOST_TEST((checkpoint::all_checkpoints(c.dir().file("ckpt")) == std::vector<std::string>{first}));
   checkpoint::verify(first);
   // No temporary directory of the failed save is left behind.
-  for (auto& entry : std::filesystem::directory_iterator(c.dir.file("ckpt")))
+  for (auto& entry : std::filesystem::directory_iterator(c.dir().file("ckpt")))
     BOOST_TEST(!contains(entry.path().filename().string(), ".tmp-ckpt"), entry.path());
 }
 
@@ -167,7 +139,7 @@ BOOST_AUTO_TEST_CASE(a_variable_split_over_both_ps_restores_whole_into_a_local_s
   Session cluster(m.root, c.session());
   cluster.run({}, {}, {m.init});
   for (int i = 0; i < 2; ++i) m.train_step(cluster);
-  const std::string path = Saver(cluster).save(c.dir.file("ckpt"), m.step.value);
+  const std::string path = Saver(cluster).save(c.dir().file("ckpt"), m.step.value);
   std::set<std::string> files_of_w;
   for (auto& e : checkpoint::read_index(path).entries)
     if (e.name == "w" || e.name == "w/momentum/accumulator") files_of_w.insert(e.file.substr(0, 4));
@@ -189,7 +161,7 @@ BOOST_AUTO_TEST_CASE(a_corrupt_file_of_one_ps_fails_the_cluster_restore_naming_i
   cluster.run({}, {}, {m.init});
   m.train_step(cluster);
   Saver saver(cluster);
-  const std::string path = saver.save(c.dir.file("ckpt"), m.step.value);
+  const std::string path = saver.save(c.dir().file("ckpt"), m.step.value);
   m.train_step(cluster);
   const std::vector<float> now = m.weights(cluster);
   std::string corrupted;

@@ -5,20 +5,14 @@
 // in one process. Every process is stopped by its pid, also when a check fails.
 #include <boost/test/unit_test.hpp>
 
-#include <csignal>
-#include <fstream>
-
 #include "actors/session.hpp"
 #include "ops/all.hpp"
 #include "ops/state/replica_device_setter.hpp"
-#include "test/support/child_process.hpp"
 #include "test/support/expect_error.hpp"
-#include "test/support/free_port.hpp"
-#include "test/support/scratch_dir.hpp"
+#include "test/support/node_cluster.hpp"
 
 using namespace troupe;
 using namespace std::chrono_literals;
-using troupe::testing::ChildProcess;
 using troupe::testing::contains;
 using troupe::testing::error_of;
 
@@ -27,33 +21,14 @@ namespace {
 constexpr int64_t kRows = 1000, kWidth = 32;  // 128000 bytes of float32
 constexpr const char* kBudgetMiB = "0.1";     // 104857 bytes: half the table fits, not all of it
 
-struct TwoPsOneWorker {
-  troupe::testing::ScratchDir dir;
-  std::vector<uint16_t> ports = troupe::free_loopback_ports(3);  // ps:0, ps:1, worker:0
-  std::string spec = dir.file("cluster.json");
-  std::vector<std::unique_ptr<ChildProcess>> nodes;
-
-  TwoPsOneWorker() {
-    std::ofstream(spec) << fmt::format(
-        "{{\"cluster\": {{\"ps\": [\"127.0.0.1:{}\", \"127.0.0.1:{}\"], \"worker\": [\"127.0.0.1:{}\"]}}}}", ports[0],
-        ports[1], ports[2]);
-    for (std::string task : {"ps:0", "ps:1", "worker:0"}) {
-      std::vector<std::string> argv{TROUPE_NODE_BINARY, "--cluster", spec, "--task", task, "--threads", "1"};
-      if (task.rfind("ps", 0) == 0) argv.insert(argv.end(), {"--variable-memory-mb", kBudgetMiB});
-      auto node = std::make_unique<ChildProcess>(argv, dir.file(task + ".out"), dir.file(task + ".err"));
-      BOOST_TEST_REQUIRE(node->wait_for_output("started on", 30s), task << ": " << node->out() << node->err());
-      nodes.push_back(std::move(node));
-    }
-  }
-  ~TwoPsOneWorker() {
-    for (auto& node : nodes) node->signal(SIGKILL);
-  }
-  SessionOptions on_worker() {
-    SessionOptions options;
-    options.target = fmt::format("troupe://127.0.0.1:{}", ports[2]);
-    options.operation_timeout = 60s;
-    return options;
-  }
+// ps:0 and ps:1, each with the budget, and worker:0.
+struct TwoPsOneWorker : troupe::testing::NodeCluster {
+  TwoPsOneWorker()
+      : NodeCluster({{"ps", 2}, {"worker", 1}}, [](const std::string& task) {
+          return task.rfind("ps:", 0) == 0 ? std::vector<std::string>{"--variable-memory-mb", kBudgetMiB}
+                                           : std::vector<std::string>{};
+        }) {}
+  SessionOptions on_worker() const { return session_on("worker:0"); }
 };
 
 std::vector<float> initial_table() {

@@ -13,47 +13,20 @@
 #include "actors/session.hpp"
 #include "ops/all.hpp"
 #include "ops/state/replica_device_setter.hpp"
-#include "test/support/child_process.hpp"
 #include "test/support/expect_error.hpp"
-#include "test/support/free_port.hpp"
-#include "test/support/scratch_dir.hpp"
+#include "test/support/node_cluster.hpp"
 
 using namespace troupe;
 using namespace std::chrono_literals;
-using troupe::testing::ChildProcess;
 using troupe::testing::contains;
 using troupe::testing::error_of;
 
 namespace {
 
-struct PsAndWorkers {
-  troupe::testing::ScratchDir dir;
-  std::vector<uint16_t> ports = troupe::free_loopback_ports(4);  // ps:0, worker:0..2
-  std::string spec = dir.file("cluster.json");
-  std::vector<std::unique_ptr<ChildProcess>> nodes;
-
-  PsAndWorkers() {
-    std::ofstream(spec) << fmt::format(
-        "{{\"cluster\": {{\"ps\": [\"127.0.0.1:{}\"], \"worker\": [\"127.0.0.1:{}\", \"127.0.0.1:{}\", "
-        "\"127.0.0.1:{}\"]}}}}",
-        ports[0], ports[1], ports[2], ports[3]);
-    for (std::string task : {"ps:0", "worker:0", "worker:1", "worker:2"}) {
-      auto node = std::make_unique<ChildProcess>(
-          std::vector<std::string>{TROUPE_NODE_BINARY, "--cluster", spec, "--task", task, "--threads", "1"},
-          dir.file(task + ".out"), dir.file(task + ".err"));
-      BOOST_TEST_REQUIRE(node->wait_for_output("started on", 30s), task << ": " << node->out() << node->err());
-      nodes.push_back(std::move(node));
-    }
-  }
-  ~PsAndWorkers() {
-    for (auto& node : nodes) node->signal(SIGKILL);
-  }
-  SessionOptions on_worker(int k) {
-    SessionOptions options;
-    options.target = fmt::format("troupe://127.0.0.1:{}", ports[std::size_t(1 + k)]);
-    options.operation_timeout = 60s;
-    return options;
-  }
+// ps:0 and worker:0..2.
+struct PsAndWorkers : troupe::testing::NodeCluster {
+  PsAndWorkers() : NodeCluster({{"ps", 1}, {"worker", 3}}) {}
+  SessionOptions on_worker(int k) const { return session_on(fmt::format("worker:{}", k)); }
 };
 
 // One replica's graph: loss = sum(w * x) with x fed, so the gradient of w is x; SGD with rate 1.

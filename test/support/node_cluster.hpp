@@ -1,0 +1,93 @@
+#pragma once
+// troupe-node processes on 127.0.0.1 for a test: a cluster spec with each job's tasks on ports
+// the OS picked free, one node per task started and awaited ("started on", within 30 s), every
+// one stopped by its pid (SIGCONT, then SIGKILL) when this goes out of scope, also when the
+// test fails. Needs TROUPE_NODE_BINARY (the test's CMake target defines it).
+#include <signal.h>
+
+#include <boost/test/unit_test.hpp>
+
+#include <chrono>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "actors/session.hpp"
+#include "test/support/child_process.hpp"
+#include "test/support/free_port.hpp"
+#include "test/support/scratch_dir.hpp"
+
+namespace troupe::testing {
+
+class NodeCluster {
+ public:
+  // jobs: {"ps", 2}, {"worker", 1}, ...; extra_args(task): more arguments for that task's node.
+  explicit NodeCluster(std::vector<std::pair<std::string, int>> jobs,
+                       std::function<std::vector<std::string>(const std::string& task)> extra_args = {})
+      : extra_args_(std::move(extra_args)) {
+    std::string json;
+    for (auto& [job, count] : jobs) {
+      std::string addresses;
+      for (int k = 0; k < count; ++k) {
+        const std::string task = fmt::format("{}:{}", job, k);
+        ports_[task] = free_port();
+        order_.push_back(task);
+        addresses += fmt::format("{}\"127.0.0.1:{}\"", k ? ", " : "", ports_[task]);
+      }
+      json += fmt::format("{}\"{}\": [{}]", json.empty() ? "" : ", ", job, addresses);
+    }
+    std::ofstream(spec_) << "{\"cluster\": {" << json << "}}";
+    for (auto& task : order_) start(task);
+  }
+  ~NodeCluster() {
+    for (auto& [task, node] : nodes_) {
+      node->signal(SIGCONT);
+      node->signal(SIGKILL);
+    }
+  }
+  NodeCluster(const NodeCluster&) = delete;
+  NodeCluster& operator=(const NodeCluster&) = delete;
+
+  // Starts the task's node (again, after it was killed: a new incarnation on the same port).
+  void start(const std::string& task) {
+    std::vector<std::string> argv{TROUPE_NODE_BINARY, "--cluster", spec_, "--task", task, "--threads", "1"};
+    if (extra_args_)
+      for (auto& a : extra_args_(task)) argv.push_back(a);
+    const int n = starts_[task]++;
+    auto node = std::make_unique<ChildProcess>(argv, dir_.file(fmt::format("{}-{}.out", task, n)),
+                                               dir_.file(fmt::format("{}-{}.err", task, n)));
+    BOOST_TEST_REQUIRE(node->wait_for_output("started on", std::chrono::seconds(30)),
+                       task << ": " << node->out() << node->err());
+    nodes_[task] = std::move(node);
+  }
+
+  ChildProcess& node(const std::string& task) { return *nodes_.at(task); }
+  uint16_t port(const std::string& task) const { return ports_.at(task); }
+  const std::string& spec() const { return spec_; }
+  ScratchDir& dir() { return dir_; }
+  // A session whose target is the task's node.
+  SessionOptions session_on(const std::string& task,
+                            std::chrono::milliseconds operation_timeout = std::chrono::seconds(60)) const {
+    SessionOptions options;
+    options.target = fmt::format("troupe://127.0.0.1:{}", port(task));
+    options.operation_timeout = operation_timeout;
+    return options;
+  }
+
+ private:
+  ScratchDir dir_;
+  std::string spec_ = dir_.file("cluster.json");
+  std::function<std::vector<std::string>(const std::string&)> extra_args_;
+  std::vector<std::string> order_;
+  std::map<std::string, uint16_t> ports_;
+  std::map<std::string, int> starts_;
+  std::map<std::string, std::unique_ptr<ChildProcess>> nodes_;
+};
+
+}  // namespace troupe::testing
