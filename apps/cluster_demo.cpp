@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "actors/session.hpp"
+#include "apps/cli_checks.hpp"
 #include "ops/all.hpp"
 
 using namespace troupe;
@@ -106,7 +107,7 @@ int main(int argc, char** argv) {
   int steps = 3;
   bool float16 = false;
   app.add_option("--target", target, "a member of the cluster, troupe://host:port")->required();
-  app.add_option("--steps", steps, "training steps")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "training steps")->check(troupe::cli::positive);
   app.add_flag("--float16", float16, "values between tasks cross as float16");
   CLI11_PARSE(app, argc, argv);
   try {

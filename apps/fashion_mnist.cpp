@@ -28,6 +28,7 @@
 #include "actors/prefetch.hpp"
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
+#include "apps/cli_checks.hpp"
 #include "devices/cpu_threads.hpp"
 #include "ops/all.hpp"
 #include "ops/data/batch_reader.hpp"
@@ -45,26 +46,26 @@ Args parse_args(int argc, char** argv) {
   CLI::App app{"troupe-fashion-mnist: trains a CNN or an MLP on Fashion-MNIST, on one process or a cluster"};
   app.option_defaults()->always_capture_default();
   app.add_option("--model", a.model, "cnn or mlp")->check(CLI::IsMember({"cnn", "mlp"}));
-  app.add_option("--epochs", a.epochs, "passes over the training set")->check(CLI::PositiveNumber);
-  app.add_option("--batch", a.batch, "examples per step (per worker on a cluster)")->check(CLI::PositiveNumber);
+  app.add_option("--epochs", a.epochs, "passes over the training set")->check(troupe::cli::positive);
+  app.add_option("--batch", a.batch, "examples per step (per worker on a cluster)")->check(troupe::cli::positive);
   app.add_option("--optimizer", a.optimizer, "sgd, momentum, adam, adagrad or rmsprop")
       ->check(CLI::IsMember({"sgd", "momentum", "adam", "adagrad", "rmsprop"}));
-  app.add_option("--lr", a.lr, "learning rate")->check(CLI::PositiveNumber);
-  app.add_option("--momentum", a.momentum, "momentum (momentum optimizer)")->check(CLI::NonNegativeNumber);
+  app.add_option("--lr", a.lr, "learning rate")->check(troupe::cli::positive);
+  app.add_option("--momentum", a.momentum, "momentum (momentum optimizer)")->check(troupe::cli::non_negative);
   app.add_option("--seed", a.seed, "seed of the weights and the shuffle");
   app.add_option("--threads", a.threads, "threads that compute at once (0: the cores this process may use)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(troupe::cli::non_negative);
   app.add_option("--data", a.data, "directory of the Fashion-MNIST IDX files")->check(CLI::ExistingDirectory);
   app.add_option("--prefetch", a.prefetch, "batches read ahead on a thread of their own (0: read in the loop)")
-      ->check(CLI::NonNegativeNumber);
-  app.add_option("--shuffle-buffer", a.shuffle_buffer, "examples the shuffle draws from")->check(CLI::PositiveNumber);
+      ->check(troupe::cli::non_negative);
+  app.add_option("--shuffle-buffer", a.shuffle_buffer, "examples the shuffle draws from")->check(troupe::cli::positive);
   app.add_option("--checkpoint-dir", a.checkpoint_dir, "save checkpoints here and resume from the newest");
   app.add_option("--save-every-steps", a.save_every_steps, "steps between checkpoints (-1: 500 with a checkpoint dir; 0: only at the end)")
       ->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()));
   app.add_option("--stop-after-epochs", a.stop_after_epochs, "save and stop after this epoch (0: train every epoch)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(troupe::cli::non_negative);
   app.add_option("--stop-after-steps", a.stop_after_steps, "save and stop at this global step (0: no stop)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(troupe::cli::non_negative);
   app.add_flag("--json", a.json, "one JSON line per epoch (on a cluster: the chief's summary)");
   auto* cluster = app.add_option("--cluster", a.cluster, "cluster spec (JSON): train as one worker of a cluster job")
                       ->check(CLI::ExistingFile)
@@ -76,17 +77,17 @@ Args parse_args(int argc, char** argv) {
       ->check(CLI::IsMember({"async", "sync", "allreduce"}))
       ->group("Cluster");
   app.add_option("--backup-workers", a.backup_workers, "sync: workers whose gradients a step does not wait for")
-      ->check(CLI::NonNegativeNumber)
+      ->check(troupe::cli::non_negative)
       ->group("Cluster");
   app.add_option("--steps", a.steps, "global steps to train (0: --epochs' worth of examples for the whole job)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(troupe::cli::non_negative)
       ->group("Cluster");
   app.add_option("--delay-ms", a.delay_ms, "make one worker a straggler: it sleeps this long before each step")
-      ->check(CLI::NonNegativeNumber)
+      ->check(troupe::cli::non_negative)
       ->group("Cluster");
   app.add_option("--delay-worker", a.delay_worker, "the straggler's index (-1: the last worker)")->group("Cluster");
   app.add_option("--warmup-steps", a.warmup_steps, "global steps before the timing starts")
-      ->check(CLI::NonNegativeNumber)
+      ->check(troupe::cli::non_negative)
       ->group("Cluster");
   app.add_flag("--float16", a.float16, "allreduce: float16 gradients on the wire")->group("Cluster");
   try {

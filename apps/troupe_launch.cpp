@@ -34,6 +34,7 @@
 #include <vector>
 
 #include "actors/cluster/cluster_spec.hpp"
+#include "apps/cli_checks.hpp"
 
 extern char** environ;
 
@@ -208,11 +209,11 @@ int main(int argc, char** argv) {
   int backup_workers = -1;
   std::string node, dir;
   std::vector<std::string> command;
-  app.add_option("--ps", ps, "parameter-server tasks (troupe-node)")->check(CLI::NonNegativeNumber);
-  app.add_option("--workers", workers, "worker tasks (the command)")->check(CLI::PositiveNumber);
+  app.add_option("--ps", ps, "parameter-server tasks (troupe-node)")->check(troupe::cli::non_negative)->capture_default_str();
+  app.add_option("--workers", workers, "worker tasks (the command)")->check(troupe::cli::positive)->capture_default_str();
   app.add_option("--backup-workers", backup_workers,
                  "passed on to every worker's command as --backup-workers K (synchronous training)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(troupe::cli::non_negative);
   app.add_option("--node", node, "the troupe-node program (default: beside troupe-launch)");
   app.add_option("--dir", dir, "where the cluster spec is written (default: a new directory under /tmp)");
   app.add_option("command", command, "the worker's command, after --; each worker gets --cluster SPEC --task worker:K")

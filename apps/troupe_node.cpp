@@ -16,6 +16,7 @@
 #include <string>
 
 #include "actors/cluster/member.hpp"
+#include "apps/cli_checks.hpp"
 #include "core/error.hpp"
 #include "devices/cpu_threads.hpp"
 
@@ -41,12 +42,12 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--task", task_text, "this process's task, job:index (default: the spec's \"task\")");
   app.add_option("--threads", threads, "threads that compute at once (default: the cores this process may use)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(troupe::cli::non_negative);
   double variable_memory_mb = 0;
   app.add_option("--variable-memory-mb", variable_memory_mb,
                  "the memory this task's variables and optimizer slots may take, in MiB (0: no limit); a variable "
                  "that does not fit fails its initializer naming it")
-      ->check(CLI::NonNegativeNumber)
+      ->check(troupe::cli::non_negative)
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 

@@ -27,6 +27,7 @@
 #include "actors/cluster/allreduce.hpp"
 #include "actors/cluster/cluster_spec.hpp"
 #include "actors/cluster/member.hpp"
+#include "apps/cli_checks.hpp"
 #include "bench/flags.hpp"
 #include "core/error.hpp"
 
@@ -151,9 +152,9 @@ int allreduce_main(int argc, char** argv) {
   CLI::App app{"troupe-bench allreduce: ring all-reduce among N processes on 127.0.0.1"};
   app.option_defaults()->always_capture_default();
   app.add_option("--procs", o.procs, "process counts")->delimiter(',')->check(CLI::Range(1, 64));
-  app.add_option("--mib", o.mib, "tensor sizes in MiB")->delimiter(',')->check(CLI::PositiveNumber);
-  app.add_option("--steps", o.steps, "timed all-reduces per size")->check(CLI::PositiveNumber);
-  app.add_option("--warmup", o.warmup, "untimed all-reduces first")->check(CLI::NonNegativeNumber);
+  app.add_option("--mib", o.mib, "tensor sizes in MiB")->delimiter(',')->check(troupe::cli::positive);
+  app.add_option("--steps", o.steps, "timed all-reduces per size")->check(troupe::cli::positive);
+  app.add_option("--warmup", o.warmup, "untimed all-reduces first")->check(troupe::cli::non_negative);
   app.add_flag("--float16", o.float16, "float16 on the wire");
   app.add_option("--chunk-kib", o.chunk_kib, "the pipelining chunk in KiB")->check(CLI::Range(1, 1 << 20));
   app.add_flag("--json", o.json, "one JSON line per point");

@@ -23,6 +23,7 @@
 
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
+#include "apps/cli_checks.hpp"
 #include "bench/flags.hpp"
 #include "ops/all.hpp"
 #include "ops/layers/layers.hpp"
@@ -149,20 +150,18 @@ int checkpoint_main(int argc, char** argv) {
   bool train = false;
   int64_t other_mib = 0;
   int every = 10;
-  parse_flags(argc, argv, common, [&](const std::string& k, const std::function<std::string()>& value) {
-    if (k == "--dir") dir = value();
-    else if (k == "--mib") mib = std::stoll(value());
-    else if (k == "--tensors") tensors = std::stoi(value());
-    else if (k == "--shards") shards = std::stoi(value());
-    else if (k == "--train") train = true;
-    else if (k == "--other-state-mib") other_mib = std::stoll(value());
-    else if (k == "--save-every") every = std::stoi(value());
-    else return false;
-    return true;
-  });
-  TROUPE_CHECK_ARG(!dir.empty(), "checkpoint needs --dir DIR (the checkpoints are written there)");
-  TROUPE_CHECK_ARG(mib > 0 && tensors > 0 && shards > 0 && every > 0,
-                   "--mib, --tensors, --shards and --save-every must be positive");
+  CLI::App app{"troupe-bench checkpoint: save and restore throughput, or training steps during saves (--train)"};
+  add_common_flags(app, common);
+  app.get_option("--steps")->description("timed saves, or with --train training steps (0: 3, or 200 with --train)");
+  app.add_option("--dir", dir, "where the checkpoints are written")->required();
+  app.add_option("--mib", mib, "MiB of variables saved")->check(troupe::cli::positive);
+  app.add_option("--tensors", tensors, "variables they are split into")->check(troupe::cli::positive);
+  app.add_option("--shards", shards, "parameter shards holding them")->check(troupe::cli::positive);
+  app.add_flag("--train", train, "time training steps while checkpoints are saved");
+  app.add_option("--other-state-mib", other_mib, "with --train: MiB of other variables saved too")
+      ->check(troupe::cli::non_negative);
+  app.add_option("--save-every", every, "with --train: steps between saves")->check(troupe::cli::positive);
+  if (auto done = parse_command_line(app, argc, argv)) return *done;
   if (common.steps == 0) common.steps = train ? 200 : 3;
   return train ? training(common, dir, other_mib, every) : throughput(common, dir, mib, tensors, shards);
 }

@@ -30,6 +30,7 @@
 
 #include "actors/cluster/cluster_spec.hpp"
 #include "actors/session.hpp"
+#include "apps/cli_checks.hpp"
 #include "bench/flags.hpp"
 #include "ops/all.hpp"
 
@@ -109,16 +110,16 @@ int cluster_main(int argc, char** argv) {
   int layers = 8;
   bool float16 = false, local = false;
   std::string node;
-  parse_flags(argc, argv, flags, [&](const std::string& k, const std::function<std::string()>& value) {
-    if (k == "--size") size = std::stoll(value());
-    else if (k == "--layers") layers = std::stoi(value());
-    else if (k == "--float16") float16 = true;
-    else if (k == "--local") local = true;
-    else if (k == "--node") node = value();
-    else return false;
-    return true;
-  });
-  if (size < 1 || layers < 1) fail(ErrorCode::invalid_argument, "--size and --layers must be at least 1");
+  CLI::App app{"troupe-bench cluster: a graph whose layers alternate between two troupe-node processes"};
+  add_common_flags(app, flags);
+  app.get_option("--threads")->description("each node's threads");
+  app.add_option("--size", size, "the matrices' side (size x size float32 cross each layer)")
+      ->check(troupe::cli::positive);
+  app.add_option("--layers", layers, "matrix products, alternating between the two workers")->check(troupe::cli::positive);
+  app.add_flag("--float16", float16, "send the values between the processes as float16");
+  app.add_flag("--local", local, "run the same graph in this process, for comparison");
+  app.add_option("--node", node, "the troupe-node binary (default: beside this one)");
+  if (auto done = parse_command_line(app, argc, argv)) return *done;
 
   const auto dir = std::filesystem::temp_directory_path() / ("troupe-bench-cluster-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

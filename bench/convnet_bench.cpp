@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "actors/session.hpp"
+#include "apps/cli_checks.hpp"
 #include "bench/flags.hpp"
 #include "devices/cpu_threads.hpp"
 #include "devices/device.hpp"
@@ -33,21 +34,11 @@ struct Args : CommonFlags {
   std::string device = "cpu";
 };
 
-Args parse(int argc, char** argv) {
-  Args a;
-  parse_flags(argc, argv, a, [&](const std::string& k, const std::function<std::string()>& value) {
-    if (k == "--model") a.model = value();
-    else if (k == "--batch") a.batch = std::stoi(value());
-    else if (k == "--device") a.device = value();
-    else return false;
-    return true;
-  });
-  layers::convnet_info(a.model);  // names the known models when it is not one
-  if (a.device != "cpu" && a.device != "gpu")
-    fail(ErrorCode::invalid_argument, "--device must be cpu or gpu, not '{}'", a.device);
-  if (a.batch < 1 || a.steps < 1 || a.warmup < 0)
-    fail(ErrorCode::invalid_argument, "--batch and --steps must be positive, --warmup not negative");
-  return a;
+void add_options(CLI::App& app, Args& a) {
+  add_common_flags(app, a);
+  app.add_option("--model", a.model, "the convnet")->check(CLI::IsMember({"alexnet", "overfeat", "vgg", "googlenet"}));
+  app.add_option("--batch", a.batch, "images per step")->check(troupe::cli::positive);
+  app.add_option("--device", a.device, "where the step runs")->check(CLI::IsMember({"cpu", "gpu"}));
 }
 
 // 2 x multiply-adds of the convolutions and matrix products among `needed` nodes.
@@ -83,7 +74,11 @@ double max_rss_bytes() {
 }  // namespace
 
 int convnet_main(int argc, char** argv) {
-  Args a = parse(argc, argv);
+  Args a;
+  CLI::App app{"troupe-bench convnet: training steps of the benchmark convnets"};
+  add_options(app, a);
+  if (auto done = parse_command_line(app, argc, argv)) return *done;
+  if (a.steps < 1) fail(ErrorCode::invalid_argument, "--steps must be positive");
   const auto& info = layers::convnet_info(a.model);
   const auto& registry = DeviceRegistry::instance();
   const Device* device = &registry.cpu();

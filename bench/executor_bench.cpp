@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "actors/session.hpp"
+#include "apps/cli_checks.hpp"
 #include "bench/flags.hpp"
 #include "devices/cpu_threads.hpp"
 #include "ops/all.hpp"
@@ -28,18 +29,11 @@ struct Args : CommonFlags {
   Args() : CommonFlags{.steps = 20, .warmup = 3} {}
 };
 
-Args parse(int argc, char** argv) {
-  Args a;
-  parse_flags(argc, argv, a, [&](const std::string& k, const std::function<std::string()>& value) {
-    if (k == "--shape") a.shape = value();
-    else if (k == "--nodes") a.nodes = std::stoi(value());
-    else return false;
-    return true;
-  });
-  if (a.shape != "chain" && a.shape != "fanout" && a.shape != "random")
-    fail(ErrorCode::invalid_argument, "--shape must be chain, fanout or random, not '{}'", a.shape);
-  if (a.nodes < 1 || a.steps < 1) fail(ErrorCode::invalid_argument, "--nodes and --steps must be positive");
-  return a;
+void add_options(CLI::App& app, Args& a) {
+  add_common_flags(app, a);
+  app.add_option("--shape", a.shape, "the graph: a chain of adds, a fan-out and join, or a random DAG")
+      ->check(CLI::IsMember({"chain", "fanout", "random"}));
+  app.add_option("--nodes", a.nodes, "the adds in the graph")->check(troupe::cli::positive);
 }
 
 struct Built {
@@ -93,7 +87,11 @@ Built build(const Scope& s, const Args& a) {
 }  // namespace
 
 int executor_main(int argc, char** argv) {
-  Args a = parse(argc, argv);
+  Args a;
+  CLI::App app{"troupe-bench executor: the executor's cost per node, graphs of scalar adds"};
+  add_options(app, a);
+  if (auto done = parse_command_line(app, argc, argv)) return *done;
+  if (a.steps < 1) fail(ErrorCode::invalid_argument, "--steps must be positive");
   auto root = Scope::root();
   Built b = build(root, a);
   SessionOptions options;

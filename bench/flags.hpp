@@ -1,11 +1,14 @@
 #pragma once
-// The flags every troupe-bench benchmark takes (--steps, --warmup, --threads, --json) and the
-// walk over argv that hands a benchmark its own flags.
+// The flags every troupe-bench benchmark takes (--steps, --warmup, --threads, --json), added to
+// its CLI11 command line, and the parse that ends the program on --help or a bad option.
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
-#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "apps/cli_checks.hpp"
 #include "core/error.hpp"
 
 namespace troupe::bench {
@@ -17,22 +20,27 @@ struct CommonFlags {
   bool json = false;
 };
 
-// `own(flag, value)` parses a benchmark's own flag, calling value() for its argument, and returns
-// false for a flag it does not know; unknown flags and missing values fail naming the flag.
-inline void parse_flags(int argc, char** argv, CommonFlags& common,
-                        const std::function<bool(const std::string&, const std::function<std::string()>&)>& own) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string k = argv[i];
-    const std::function<std::string()> value = [&]() -> std::string {
-      if (i + 1 >= argc) fail(ErrorCode::invalid_argument, "{} needs a value", k);
-      return argv[++i];
-    };
-    if (k == "--steps") common.steps = std::stoi(value());
-    else if (k == "--warmup") common.warmup = std::stoi(value());
-    else if (k == "--threads") common.threads = std::stoi(value());
-    else if (k == "--json") common.json = true;
-    else if (!own(k, value)) fail(ErrorCode::invalid_argument, "unknown option '{}'", k);
+// Adds the flags every benchmark takes to its command line, each defaulting to what `common`
+// holds (the benchmark's own defaults).
+inline void add_common_flags(CLI::App& app, CommonFlags& common) {
+  app.option_defaults()->always_capture_default();
+  app.add_option("--steps", common.steps, "timed steps")->check(troupe::cli::non_negative);
+  app.add_option("--warmup", common.warmup, "untimed steps before them")->check(troupe::cli::non_negative);
+  app.add_option("--threads", common.threads, "the runtime's threads (0: the cores this process may use)")
+      ->check(troupe::cli::non_negative);
+  app.add_flag("--json", common.json, "one JSON object a line instead of text");
+}
+
+// Parses a benchmark's command line. Returns the code to exit with when it should not run: 0
+// after --help (its options and defaults printed), CLI11's code after an unknown option or a bad
+// value (the message, naming it, on stderr); nullopt to run.
+inline std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
   }
+  return std::nullopt;
 }
 
 // The median and the minimum of a benchmark's timings (an even count takes the mean of the two

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "actors/session.hpp"
+#include "apps/cli_checks.hpp"
 #include "bench/flags.hpp"
 #include "ops/all.hpp"
 
@@ -31,35 +32,21 @@ struct Args : CommonFlags {
   Args() : CommonFlags{.steps = 5, .warmup = 1} {}
 };
 
-template <class T>
-std::vector<T> split(const std::string& list, T (*convert)(const std::string&)) {
-  std::vector<T> out;
-  std::stringstream in(list);
-  for (std::string item; std::getline(in, item, ',');) out.push_back(convert(item));
-  return out;
+void add_options(CLI::App& app, Args& a) {
+  add_common_flags(app, a);
+  app.add_option("--iterations", a.iterations, "iterations of the loop a step")->check(troupe::cli::positive);
+  app.add_option("--parallel", a.parallel, "parallel_iterations values, by ','")
+      ->delimiter(',')
+      ->check(troupe::cli::positive);
+  app.add_option("--body", a.bodies, "loop bodies, by ','")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"trivial", "independent"}));
+  app.add_option("--devices", a.devices, "CPU devices, by ','")->delimiter(',')->check(CLI::IsMember({1, 2}));
 }
 
-Args parse(int argc, char** argv) {
-  Args a;
-  parse_flags(argc, argv, a, [&](const std::string& k, const std::function<std::string()>& value) {
-    if (k == "--iterations") a.iterations = std::stoi(value());
-    else if (k == "--parallel") a.parallel = split<int>(value(), [](const std::string& s) { return std::stoi(s); });
-    else if (k == "--body") a.bodies = split<std::string>(value(), [](const std::string& s) { return s; });
-    else if (k == "--devices") a.devices = split<int>(value(), [](const std::string& s) { return std::stoi(s); });
-    else return false;
-    return true;
-  });
-  if (a.iterations < 1 || a.steps < 1) fail(ErrorCode::invalid_argument, "--iterations and --steps must be positive");
-  for (int p : a.parallel)
-    if (p < 1) fail(ErrorCode::invalid_argument, "--parallel takes positive numbers, got {}", p);
-  for (auto& b : a.bodies)
-    if (b != "trivial" && b != "independent")
-      fail(ErrorCode::invalid_argument, "--body takes trivial and independent, not '{}'", b);
-  for (int d : a.devices)
-    if (d != 1 && d != 2) fail(ErrorCode::invalid_argument, "--devices takes 1 and 2, not {}", d);
-  // Before anything builds the device registry (on first use).
+// Before anything builds the device registry (on first use).
+void use_devices(const Args& a) {
   if (std::find(a.devices.begin(), a.devices.end(), 2) != a.devices.end()) setenv("TROUPE_CPU_DEVICES", "2", 1);
-  return a;
 }
 
 struct Loop {
@@ -96,7 +83,12 @@ Loop build(const Scope& root, const std::string& body, int parallel, int devices
 }  // namespace
 
 int loop_main(int argc, char** argv) {
-  Args a = parse(argc, argv);
+  Args a;
+  CLI::App app{"troupe-bench loop: the cost of a while loop's iteration"};
+  add_options(app, a);
+  if (auto done = parse_command_line(app, argc, argv)) return *done;
+  if (a.steps < 1) fail(ErrorCode::invalid_argument, "--steps must be positive");
+  use_devices(a);
   SessionOptions options;
   options.threads = a.threads;
   for (int devices : a.devices) {

@@ -1,4 +1,5 @@
-// troupe-bench: Troupe's benchmark binaries behind one command.
+// troupe-bench: Troupe's benchmark binaries behind one command (CLI11; `troupe-bench --help`,
+// `troupe-bench SUBCOMMAND --help` lists a benchmark's options and defaults).
 //   troupe-bench executor --shape chain|fanout|random --nodes N --steps S [--json]
 //   troupe-bench convnet --model alexnet|overfeat|vgg|googlenet --batch N --device cpu|gpu
 //                        --steps S --warmup W [--json]
@@ -9,10 +10,12 @@
 //   troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 4M] [--window 16] [--json]
 //   troupe-bench cluster [--size 512] [--layers 8] [--steps S] [--warmup W] [--threads T] [--float16] [--json]
 //   troupe-bench allreduce [--procs 2,3,4] [--mib 1,16,64] [--steps S] [--warmup W] [--float16] [--json]
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "core/error.hpp"
 #include "devices/cpu_threads.hpp"
@@ -30,38 +33,46 @@ int allreduce_main(int argc, char** argv);
 
 int main(int argc, char** argv) {
   troupe::bound_openmp_spinning(argv);  // as the programs people run do
-  auto usage = [] {
-    std::fprintf(stderr,
-                 "usage: troupe-bench executor --shape chain|fanout|random --nodes N --steps S "
-                 "[--warmup W] [--threads T] [--json]\n"
-                 "       troupe-bench convnet --model alexnet|overfeat|vgg|googlenet [--batch N] "
-                 "[--device cpu|gpu] [--steps S] [--warmup W] [--threads T] [--json]\n"
-                 "       troupe-bench loop --iterations N [--parallel 1,10] [--body trivial,independent] [--devices 1,2] "
-                 "[--steps S] [--warmup W] [--threads T] [--json]\n"
-                 "       troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]\n"
-                 "       troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]\n"
-                 "       troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--threads T] [--json]\n"
-                 "       troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 4M] [--window 16] [--json]\n"
-                 "       troupe-bench cluster [--size 512] [--layers 8] [--steps S] [--warmup W] [--threads T] [--float16] "
-                 "[--node PATH] [--json]\n"
-                 "       troupe-bench allreduce [--procs 2,3,4] [--mib 1,16,64] [--steps S] [--warmup W] [--float16] "
-                 "[--chunk-kib K] [--json]\n");
-    return 2;
+  struct Benchmark {
+    const char* name;
+    const char* what;
+    int (*run)(int, char**);
   };
-  if (argc < 2) return usage();
+  const Benchmark benchmarks[] = {
+      {"executor", "the executor's cost per node: graphs of scalar adds", troupe::bench::executor_main},
+      {"convnet", "training steps of AlexNet, Overfeat, VGG-A or GoogLeNet", troupe::bench::convnet_main},
+      {"loop", "the cost of a while loop's iteration", troupe::bench::loop_main},
+      {"pipeline", "the input pipeline over Fashion-MNIST", troupe::bench::pipeline_main},
+      {"checkpoint", "checkpoint save and restore, or training during saves", troupe::bench::checkpoint_main},
+      {"transfer", "bytes between two processes: raw TCP and CAF", troupe::bench::transfer_main},
+      {"cluster", "a graph over two troupe-node processes", troupe::bench::cluster_main},
+      {"allreduce", "ring all-reduce among N processes of this program", troupe::bench::allreduce_main},
+  };
+  // The subcommand is chosen here; its own options (and its --help) are its benchmark's, parsed
+  // by the benchmark's own CLI11 command line.
+  CLI::App app{"troupe-bench: Troupe's benchmarks, one subcommand each (troupe-bench SUBCOMMAND --help for its options)"};
+  app.require_subcommand(0, 1);  // an unknown name is then refused naming it
+  for (const auto& b : benchmarks) app.add_subcommand(b.name, b.what)->prefix_command()->set_help_flag();
   try {
-    if (std::strcmp(argv[1], "executor") == 0) return troupe::bench::executor_main(argc - 1, argv + 1);
-    if (std::strcmp(argv[1], "convnet") == 0) return troupe::bench::convnet_main(argc - 1, argv + 1);
-    if (std::strcmp(argv[1], "loop") == 0) return troupe::bench::loop_main(argc - 1, argv + 1);
-    if (std::strcmp(argv[1], "pipeline") == 0) return troupe::bench::pipeline_main(argc - 1, argv + 1);
-    if (std::strcmp(argv[1], "checkpoint") == 0) return troupe::bench::checkpoint_main(argc - 1, argv + 1);
-    if (std::strcmp(argv[1], "transfer") == 0) return troupe::bench::transfer_main(argc - 1, argv + 1);
-    if (std::strcmp(argv[1], "cluster") == 0) return troupe::bench::cluster_main(argc - 1, argv + 1);
-    if (std::strcmp(argv[1], "allreduce") == 0) return troupe::bench::allreduce_main(argc - 1, argv + 1);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "troupe-bench: %s\n", e.what());
-    return 1;
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
   }
-  std::fprintf(stderr, "troupe-bench: unknown benchmark '%s'\n", argv[1]);
-  return usage();
+  for (const auto& b : benchmarks) {
+    CLI::App* sub = app.get_subcommand(b.name);
+    if (!sub->parsed()) continue;
+    std::vector<std::string> args{std::string("troupe-bench ") + b.name};
+    for (auto& a : sub->remaining()) args.push_back(a);
+    std::vector<char*> pointers;
+    for (auto& a : args) pointers.push_back(a.data());
+    pointers.push_back(nullptr);
+    try {
+      return b.run(int(args.size()), pointers.data());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "troupe-bench %s: %s\n", b.name, e.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "%s", app.help().c_str());  // no subcommand
+  return 2;
 }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "apps/cli_checks.hpp"
 #include "bench/flags.hpp"
 #include "ops/data/idx.hpp"
 #include "ops/data/pipeline.hpp"
@@ -15,13 +16,12 @@ int pipeline_main(int argc, char** argv) {
   CommonFlags common{.steps = 3, .warmup = 0};
   std::string dir = data::kFashionMnistDir;
   int64_t batch = 64, buffer = 10000;
-  parse_flags(argc, argv, common, [&](const std::string& k, const std::function<std::string()>& value) {
-    if (k == "--data") dir = value();
-    else if (k == "--batch") batch = std::stoll(value());
-    else if (k == "--shuffle-buffer") buffer = std::stoll(value());
-    else return false;
-    return true;
-  });
+  CLI::App app{"troupe-bench pipeline: the input pipeline's examples/s over Fashion-MNIST"};
+  add_common_flags(app, common);
+  app.add_option("--data", dir, "the Fashion-MNIST folder")->check(CLI::ExistingDirectory);
+  app.add_option("--batch", batch, "examples per batch")->check(troupe::cli::positive);
+  app.add_option("--shuffle-buffer", buffer, "the shuffle buffer's examples")->check(troupe::cli::positive);
+  if (auto done = parse_command_line(app, argc, argv)) return *done;
   auto files = data::fashion_mnist_files(dir, data::Split::train);
   auto pipeline = data::Pipeline::from_idx(files.first, files.second).shuffle(buffer, 1).batch(batch);
   for (int run = 0; run < common.steps; ++run) {

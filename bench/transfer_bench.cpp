@@ -36,6 +36,7 @@
 #include "actors/cluster/tensor_transfer.hpp"
 #include "actors/runtime.hpp"
 #include "actors/scheduler.hpp"
+#include "apps/cli_checks.hpp"
 #include "bench/flags.hpp"
 
 namespace troupe::bench {
@@ -229,22 +230,32 @@ double round_trip_us(SendOne&& send_one) {
 
 int transfer_main(int argc, char** argv) {
   Args a;
-  parse_flags(argc, argv, a, [&](const std::string& k, const std::function<std::string()>& value) {
-    if (k == "--sizes") {
-      a.sizes.clear();
-      std::stringstream in(value());
-      for (std::string item; std::getline(in, item, ',');) a.sizes.push_back(parse_size(item));
-    } else if (k == "--seconds") {
-      a.seconds = std::stod(value());
-    } else if (k == "--chunk") {
-      a.chunk = parse_size(value());
-    } else if (k == "--window") {
-      a.window = std::stoi(value());
-    } else {
-      return false;
-    }
-    return true;
-  });
+  CLI::App app{"troupe-bench transfer: bytes between two processes, raw TCP beside CAF's network layer"};
+  add_common_flags(app, a);
+  std::vector<std::string> sizes{"4K", "64K", "1M", "16M", "256M"};
+  std::string chunk = fmt::format("{}M", a.chunk >> 20);
+  // A size is bytes with an optional K, M or G.
+  const CLI::Validator size_check(
+      [](std::string& s) -> std::string {
+        try {
+          std::size_t used = 0;
+          std::stoull(s, &used);
+          if (s.empty() || s[0] == '-' || s.size() - used > 1 || (used < s.size() && !std::strchr("KkMmGg", s.back())))
+            return "'" + s + "' is not a size (bytes, or a number with K, M or G)";
+        } catch (const std::exception&) {
+          return "'" + s + "' is not a size (bytes, or a number with K, M or G)";
+        }
+        return {};
+      },
+      "SIZE");
+  app.add_option("--sizes", sizes, "message sizes, by ','")->delimiter(',')->check(size_check);
+  app.add_option("--seconds", a.seconds, "seconds of sending per size")->check(troupe::cli::positive);
+  app.add_option("--chunk", chunk, "CAF: the largest message a tensor is cut into")->check(size_check);
+  app.add_option("--window", a.window, "CAF: messages in flight at once")->check(troupe::cli::positive);
+  if (auto done = parse_command_line(app, argc, argv)) return *done;
+  a.sizes.clear();
+  for (auto& s : sizes) a.sizes.push_back(parse_size(s));
+  a.chunk = parse_size(chunk);
   caf::actor_system_config checked;
   apply_caf_options_from_environment(checked);  // a bad TROUPE_CAF_OPTIONS is refused here, not in the peer
   Peer peer;
