@@ -61,8 +61,10 @@ caf::actor connect_member(caf::actor_system& system, const TaskAddress& address,
       if (!out) fail(ErrorCode::unavailable, "nothing is published at {}", address.to_string());
       return out;
     }
-    if (std::chrono::steady_clock::now() + std::chrono::milliseconds(50) >= deadline ||
-        failed == caf::sec::request_timeout)
+    // Only where no connection was left behind: a second one to the same node would make CAF
+    // drop both.
+    const bool again = failed == caf::sec::cannot_connect_to_node || failed == caf::sec::connection_timeout;
+    if (!again || std::chrono::steady_clock::now() + std::chrono::milliseconds(50) >= deadline)
       fail(ErrorCode::unavailable, "no cluster member answers at {} within {} ms: {}", address.to_string(),
            bound.count(), system.render(failed));
     std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -2,12 +2,14 @@
 // troupe-node processes on 127.0.0.1 for a test: a cluster spec with each job's tasks on ports
 // the OS picked free, one node per task started and awaited ("started on", within 30 s), every
 // one stopped by its pid (SIGCONT, then SIGKILL) when this goes out of scope, also when the
-// test fails. Needs TROUPE_NODE_BINARY (the test's CMake target defines it).
+// test fails (then with every node's log in the test's output). Needs TROUPE_NODE_BINARY (the test's CMake target defines it).
 #include <signal.h>
 
+#include <boost/test/results_collector.hpp>
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <exception>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -50,6 +52,12 @@ class NodeCluster {
       node->signal(SIGCONT);
       node->signal(SIGKILL);
     }
+    // A failed test shows what each node logged (its peers, their losses, refused graphs).
+    namespace utf = boost::unit_test;
+    if (std::uncaught_exceptions() > 0 ||
+        !utf::results_collector.results(utf::framework::current_test_case().p_id).passed())
+      for (auto& [task, node] : nodes_)
+        BOOST_TEST_MESSAGE("troupe-node " << task << " logged:\n" << node->out() << node->err());
   }
   NodeCluster(const NodeCluster&) = delete;
   NodeCluster& operator=(const NodeCluster&) = delete;
