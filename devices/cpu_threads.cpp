@@ -90,7 +90,7 @@ std::optional<int> cgroup_v2_cores() {
 
 void bound_openmp_spinning(char** argv) {
   if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;
-  if (setenv("GOMP_SPINCOUNT", "1000", 1) != 0) return;
+  if (setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
   ::execv("/proc/self/exe", argv);
   unsetenv("GOMP_SPINCOUNT");  // not re-executed: this process's libgomp keeps its settings
 }

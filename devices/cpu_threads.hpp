@@ -31,7 +31,9 @@ std::optional<int> cores_from_cpu_max(const std::string& line);
 // 2-core machine took 3.7x a lone one's step each instead of 2x. libgomp reads its settings when
 // it is loaded, before main(), so a program that wants them bounded must start with them set:
 // call this first thing in main(). If neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY is set, it sets
-// GOMP_SPINCOUNT=1000 (a lone step is as fast; two share the cores at 1.9x) and executes the
+// GOMP_SPINCOUNT=10000 (two AlexNet trainings share the cores at 2.1x a lone step; 1000 shared
+// them at 1.9x but made the MLP's small kernels, which wait at many barriers, 20-30% slower, and
+// libgomp's default 300000 at 3.6x) and executes the
 // program again (/proc/self/exe, same arguments); otherwise, or if that fails, it returns.
 void bound_openmp_spinning(char** argv);
 

@@ -52,7 +52,7 @@ BOOST_AUTO_TEST_CASE(a_node_publishes_its_worker_says_who_it_is_and_stops_on_sig
   if (!std::getenv("GOMP_SPINCOUNT") && !std::getenv("OMP_WAIT_POLICY")) {
     std::ifstream environ("/proc/" + std::to_string(node->pid()) + "/environ");
     std::string all((std::istreambuf_iterator<char>(environ)), std::istreambuf_iterator<char>());
-    BOOST_TEST(all.find(std::string("GOMP_SPINCOUNT=1000") + '\0') != std::string::npos);
+    BOOST_TEST(all.find(std::string("GOMP_SPINCOUNT=10000") + '\0') != std::string::npos);
   }
 
   TaskAddress address{"127.0.0.1", c.worker_port};
