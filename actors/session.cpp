@@ -73,7 +73,9 @@ namespace {
 
 // "node 'n' has 1 of 2 inputs, waits for a:0, b:0"
 std::string describe(const WaitingNode& w) {
-  std::string s = fmt::format("node '{}' has {} of {} inputs, waits for", w.node, w.received, w.expected);
+  std::string s = w.received < w.expected
+                      ? fmt::format("node '{}' has {} of {} inputs, waits for", w.node, w.received, w.expected)
+                      : fmt::format("node '{}' waits for", w.node);
   for (std::size_t i = 0; i < w.missing.size(); ++i) s += (i ? ", " : " ") + w.missing[i];
   return s;
 }

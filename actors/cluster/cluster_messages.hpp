@@ -117,6 +117,9 @@ using transfer_atom = caf::atom_constant<caf::atom("transfer")>;
 using ack_atom = caf::atom_constant<caf::atom("ack")>;
 using transfer_stats_atom = caf::atom_constant<caf::atom("xstats")>;
 using collective_atom = caf::atom_constant<caf::atom("collect")>;
+// (step_waits_atom, handle, step) -> vector<string>: the task's nodes still waiting in that step
+// of that registration, one line each ("'a' has 1 of 2 inputs, waits for b:0 (a value from ps:0)").
+using step_waits_atom = caf::atom_constant<caf::atom("stepwaits")>;
 
 // Registers every type above (and the tensor chunks) with a process's CAF configuration, by the
 // names every process uses.

@@ -593,13 +593,25 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
       self->receive(on_done, on_down,
                     caf::after(std::chrono::milliseconds(std::max<int64_t>(0, left.count()))) >> [&] { late = true; });
       if (late) {
-        std::string running;
-        for (std::size_t i = 0; i < answered.size(); ++i)
-          if (!answered[i]) running += (running.empty() ? "" : ", ") + im.describe(sig.shares[i].task);
+        // Which nodes of each task still running wait for what (and from which task), asked
+        // before the abort clears it; a task that does not answer in time is only named.
+        std::string running, waiting;
+        for (std::size_t i = 0; i < answered.size(); ++i) {
+          if (answered[i]) continue;
+          const std::string task = im.describe(sig.shares[i].task);
+          running += (running.empty() ? "" : ", ") + task;
+          self->request(workers[i], timeouts::late_step_report(), step_waits_atom::value, handle, step)
+              .receive(
+                  [&](std::vector<std::string>& lines) {
+                    for (auto& line : lines) waiting += "\n  " + task + ": " + line;
+                  },
+                  [](caf::error&) {});
+        }
         failure = StepResult{{}, ErrorCode::deadline_exceeded,
                              fmt::format("step {} did not finish within its deadline of {} ms and was aborted; still "
-                                         "running on {}",
-                                         step, deadline.count(), running)};
+                                         "running on {}{}",
+                                         step, deadline.count(), running,
+                                         waiting.empty() ? "" : "; nodes still waiting:" + waiting)};
       }
     }
   }

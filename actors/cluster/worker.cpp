@@ -242,6 +242,42 @@ caf::result<Reply...> on_own_thread(caf::stateful_actor<WorkerState>* self, Work
   return promise;
 }
 
+// The nodes of `reg` still waiting in step `step`, one line each; an input a _Recv brings names
+// the task it comes from. Asks the node actors one by one (a blocking actor: on a thread of its own).
+std::vector<std::string> step_waits(const Registration& reg, uint64_t step, caf::actor_system& system) {
+  caf::scoped_actor self{system};
+  std::vector<std::string> lines;
+  for (auto& part : reg.exe->parts())
+    for (auto& actor : part->actors) {
+      if (!actor) continue;
+      self->request(actor, timeouts::late_step_report(), waits_atom::value, step)
+          .receive(
+              [&](std::vector<WaitReport>& reports) {
+                for (auto& r : reports) {
+                  if (r.tag.step != step) continue;
+                  std::string line = r.received < r.expected ? fmt::format("'{}' has {} of {} inputs, waits for", r.node,
+                                                                           r.received, r.expected)
+                                                               : fmt::format("'{}' waits for", r.node);
+                  for (std::size_t k = 0; k < r.missing.size(); ++k) {
+                    const std::string& input = r.missing[k];
+                    line += (k ? ", " : " ") + input;
+                    const Node* from = part->graph->find(input.substr(0, input.rfind(':')));
+                    if (from && from->op == "_Recv") {
+                      try {
+                        line += " (a value from " +
+                                task_of_device(get_attr<std::string>(from->attrs, "send_device", from->name)) + ")";
+                      } catch (const Error&) {
+                      }
+                    }
+                  }
+                  lines.push_back(std::move(line));
+                }
+              },
+              [](caf::error&) {});
+    }
+  return lines;
+}
+
 caf::result<SaveShardsReply> save_shards(caf::stateful_actor<WorkerState>* self, SaveShards request) {
   return on_own_thread<SaveShardsReply>(
       self, [context = self->state.context, request = std::move(request)](auto& promise) {
@@ -402,6 +438,13 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         auto& c = self->state.context->counters;
         return std::vector<uint64_t>{c.values_sent.load(), c.bytes_sent.load(), c.values_received.load(),
                                      c.bytes_received.load(), c.float16_values.load(), c.float16_bytes_saved.load()};
+      },
+      [self](step_waits_atom, uint64_t handle, uint64_t step) -> caf::result<std::vector<std::string>> {
+        auto reg = self->state.context->find(handle);
+        if (!reg || !reg->exe) return std::vector<std::string>{};
+        return on_own_thread<std::vector<std::string>>(self, [reg, step, system = &self->system()](auto& promise) {
+          promise.deliver(step_waits(*reg, step, *system));
+        });
       },
       [self](save_shards_atom, SaveShards& request) { return save_shards(self, std::move(request)); },
       [self](restore_shards_atom, RestoreShards& request) { return restore_shards(self, std::move(request)); },

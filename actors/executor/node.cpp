@@ -29,6 +29,13 @@ caf::behavior NodeActor::make_behavior() {
       },
       [this](abort_atom, uint64_t step) { on_abort(step); },
       [this](waits_atom) { return on_waits(); },
+      [this](waits_atom, uint64_t step) {
+        std::vector<WaitReport> out;
+        for (auto& r : on_waits())
+          if (r.tag.step == step) out.push_back(std::move(r));
+        add_step_waits(step, out);
+        return out;
+      },
   };
 }
 

@@ -6,6 +6,7 @@
 //                                   signal) of a tag, handed to the kind's on_input;
 //   (abort_atom, step)              drop all state of a step that failed elsewhere;
 //   (waits_atom)                    reply the tags held and the inputs still awaited.
+//   (waits_atom, step)              the same for one step that is running.
 // Sends each output of a tag to each consumer with the same tag, and an error (a kernel's, a
 // shard's, a queue's) to the step actor, which aborts the step everywhere. Inputs of an
 // aborted step that arrive late are dropped.
@@ -60,6 +61,9 @@ class NodeActor : public caf::event_based_actor {
   virtual void drop_step(uint64_t) {}
   // What the kind waits for beyond its Pending slots, for wait reports.
   virtual void add_waits(std::vector<WaitReport>&) const {}
+  // The same for one step the caller knows is running (waits_atom with a step): what the kind
+  // can tell only knowing that, such as a value that has not come for it.
+  virtual void add_step_waits(uint64_t, std::vector<WaitReport>&) const {}
 
   bool is_aborted(uint64_t step) const { return !aborted_.empty() && aborted_.count(step); }
   void emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs = 0);

@@ -21,7 +21,14 @@ void VariableNode::fire(const Tag& tag, Tensor* inputs, bool dead) {
 void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
   const Node& node = *me_->node;
   const std::string& name = variable_name(node);
-  auto on_reply = [this, tag](ShardReply& reply) {
+  // Every path below asks the shard once (or fails the tag before asking): the answer, or its
+  // error, ends the wait.
+  auto answered = [this, step = tag.step] {
+    auto it = asked_.find(step);
+    if (it != asked_.end()) asked_.erase(it);
+  };
+  auto on_reply = [this, tag, answered](ShardReply& reply) {
+    answered();
     if (reply.code != ErrorCode::ok) {
       report_error(tag, reply.code, reply.message);
       return;
@@ -30,8 +37,10 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
     emit(tag, &reply.value, false);
   };
   // The shard is gone (CAF bounces the request) or never answered within its bound.
-  auto on_error = [this, tag, &name](const char* what) {
-    return [this, tag, what, name](caf::error& e) {
+  auto on_error = [this, tag, &name, answered](const char* what) {
+    asked_.emplace(tag.step, fmt::format("the parameter shard's answer to the {} of variable '{}'", what, name));
+    return [this, tag, what, name, answered](caf::error& e) {
+      answered();
       report_error(
           tag, ErrorCode::unavailable,
           fmt::format("the parameter shard did not answer the {} of variable '{}': {}", what, name, to_string(e)));
@@ -63,7 +72,7 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
       // the step's deadline bounds it rather than the shard's backstop alone.
       request(me_->shard, timeouts::shard_request(), sync_step_atom::value, name, inputs[0].scalar_value<int64_t>(),
               int32_t(get_attr<int64_t>(node.attrs, "replicas_to_aggregate", node.name)))
-          .then(on_reply, on_error("wait for the next global step"));
+          .then(on_reply, on_error("wait for the next global step (the other replicas' votes)"));
       return;
     case VariableOp::sync_stop:
       request(me_->shard, timeouts::shard_request(), sync_stop_atom::value, name)
@@ -86,6 +95,10 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
   }
   request(me_->shard, timeouts::shard_request(), update_atom::value, name, int32_t(update), inputs[0], validate)
       .then(on_reply, on_error("update"));
+}
+
+void VariableNode::add_waits(std::vector<WaitReport>& out) const {
+  for (auto& [step, what] : asked_) out.push_back(WaitReport{me_->node->name, Tag{step, 0, 0}, 1, 1, {what}});  // its inputs are in
 }
 
 }  // namespace troupe

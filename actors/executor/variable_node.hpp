@@ -8,7 +8,12 @@
 //   dead input sends dead outputs and asks nothing. A shard's error, or a shard that does not
 //   answer in time (actors/timeouts.hpp), goes to the step actor; the reply of an aborted step
 //   is dropped.
-// Per tag: the inputs so far, in a Pending slot, freed when the request is sent.
+// Per tag: the inputs so far, in a Pending slot, freed when the request is sent; then the
+// request, until answered (a step's waits report names it: "the parameter shard's answer to the
+// wait for the next global step of variable 'global_step'").
+#include <map>
+#include <string>
+
 #include "actors/executor/node.hpp"
 
 namespace troupe {
@@ -20,6 +25,9 @@ class VariableNode final : public NodeActor {
  private:
   void fire(const Tag& tag, Tensor* inputs, bool dead) override;
   void request_from_shard(const Tag& tag, Tensor* inputs);
+  // The requests of each step still unanswered, by what they ask (for the hang report).
+  void add_waits(std::vector<WaitReport>& out) const override;
+  std::multimap<uint64_t, std::string> asked_;
 };
 
 }  // namespace troupe

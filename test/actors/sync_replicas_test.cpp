@@ -105,6 +105,10 @@ BOOST_AUTO_TEST_CASE(a_replica_waiting_for_votes_that_never_come_fails_at_its_de
   auto e = error_of([&] { s0.run({{r0.x, Tensor::from_vector<float>({1, 1})}}, {r0.train.next_step}, {r0.train.op}); }, ErrorCode::deadline_exceeded);
   BOOST_TEST(contains(e, "did not finish within its deadline"), e);
   BOOST_TEST(contains(e, "still running on task ps:0"), e);
+  // The report names the node on ps:0 and what it waits for.
+  BOOST_TEST(contains(e, "'sync_replicas/next_step' waits for the parameter shard's answer to the wait for the next "
+                         "global step (the other replicas' votes) of variable 'global_step'"),
+             e);
 }
 
 BOOST_AUTO_TEST_CASE(sync_replicas_refuses_more_replicas_to_aggregate_than_replicas) {
