@@ -33,6 +33,24 @@ void log_line(const std::string& who, const std::string& what) {
 
 }  // namespace
 
+// troupe-node --status HOST:PORT: every task's steps in flight; 1 when HOST:PORT does not answer.
+int print_status(const std::string& address) {
+  try {
+    const auto at = troupe::parse_task_address(address, "--status");
+    for (auto& task : troupe::cluster_status(at, std::chrono::seconds(5))) {
+      std::printf("%s at %s: ", task.task.c_str(), task.address.c_str());
+      if (!task.error.empty()) std::printf("%s\n", task.error.c_str());
+      else if (task.lines.empty()) std::printf("no step in flight\n");
+      else std::printf("\n");
+      for (auto& line : task.lines) std::printf("  %s\n", line.c_str());
+    }
+    return 0;
+  } catch (const troupe::Error& e) {
+    std::fprintf(stderr, "troupe-node --status: %s\n", e.what());
+    return 1;
+  }
+}
+
 int main(int argc, char** argv) {
   troupe::bound_openmp_spinning(argv);  // several nodes may share a host's cores
   CLI::App app{"troupe-node: one process (task) of a Troupe cluster"};
@@ -49,7 +67,14 @@ int main(int argc, char** argv) {
                  "that does not fit fails its initializer naming it")
       ->check(troupe::cli::non_negative)
       ->capture_default_str();
+  std::string status_of;
+  app.add_option("--status", status_of,
+                 "print what every task of the cluster at HOST:PORT is running (each step in flight, its waiting "
+                 "nodes and what they wait for), then exit")
+      ->excludes("--cluster")
+      ->excludes("--task");
   CLI11_PARSE(app, argc, argv);
+  if (!status_of.empty()) return print_status(status_of);
 
   // SIGTERM and SIGINT are taken by sigwait below, in this thread; every thread started from
   // here on inherits the mask, so no other thread is interrupted by them.

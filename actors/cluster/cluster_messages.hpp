@@ -120,6 +120,9 @@ using collective_atom = caf::atom_constant<caf::atom("collect")>;
 // (step_waits_atom, handle, step) -> vector<string>: the task's nodes still waiting in that step
 // of that registration, one line each ("'a' has 1 of 2 inputs, waits for b:0 (a value from ps:0)").
 using step_waits_atom = caf::atom_constant<caf::atom("stepwaits")>;
+// (status_atom) -> vector<string>: every step this task is running, with its waiting nodes
+// (troupe-node --status).
+using status_atom = caf::atom_constant<caf::atom("status")>;
 
 // Registers every type above (and the tensor chunks) with a process's CAF configuration, by the
 // names every process uses.

@@ -113,4 +113,34 @@ MemberIdentity identify_member(const TaskAddress& address, std::chrono::millisec
   return out;
 }
 
+std::vector<TaskStatus> cluster_status(const TaskAddress& address, std::chrono::milliseconds timeout,
+                                       const MemberOptions& options) {
+  auto runtime = Runtime::get_networked(options.threads, network_of(options));
+  auto& system = runtime->system();
+  caf::scoped_actor self{system};
+  std::vector<std::string> tasks, addresses;
+  self->request(connect_member(system, address, timeout), timeout, spec_atom::value)
+      .receive([&](std::vector<std::string>& t, std::vector<std::string>& a) { tasks = std::move(t), addresses = std::move(a); },
+               [&](caf::error& e) {
+                 fail(ErrorCode::unavailable, "the cluster member at {} did not send its cluster spec within {} ms: {}",
+                      address.to_string(), timeout.count(), system.render(e));
+               });
+  std::vector<TaskStatus> out;
+  for (std::size_t i = 0; i < tasks.size() && i < addresses.size(); ++i) {
+    TaskStatus status{tasks[i], addresses[i], {}, {}};
+    try {
+      const TaskAddress at = parse_task_address(addresses[i], "the cluster spec of " + address.to_string());
+      self->request(connect_member(system, at, timeout), timeout, status_atom::value)
+          .receive([&](std::vector<std::string>& lines) { status.lines = std::move(lines); },
+                   [&](caf::error& e) {
+                     status.error = fmt::format("did not answer within {} ms: {}", timeout.count(), system.render(e));
+                   });
+    } catch (const Error& e) {
+      status.error = e.what();
+    }
+    out.push_back(std::move(status));
+  }
+  return out;
+}
+
 }  // namespace troupe

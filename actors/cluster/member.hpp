@@ -66,4 +66,17 @@ struct MemberIdentity {
 MemberIdentity identify_member(const TaskAddress& address, std::chrono::milliseconds timeout,
                                const MemberOptions& options = {});
 
+// What one task of a cluster is running now (troupe-node --status): per step in flight, a line
+// naming it (graph, session, how long), then one per node that waits and for what.
+struct TaskStatus {
+  std::string task;     // "ps:0"
+  std::string address;  // "127.0.0.1:2222"
+  std::vector<std::string> lines;
+  std::string error;    // why it could not be asked; empty when it answered
+};
+// Asks the member at `address` for its cluster spec, then every task of it for its steps, each
+// within `timeout`. Throws unavailable when the member at `address` does not answer.
+std::vector<TaskStatus> cluster_status(const TaskAddress& address, std::chrono::milliseconds timeout,
+                                       const MemberOptions& options = {});
+
 }  // namespace troupe

@@ -302,6 +302,8 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
   // The last 4096 steps asked for, forgotten oldest first (by the order they came in).
   auto requesters = std::make_shared<std::map<std::pair<uint64_t, uint64_t>, caf::actor>>();
   auto requested_order = std::make_shared<std::deque<std::pair<uint64_t, uint64_t>>>();
+  // The steps running here (graph handle, step), since when: what --status reports.
+  auto running = std::make_shared<std::map<std::pair<uint64_t, uint64_t>, std::chrono::steady_clock::time_point>>();
   self->set_down_handler([self, requesters](caf::down_msg& dm) {
     auto& s = self->state;
     for (auto it = s.peers.begin(); it != s.peers.end(); ++it)
@@ -375,11 +377,13 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
           return {int32_t(e.code()), std::string(e.what())};
         }
       },
-      [self, requesters, requested_order](run_graph_atom, uint64_t handle, uint64_t step,
-                                          std::vector<WireTensor>& feeds) {
+      [self, requesters, requested_order, running](run_graph_atom, uint64_t handle, uint64_t step,
+                                                   std::vector<WireTensor>& feeds) {
         auto requester = caf::actor_cast<caf::actor>(self->current_sender());
         auto& ctx = *self->state.context;
-        auto answer = [self, requester, handle, step](RunGraphReply reply) {
+        running->emplace(std::pair{handle, step}, std::chrono::steady_clock::now());
+        auto answer = [self, requester, handle, step, running](RunGraphReply reply) {
+          running->erase({handle, step});
           self->send(requester, run_done_atom::value, handle, step, std::move(reply));
         };
         auto reg = ctx.find(handle);
@@ -438,6 +442,24 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         auto& c = self->state.context->counters;
         return std::vector<uint64_t>{c.values_sent.load(), c.bytes_sent.load(), c.values_received.load(),
                                      c.bytes_received.load(), c.float16_values.load(), c.float16_bytes_saved.load()};
+      },
+      [self, running](status_atom) -> caf::result<std::vector<std::string>> {
+        std::vector<std::pair<std::shared_ptr<Registration>, std::pair<uint64_t, double>>> steps;
+        const auto now = std::chrono::steady_clock::now();
+        for (auto& [key, since] : *running)
+          if (auto reg = self->state.context->find(key.first))
+            steps.push_back({reg, {key.second, std::chrono::duration<double>(now - since).count()}});
+        return on_own_thread<std::vector<std::string>>(self, [steps, system = &self->system()](auto& promise) {
+          std::vector<std::string> lines;
+          for (auto& [reg, step] : steps) {
+            lines.push_back(fmt::format("step {} of graph {:#x} from {}, running for {:.1f} s", step.first, reg->handle,
+                                        reg->owner_name, step.second));
+            auto waits = step_waits(*reg, step.first, *system);
+            if (waits.empty()) lines.push_back("  no node waits for an input (its kernels are running)");
+            for (auto& w : waits) lines.push_back("  " + w);
+          }
+          promise.deliver(std::move(lines));
+        });
       },
       [self](step_waits_atom, uint64_t handle, uint64_t step) -> caf::result<std::vector<std::string>> {
         auto reg = self->state.context->find(handle);

@@ -2,7 +2,8 @@
 # Every program's command line (CLI11): --help exits 0 and lists the program's options (with a
 # default where the option has one); an unknown option, a bad value or an unknown subcommand exits
 # non-zero with a message naming it. Nothing here starts real work: every call ends at the
-# parse, and each is bounded (timeout 20).
+# parse (or, for troupe-node --status of an address where nothing listens, at its bounded
+# connect), and each is bounded (timeout 20).
 # Usage: command_lines_test.sh TROUPE_BENCH TROUPE_NODE TROUPE_LAUNCH TROUPE_FASHION_MNIST
 set -uo pipefail
 bench=$1
@@ -39,7 +40,7 @@ help "$bench convnet" "--model" "=alexnet" "--batch" "=16" "--steps" "{cpu,gpu}"
 help "$bench allreduce" "--procs" "--mib" "--float16"
 help "$bench executor" "--shape" "=chain" "--nodes" "=10000"
 help "$bench transfer" "--sizes" "--window"
-help "$node" "--cluster" "--task" "--variable-memory-mb" "=0"
+help "$node" "--cluster" "--task" "--variable-memory-mb" "=0" "--status"
 help "$launch" "--ps" "=1" "--workers" "--backup-workers"
 help "$app" "--mode" "=async" "--backup-workers" "--steps" "--batch" "=64"
 
@@ -54,6 +55,7 @@ refused "$bench checkpoint" --dir
 refused "$node --no-such-option" --no-such-option
 refused "$node --threads -2" "--threads: -2 is negative"
 refused "$node --variable-memory-mb lots" "--variable-memory-mb"
+refused "$node --status 127.0.0.1:1" "127.0.0.1:1"
 refused "$launch --no-such-option -- true" --no-such-option
 refused "$launch --workers 0 -- true" "--workers"
 refused "$app --no-such-option" --no-such-option
