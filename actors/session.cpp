@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <optional>
 
 #include "actors/cluster/master.hpp"
 #include "actors/device_actor.hpp"
@@ -40,8 +41,11 @@ struct Session::Impl {
                                              const std::vector<Endpoint>& fetches,
                                              const std::vector<int>& targets);
   // What the node actors of `exes` hold and wait for; every actor is asked at once and the
-  // answers are awaited for at most `bound` (a node busy with a long kernel answers late).
-  std::vector<WaitingNode> waits_of(const std::vector<const Executable*>& exes, caf::duration bound) const;
+  // answers are awaited for at most `bound` (a node busy with a long kernel answers late). With
+  // `step`, only that step's, which the actors are told is running (a _Recv then says which
+  // value has not come).
+  std::vector<WaitingNode> waits_of(const std::vector<const Executable*>& exes, caf::duration bound,
+                                    std::optional<uint64_t> step = std::nullopt) const;
   // A step past its deadline: records who still waits, aborts it on every node, and returns
   // the deadline_exceeded result naming them.
   StepResult abort_late_step(const Executable& exe, uint64_t step, std::chrono::milliseconds timeout) const;
@@ -83,7 +87,7 @@ std::string describe(const WaitingNode& w) {
 }  // namespace
 
 std::vector<WaitingNode> Session::Impl::waits_of(const std::vector<const Executable*>& exes,
-                                                 caf::duration bound) const {
+                                                 caf::duration bound, std::optional<uint64_t> step) const {
   std::vector<WaitingNode> out;
   caf::scoped_actor self{runtime->system()};
   using Handle = decltype(self->request(caf::actor{}, bound, waits_atom::value));
@@ -91,7 +95,8 @@ std::vector<WaitingNode> Session::Impl::waits_of(const std::vector<const Executa
   for (auto& exe : exes)
     for (auto& part : exe->parts())
       for (auto& a : part->actors)
-        if (a) asked.push_back(self->request(a, bound, waits_atom::value));
+        if (a) asked.push_back(step ? self->request(a, bound, waits_atom::value, *step)
+                                    : self->request(a, bound, waits_atom::value));
   for (auto& h : asked)
     h.receive(
         [&](std::vector<WaitReport>& reports) {
@@ -104,7 +109,7 @@ std::vector<WaitingNode> Session::Impl::waits_of(const std::vector<const Executa
 StepResult Session::Impl::abort_late_step(const Executable& exe, uint64_t step,
                                           std::chrono::milliseconds timeout) const {
   std::string waiting;
-  for (auto& w : waits_of({&exe}, timeouts::late_step_report()))
+  for (auto& w : waits_of({&exe}, timeouts::late_step_report(), step))
     if (w.step == step) waiting += "\n  " + describe(w);
   std::string message = fmt::format("step {} did not finish within its deadline of {} ms and was aborted; ", step,
                                     timeout.count());
