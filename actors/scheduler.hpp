@@ -79,9 +79,10 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   template <class Worker>
   caf::resumable* dequeue(Worker* self) {
     // Yields only in the spin right after work or a wake-up: a worker whose sleep timed out
-    // spins through the queues again without yielding (microseconds), then sleeps again. A yield is a trip through the kernel's
-    // scheduler; an idle process yielding 128 times a millisecond per worker took a fifth of
-    // the CPU from the busy processes beside it (4 all-reduce processes on 2 cores).
+    // spins through the queues again without yielding (microseconds), then sleeps again. A
+    // yield is a trip through the kernel's scheduler; an idle process yielding 128 times a
+    // millisecond per worker took a fifth of the CPU from the busy processes beside it (4
+    // all-reduce processes on 2 cores).
     for (bool slept = false;;) {
       for (int round = 0; round < kSpinRounds; ++round) {
         caf::resumable* job = pop_own(self);

@@ -75,13 +75,8 @@ struct Session::Impl {
 
 namespace {
 
-// "node 'n' has 1 of 2 inputs, waits for a:0, b:0"
 std::string describe(const WaitingNode& w) {
-  std::string s = w.received < w.expected
-                      ? fmt::format("node '{}' has {} of {} inputs, waits for", w.node, w.received, w.expected)
-                      : fmt::format("node '{}' waits for", w.node);
-  for (std::size_t i = 0; i < w.missing.size(); ++i) s += (i ? ", " : " ") + w.missing[i];
-  return s;
+  return describe_wait(WaitReport{w.node, Tag{w.step, 0, 0}, w.received, w.expected, w.missing});
 }
 
 }  // namespace
@@ -89,20 +84,8 @@ std::string describe(const WaitingNode& w) {
 std::vector<WaitingNode> Session::Impl::waits_of(const std::vector<const Executable*>& exes,
                                                  caf::duration bound, std::optional<uint64_t> step) const {
   std::vector<WaitingNode> out;
-  caf::scoped_actor self{runtime->system()};
-  using Handle = decltype(self->request(caf::actor{}, bound, waits_atom::value));
-  std::vector<Handle> asked;
-  for (auto& exe : exes)
-    for (auto& part : exe->parts())
-      for (auto& a : part->actors)
-        if (a) asked.push_back(step ? self->request(a, bound, waits_atom::value, *step)
-                                    : self->request(a, bound, waits_atom::value));
-  for (auto& h : asked)
-    h.receive(
-        [&](std::vector<WaitReport>& reports) {
-          for (auto& r : reports) out.push_back({r.node, r.tag.step, r.received, r.expected, r.missing});
-        },
-        [&](caf::error&) {});
+  for (auto& r : ask_waits(runtime->system(), exes, bound, step))
+    out.push_back({std::move(r.node), r.tag.step, r.received, r.expected, std::move(r.missing)});
   return out;
 }
 

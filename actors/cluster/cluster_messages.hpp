@@ -118,7 +118,8 @@ using ack_atom = caf::atom_constant<caf::atom("ack")>;
 using transfer_stats_atom = caf::atom_constant<caf::atom("xstats")>;
 using collective_atom = caf::atom_constant<caf::atom("collect")>;
 // (step_waits_atom, handle, step) -> vector<string>: the task's nodes still waiting in that step
-// of that registration, one line each ("'a' has 1 of 2 inputs, waits for b:0 (a value from ps:0)").
+// of that registration, one line each ("node 'a' has 1 of 2 inputs, waits for b:0 (from
+// /job:ps/task:0/device:CPU:0)").
 using step_waits_atom = caf::atom_constant<caf::atom("stepwaits")>;
 // (status_atom) -> vector<string>: every step this task is running, with its waiting nodes
 // (troupe-node --status).

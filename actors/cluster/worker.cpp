@@ -233,8 +233,8 @@ void drop(Worker* self, std::vector<uint64_t> handles) {
 
 namespace {
 
-// A checkpoint's share of this task (cluster_checkpoint.hpp): done on a thread of its own (files
-// are written and read there), `work` delivering the answer to the promise when it is done.
+// Blocking work (a checkpoint's share of this task, cluster_checkpoint.hpp; a wait report) done
+// on a thread of its own, `work` delivering the answer to the promise when it is done.
 template <class... Reply, class Work>
 caf::result<Reply...> on_own_thread(caf::stateful_actor<WorkerState>* self, Work work) {
   auto promise = self->make_response_promise<Reply...>();
@@ -242,39 +242,12 @@ caf::result<Reply...> on_own_thread(caf::stateful_actor<WorkerState>* self, Work
   return promise;
 }
 
-// The nodes of `reg` still waiting in step `step`, one line each; an input a _Recv brings names
-// the task it comes from. Asks the node actors one by one (a blocking actor: on a thread of its own).
+// The nodes of `reg` still waiting in step `step`, one line each (a blocking query: on a thread
+// of its own).
 std::vector<std::string> step_waits(const Registration& reg, uint64_t step, caf::actor_system& system) {
-  caf::scoped_actor self{system};
   std::vector<std::string> lines;
-  for (auto& part : reg.exe->parts())
-    for (auto& actor : part->actors) {
-      if (!actor) continue;
-      self->request(actor, timeouts::late_step_report(), waits_atom::value, step)
-          .receive(
-              [&](std::vector<WaitReport>& reports) {
-                for (auto& r : reports) {
-                  if (r.tag.step != step) continue;
-                  std::string line = r.received < r.expected ? fmt::format("'{}' has {} of {} inputs, waits for", r.node,
-                                                                           r.received, r.expected)
-                                                               : fmt::format("'{}' waits for", r.node);
-                  for (std::size_t k = 0; k < r.missing.size(); ++k) {
-                    const std::string& input = r.missing[k];
-                    line += (k ? ", " : " ") + input;
-                    const Node* from = part->graph->find(input.substr(0, input.rfind(':')));
-                    if (from && from->op == "_Recv") {
-                      try {
-                        line += " (a value from " +
-                                task_of_device(get_attr<std::string>(from->attrs, "send_device", from->name)) + ")";
-                      } catch (const Error&) {
-                      }
-                    }
-                  }
-                  lines.push_back(std::move(line));
-                }
-              },
-              [](caf::error&) {});
-    }
+  for (auto& w : ask_waits(system, {reg.exe.get()}, timeouts::late_step_report(), step))
+    lines.push_back(describe_wait(w));
   return lines;
 }
 
@@ -304,7 +277,7 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
   auto requested_order = std::make_shared<std::deque<std::pair<uint64_t, uint64_t>>>();
   // The steps running here (graph handle, step), since when: what --status reports.
   auto running = std::make_shared<std::map<std::pair<uint64_t, uint64_t>, std::chrono::steady_clock::time_point>>();
-  self->set_down_handler([self, requesters](caf::down_msg& dm) {
+  self->set_down_handler([self, requesters, running](caf::down_msg& dm) {
     auto& s = self->state;
     for (auto it = s.peers.begin(); it != s.peers.end(); ++it)
       if (it->second.inbox.address() == dm.source) {
@@ -326,9 +299,11 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
             }
         }
         for (auto& [key, requester] : *requesters)
-          if (broken.count(key.first))
+          if (broken.count(key.first)) {
+            running->erase(key);
             self->send(requester, run_done_atom::value, key.first, key.second,
                        RunGraphReply{int32_t(ErrorCode::unavailable), broken[key.first], {}});
+          }
         s.peers.erase(it);
         return;
       }

@@ -148,7 +148,12 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     } else {
       for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
         auto in = n.inputs[slot];
-        np.input_names.push_back(tensor_name(g.node(in.node), in.port));
+        // An input a _Recv brings says from where: a wait report then needs no other lookup.
+        const Node& producer = g.node(in.node);
+        np.input_names.push_back(producer.op == "_Recv"
+                                     ? fmt::format("{} (from {})", tensor_name(producer, in.port),
+                                                   get_attr<std::string>(producer.attrs, "send_device", producer.name))
+                                     : tensor_name(producer, in.port));
         if (hoistable(in.node) && !n.op_def->fires_on_first_live_input && !n.op_def->frame_op) {
           np.fixed_inputs[slot] = get_attr<Tensor>(g.node(in.node).attrs, "value", g.node(in.node).name);
           ++np.num_fixed;
@@ -434,6 +439,34 @@ Executable::~Executable() {
     p->step_actor = nullptr;
   }
   step_actor_ = nullptr;
+}
+
+std::vector<WaitReport> ask_waits(caf::actor_system& system, const std::vector<const Executable*>& exes,
+                                  caf::duration bound, std::optional<uint64_t> step) {
+  std::vector<WaitReport> out;
+  caf::scoped_actor self{system};
+  using Handle = decltype(self->request(caf::actor{}, bound, waits_atom::value));
+  std::vector<Handle> asked;
+  for (auto& exe : exes)
+    for (auto& part : exe->parts())
+      for (auto& a : part->actors)
+        if (a) asked.push_back(step ? self->request(a, bound, waits_atom::value, *step)
+                                    : self->request(a, bound, waits_atom::value));
+  for (auto& h : asked)
+    h.receive(
+        [&](std::vector<WaitReport>& reports) {
+          for (auto& r : reports) out.push_back(std::move(r));
+        },
+        [&](caf::error&) {});
+  return out;
+}
+
+std::string describe_wait(const WaitReport& w) {
+  std::string s = w.received < w.expected
+                      ? fmt::format("node '{}' has {} of {} inputs, waits for", w.node, w.received, w.expected)
+                      : fmt::format("node '{}' waits for", w.node);
+  for (std::size_t i = 0; i < w.missing.size(); ++i) s += (i ? ", " : " ") + w.missing[i];
+  return s;
 }
 
 }  // namespace troupe

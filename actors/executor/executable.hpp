@@ -206,4 +206,14 @@ class Executable {
   void build(PartitionSet set, const ShardOf& shard_of, const ExecutableOptions& options);
 };
 
+// What the node actors of `exes` hold and wait for: every actor asked at once, the answers
+// awaited for at most `bound` (a node busy with a long kernel answers late, and is left out).
+// With `step`, only that step's, which the actors are told is running (a _Recv then says which
+// value has not come). A local session's reports and a cluster member's are both these.
+std::vector<WaitReport> ask_waits(caf::actor_system& system, const std::vector<const Executable*>& exes,
+                                  caf::duration bound, std::optional<uint64_t> step = std::nullopt);
+// "node 'n' has 1 of 2 inputs, waits for a:0, b:0"; "node 'v' waits for ..." when its inputs
+// are in and it waits for something else (a shard's or a queue's answer).
+std::string describe_wait(const WaitReport& wait);
+
 }  // namespace troupe

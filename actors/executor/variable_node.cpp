@@ -98,7 +98,8 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
 }
 
 void VariableNode::add_waits(std::vector<WaitReport>& out) const {
-  for (auto& [step, what] : asked_) out.push_back(WaitReport{me_->node->name, Tag{step, 0, 0}, 1, 1, {what}});  // its inputs are in
+  // Its inputs are in (1 of 1): it waits for the shard.
+  for (auto& [step, what] : asked_) out.push_back(WaitReport{me_->node->name, Tag{step, 0, 0}, 1, 1, {what}});
 }
 
 }  // namespace troupe
