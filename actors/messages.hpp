@@ -121,6 +121,19 @@ struct ShardContents {
   std::vector<OptimizerState> optimizers;
 };
 
+// Where an awaited value comes from: a node of the waiting node's own partition (device empty),
+// or, for a _Recv, the node on `device` whose value it waits for (actors/wait_chain.hpp).
+struct WaitSource {
+  std::string device;
+  std::string node;
+  std::string tensor;  // "next:0"
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WaitSource& x) {
+  return f(caf::meta::type_name("troupe.WaitSource"), x.device, x.node, x.tensor);
+}
+
 // One line of "who waits on whom": a node holding a tag whose inputs have not all arrived.
 struct WaitReport {
   std::string node;
@@ -128,7 +141,17 @@ struct WaitReport {
   int received = 0;
   int expected = 0;
   std::vector<std::string> missing;  // the inputs still awaited
+  std::vector<WaitSource> sources;   // of the missing inputs that nodes produce
+  // Not a node's own report: a node no input of which has come, whose value another device
+  // waits for, with the waiting nodes it depends on as its sources (ask_waits).
+  bool inferred = false;
 };
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, WaitReport& x) {
+  return f(caf::meta::type_name("troupe.WaitReport"), x.node, x.tag, x.received, x.expected, x.missing, x.sources,
+           x.inferred);
+}
 
 using input_atom = caf::atom_constant<caf::atom("input")>;
 using abort_atom = caf::atom_constant<caf::atom("abort")>;
@@ -162,7 +185,5 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::StepResult)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::ShardReply)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::ShardContents)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::OptimizerState>)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::WaitReport)
-CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::WaitReport>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Tensor)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::Tensor>)

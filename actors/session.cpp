@@ -11,7 +11,9 @@
 #include "actors/executor/executable.hpp"
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
+#include "actors/slow_step_watch.hpp"
 #include "actors/timeouts.hpp"
+#include "actors/wait_chain.hpp"
 
 namespace troupe {
 
@@ -31,6 +33,8 @@ struct Session::Impl {
   std::atomic<uint64_t> next_step{1};
   // A cluster session's (options.target): the master, and its signatures by key (under mutex).
   std::unique_ptr<Master> master;
+  // Reports steps running past options.slow_step_report; destroyed before the master.
+  std::unique_ptr<SlowStepWatch> watch;
   std::map<std::string, std::shared_ptr<Master::Signature>> signatures;
   std::shared_ptr<Master::Signature> signature_for(const std::vector<Endpoint>& feeds,
                                                    const std::vector<Endpoint>& fetches, const std::vector<int>& targets);
@@ -44,8 +48,9 @@ struct Session::Impl {
   // answers are awaited for at most `bound` (a node busy with a long kernel answers late). With
   // `step`, only that step's, which the actors are told is running (a _Recv then says which
   // value has not come).
-  std::vector<WaitingNode> waits_of(const std::vector<const Executable*>& exes, caf::duration bound,
-                                    std::optional<uint64_t> step = std::nullopt) const;
+  std::vector<WaitReport> waits_of(const std::vector<const Executable*>& exes, caf::duration bound,
+                                   std::optional<uint64_t> step = std::nullopt) const;
+  std::vector<WaitReport> waits_now() const;  // of every executable, each step
   // A step past its deadline: records who still waits, aborts it on every node, and returns
   // the deadline_exceeded result naming them.
   StepResult abort_late_step(const Executable& exe, uint64_t step, std::chrono::milliseconds timeout) const;
@@ -75,29 +80,30 @@ struct Session::Impl {
 
 namespace {
 
-std::string describe(const WaitingNode& w) {
-  return describe_wait(WaitReport{w.node, Tag{w.step, 0, 0}, w.received, w.expected, w.missing});
+// What one step's waiting nodes say: "stuck: 'loss' waits on 'next', which waits for queue ...;
+// nodes still waiting:\n  node ..."; empty for none.
+std::string explain(const std::vector<WaitReport>& waits) {
+  if (waits.empty()) return {};
+  std::string stuck, lines;
+  for (auto& sentence : follow_waits({TaskWaits{"", waits, true}})) stuck += (stuck.empty() ? "" : "; ") + sentence;
+  for (auto& w : waits)
+    if (!w.inferred) lines += "\n  " + describe_wait(w);
+  return fmt::format("stuck: {}; nodes still waiting:{}", stuck, lines);
 }
 
 }  // namespace
 
-std::vector<WaitingNode> Session::Impl::waits_of(const std::vector<const Executable*>& exes,
-                                                 caf::duration bound, std::optional<uint64_t> step) const {
-  std::vector<WaitingNode> out;
-  for (auto& r : ask_waits(runtime->system(), exes, bound, step))
-    out.push_back({std::move(r.node), r.tag.step, r.received, r.expected, std::move(r.missing)});
-  return out;
+std::vector<WaitReport> Session::Impl::waits_of(const std::vector<const Executable*>& exes, caf::duration bound,
+                                                std::optional<uint64_t> step) const {
+  return ask_waits(runtime->system(), exes, bound, step);
 }
 
 StepResult Session::Impl::abort_late_step(const Executable& exe, uint64_t step,
                                           std::chrono::milliseconds timeout) const {
-  std::string waiting;
-  for (auto& w : waits_of({&exe}, timeouts::late_step_report(), step))
-    if (w.step == step) waiting += "\n  " + describe(w);
+  const std::string waiting = explain(waits_of({&exe}, timeouts::late_step_report(), step));
   std::string message = fmt::format("step {} did not finish within its deadline of {} ms and was aborted; ", step,
                                     timeout.count());
-  message += waiting.empty() ? "no node was waiting for inputs (kernels were still running)"
-                             : "nodes still waiting:" + waiting;
+  message += waiting.empty() ? "no node was waiting for inputs (kernels were still running)" : waiting;
   caf::anon_send(exe.step_actor(), abort_atom::value, Tag{step, 0, 0}, int32_t(ErrorCode::deadline_exceeded), message);
   return StepResult{{}, ErrorCode::deadline_exceeded, std::move(message)};
 }
@@ -190,6 +196,13 @@ Session::Session(std::shared_ptr<Graph> graph, SessionOptions options) : impl_(n
     m.float16_transfer = options.float16_transfer;
     impl_->master = std::make_unique<Master>(options.target, m);
   }
+  if (options.slow_step_report.count() > 0) {
+    auto sink = options.on_slow_step ? options.on_slow_step : [](const std::string& report) {
+      std::fprintf(stderr, "troupe: %s\n", report.c_str());
+      std::fflush(stderr);
+    };
+    impl_->watch = std::make_unique<SlowStepWatch>(options.slow_step_report, std::move(sink));
+  }
 }
 
 Session::Session(const Scope& scope, SessionOptions options) : Session(scope.graph_ptr(), options) {}
@@ -199,6 +212,7 @@ Session::~Session() {
     std::unique_lock<std::mutex> lock(impl_->mutex);
     impl_->slot_free.wait(lock, [&] { return impl_->in_flight == 0; });
   }
+  impl_->watch.reset();
   impl_->executables.clear();
   impl_->signatures.clear();
   impl_->master.reset();
@@ -235,7 +249,10 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
     auto sig = im.signature_for(feed_points, fetch_points, target_ids);
     Impl::StepSlot slot(im);
     const auto timeout = options.timeout.count() > 0 ? options.timeout : im.options.operation_timeout;
-    StepResult result = im.master->run(*sig, im.next_step.fetch_add(1), std::move(feed_values), timeout);
+    const uint64_t step = im.next_step.fetch_add(1);
+    std::optional<SlowStepWatch::Watched> watched;
+    if (im.watch) watched.emplace(im.watch->watch(step, [&im, sig, step] { return im.master->describe_step(*sig, step); }));
+    StepResult result = im.master->run(*sig, step, std::move(feed_values), timeout);
     if (result.code != ErrorCode::ok) throw Error(result.code, std::move(result.message));
     return std::move(result.fetches);
   }
@@ -246,6 +263,10 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
     const auto timeout = options.timeout.count() > 0 ? options.timeout : im.options.operation_timeout;
     caf::scoped_actor self{im.runtime->system()};
     uint64_t step = im.next_step.fetch_add(1);
+    std::optional<SlowStepWatch::Watched> watched;
+    if (im.watch)
+      watched.emplace(im.watch->watch(
+          step, [&im, exe, step] { return explain(im.waits_of({exe.get()}, timeouts::late_step_report(), step)); }));
     bool timed_out = false;
     self->request(exe->step_actor(), timeouts::step(timeout), run_atom::value, step, std::move(feed_values))
         .receive([&](StepResult& r) { result = std::move(r); },
@@ -275,20 +296,30 @@ void Session::prepare(const std::vector<TensorName>& feeds, const std::vector<Te
   else impl_->executable_for(feed_points, fetch_points, target_ids);
 }
 
-std::vector<WaitingNode> Session::waiting_nodes() const {
+std::vector<WaitReport> Session::Impl::waits_now() const {
   std::vector<std::shared_ptr<Executable>> exes;  // kept alive while their actors are asked
   {
-    std::lock_guard<std::mutex> lock(impl_->mutex);
-    for (auto& [k, e] : impl_->executables) exes.push_back(e);
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto& [k, e] : executables) exes.push_back(e);
   }
   std::vector<const Executable*> asked;
   for (auto& e : exes) asked.push_back(e.get());
-  return impl_->waits_of(asked, timeouts::state_query());
+  return waits_of(asked, timeouts::state_query());
+}
+
+std::vector<WaitingNode> Session::waiting_nodes() const {
+  std::vector<WaitingNode> out;
+  for (auto& r : impl_->waits_now())
+    out.push_back({std::move(r.node), r.tag.step, r.received, r.expected, std::move(r.missing)});
+  return out;
 }
 
 std::string Session::describe_waiting() const {
+  if (impl_->master) return impl_->master->describe_running();
+  std::map<uint64_t, std::vector<WaitReport>> by_step;
+  for (auto& r : impl_->waits_now()) by_step[r.tag.step].push_back(std::move(r));
   std::string s;
-  for (auto& w : waiting_nodes()) s += fmt::format("step {}: {}\n", w.step, describe(w));
+  for (auto& [step, waits] : by_step) s += fmt::format("step {}: {}\n", step, explain(waits));
   return s;
 }
 

@@ -16,6 +16,7 @@
 // actors/saver.hpp saves them to a checkpoint and restores them.
 // The graph may grow between runs but must not change while run() is preparing an executable.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -60,6 +61,13 @@ struct SessionOptions {
   std::chrono::milliseconds connection_timeout{1000};
   // How long the first connection to every task may take (tasks still starting are retried).
   std::chrono::milliseconds cluster_startup_timeout{10000};
+  // A step still running after `slow_step_report` is reported (what describe_waiting says of it)
+  // to `on_slow_step`, again after twice that, four times, ...; the step goes on (its deadline
+  // is `operation_timeout` or RunOptions::timeout). Zero: never.
+  std::chrono::milliseconds slow_step_report{60000};
+  // Where the reports go; empty: standard error ("troupe: step 3 has run for 60.0 s and goes
+  // on; stuck: ...").
+  std::function<void(const std::string&)> on_slow_step;
   // Every float32 value crossing between tasks travels as float16 (lossy: relative error at
   // most 2^-11; TensorFlow whitepaper §5.5); Scope::with_float16_transfer does it for some ops.
   bool float16_transfer = false;
@@ -140,9 +148,14 @@ class Session {
   void prepare(const std::vector<TensorName>& feeds, const std::vector<TensorName>& fetches,
                const std::vector<OpName>& targets = {});
 
-  // Every node that holds a step whose inputs have not all arrived, with what it still awaits:
-  // the explanation of a step that hangs. Empty when nothing is in flight.
+  // Every node of this process that holds a step whose inputs have not all arrived, with what
+  // it still awaits: the explanation of a step that hangs. Empty when nothing is in flight.
   std::vector<WaitingNode> waiting_nodes() const;
+  // The same as text, per step in flight: the stuck nodes first, the waits followed from node to
+  // node (and on a cluster from task to task, every task asked) to what holds the step, then
+  // each waiting node ("step 3: stuck: worker:0 'loss' waits for 'next:0' from ps:0, where
+  // 'next' has 0 of 1 inputs, waits for queue 'q' to answer (...); nodes still waiting:\n  ...").
+  // Empty when no step waits (locally) or none is in flight (on a cluster).
   std::string describe_waiting() const;
 
   // Every device of this process, from its device actor.

@@ -37,7 +37,9 @@ void log_line(const std::string& who, const std::string& what) {
 int print_status(const std::string& address) {
   try {
     const auto at = troupe::parse_task_address(address, "--status");
-    for (auto& task : troupe::cluster_status(at, std::chrono::seconds(5))) {
+    const troupe::ClusterStatus status = troupe::cluster_status(at, std::chrono::seconds(5));
+    for (auto& sentence : status.stuck) std::printf("stuck: %s\n", sentence.c_str());
+    for (auto& task : status.tasks) {
       std::printf("%s at %s: ", task.task.c_str(), task.address.c_str());
       if (!task.error.empty()) std::printf("%s\n", task.error.c_str());
       else if (task.lines.empty()) std::printf("no step in flight\n");

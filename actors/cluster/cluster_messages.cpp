@@ -35,6 +35,10 @@ void add_cluster_types(caf::actor_system_config& config) {
   config.add_message_type<RunGraphReply>("troupe.RunGraphReply");
   config.add_message_type<RemoteValue>("troupe.RemoteValue");
   config.add_message_type<std::vector<uint64_t>>("troupe.uint64s");
+  config.add_message_type<WaitReport>("troupe.WaitReport");
+  config.add_message_type<std::vector<WaitReport>>("troupe.WaitReports");
+  config.add_message_type<StepStatus>("troupe.StepStatus");
+  config.add_message_type<std::vector<StepStatus>>("troupe.StepStatuses");
   add_checkpoint_types(config);
 }
 

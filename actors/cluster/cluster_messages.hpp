@@ -106,6 +106,21 @@ typename Inspector::result_type inspect(Inspector& f, RemoteValue& x) {
   return f(caf::meta::type_name("troupe.RemoteValue"), x.handle, x.key, x.tag, x.incarnation, x.dead, x.chunk);
 }
 
+// One step a task is running (status_atom): the registration it belongs to, how long it has
+// run, and the task's nodes that wait in it.
+struct StepStatus {
+  uint64_t handle = 0;
+  std::string owner;  // the registering session ("session of vm pid 24698")
+  uint64_t step = 0;
+  double seconds = 0;
+  std::vector<WaitReport> waits;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, StepStatus& x) {
+  return f(caf::meta::type_name("troupe.StepStatus"), x.handle, x.owner, x.step, x.seconds, x.waits);
+}
+
 using identify_atom = caf::atom_constant<caf::atom("identify")>;
 using spec_atom = caf::atom_constant<caf::atom("spec")>;
 using inbox_atom = caf::atom_constant<caf::atom("inbox")>;
@@ -117,11 +132,10 @@ using transfer_atom = caf::atom_constant<caf::atom("transfer")>;
 using ack_atom = caf::atom_constant<caf::atom("ack")>;
 using transfer_stats_atom = caf::atom_constant<caf::atom("xstats")>;
 using collective_atom = caf::atom_constant<caf::atom("collect")>;
-// (step_waits_atom, handle, step) -> vector<string>: the task's nodes still waiting in that step
-// of that registration, one line each ("node 'a' has 1 of 2 inputs, waits for b:0 (from
-// /job:ps/task:0/device:CPU:0)").
+// (step_waits_atom, handle, step) -> vector<WaitReport>: the task's nodes still waiting in that
+// step of that registration (actors/wait_chain.hpp follows them across tasks).
 using step_waits_atom = caf::atom_constant<caf::atom("stepwaits")>;
-// (status_atom) -> vector<string>: every step this task is running, with its waiting nodes
+// (status_atom) -> vector<StepStatus>: every step this task is running, with its waiting nodes
 // (troupe-node --status).
 using status_atom = caf::atom_constant<caf::atom("status")>;
 

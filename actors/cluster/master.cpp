@@ -15,6 +15,7 @@
 #include "actors/cluster/worker.hpp"
 #include "actors/executor/executable.hpp"
 #include "actors/timeouts.hpp"
+#include "actors/wait_chain.hpp"
 #include "devices/device_name.hpp"
 #include "graph/graph_def.hpp"
 #include "graph/partition.hpp"
@@ -155,6 +156,9 @@ struct Master::Impl {
   std::mutex signatures_mutex;
   std::vector<std::shared_ptr<Signature>> signatures;  // deregistered when the master goes
 
+  std::mutex running_mutex;
+  std::map<uint64_t, Signature*> running;  // the steps in run(), for describe_running
+
   caf::actor_system& system() { return *sys->system; }
   std::chrono::milliseconds connect_bound() const { return timeouts::member_connect(options.network.connection_timeout); }
 
@@ -164,6 +168,18 @@ struct Master::Impl {
   void deregister(const Signature& sig, uint64_t handle);
   // Reconnects lost tasks of `sig` and registers it anew where a task has a new incarnation.
   void make_current(Signature& sig);
+  std::vector<caf::actor> workers_of(const Signature& sig) {
+    std::lock_guard<std::mutex> lock(links->mutex);
+    std::vector<caf::actor> out;
+    for (auto& share : sig.shares) out.push_back(links->tasks[std::size_t(share.task)].worker);
+    return out;
+  }
+  // What step `step` of registration `handle` waits for on the tasks of `sig` marked in `ask`
+  // (`workers` per share; all asked at once, each answer awaited for a bounded time): the stuck
+  // nodes followed across tasks ("stuck: worker:0 'x' waits for 'y:0' from ps:0, where ..."),
+  // then per task its waiting nodes, a line each; empty when no task says anything waits.
+  std::string explain_step(const Signature& sig, uint64_t handle, uint64_t step,
+                           const std::vector<caf::actor>& workers, const std::vector<bool>& ask);
   std::string describe(int task) const {
     const auto& t = links->tasks[std::size_t(task)];
     return fmt::format("task {} at {}", t.id.to_string(), t.address.to_string());
@@ -515,6 +531,55 @@ void Master::Impl::deregister(const Signature& sig, uint64_t handle) {
   }
 }
 
+std::string Master::Impl::explain_step(const Signature& sig, uint64_t handle, uint64_t step,
+                                       const std::vector<caf::actor>& workers, const std::vector<bool>& ask) {
+  caf::scoped_actor self{system()};
+  using Handle = decltype(self->request(caf::actor{}, timeouts::late_step_report(), step_waits_atom::value, handle, step));
+  std::vector<std::pair<std::size_t, Handle>> asked;
+  for (std::size_t i = 0; i < workers.size(); ++i)
+    if (ask[i] && workers[i])
+      asked.push_back({i, self->request(workers[i], timeouts::late_step_report(), step_waits_atom::value, handle, step)});
+  std::vector<TaskWaits> tasks;
+  std::string lines;
+  for (auto& [i, h] : asked) {
+    const int task = sig.shares[i].task;
+    TaskWaits t{links->tasks[std::size_t(task)].id.to_string(), {}, true};
+    h.receive([&](std::vector<WaitReport>& waits) { t.waits = std::move(waits); },
+              [&](caf::error&) { t.answered = false; });
+    for (auto& w : t.waits)
+      if (!w.inferred) lines += "\n  " + describe(task) + ": " + describe_wait(w);
+    tasks.push_back(std::move(t));
+  }
+  if (lines.empty()) return {};
+  std::string stuck;
+  for (auto& sentence : follow_waits(tasks)) stuck += (stuck.empty() ? "" : "; ") + sentence;
+  return fmt::format("stuck: {}; nodes still waiting:{}", stuck, lines);
+}
+
+std::string Master::describe_step(Signature& sig, uint64_t step) {
+  uint64_t handle = 0;
+  {
+    std::lock_guard<std::mutex> lock(sig.mutex);
+    handle = sig.handle;
+  }
+  auto workers = impl_->workers_of(sig);
+  return impl_->explain_step(sig, handle, step, workers, std::vector<bool>(workers.size(), true));
+}
+
+std::string Master::describe_running() {
+  std::vector<std::pair<uint64_t, Signature*>> steps;
+  {
+    std::lock_guard<std::mutex> lock(impl_->running_mutex);
+    steps.assign(impl_->running.begin(), impl_->running.end());
+  }
+  std::string out;
+  for (auto& [step, sig] : steps) {
+    const std::string waits = describe_step(*sig, step);
+    out += fmt::format("step {}: {}\n", step, waits.empty() ? "no node waits for an input (its kernels are running)" : waits);
+  }
+  return out;
+}
+
 StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds, std::chrono::milliseconds deadline) {
   Impl& im = *impl_;
   uint64_t handle = 0;
@@ -526,12 +591,20 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
     return StepResult{{}, e.code(), fmt::format("step {}: {}", step, e.what())};
   }
 
-  caf::scoped_actor self{im.system()};
-  std::vector<caf::actor> workers;
   {
-    std::lock_guard<std::mutex> lock(im.links->mutex);
-    for (auto& share : sig.shares) workers.push_back(im.links->tasks[std::size_t(share.task)].worker);
+    std::lock_guard<std::mutex> lock(im.running_mutex);
+    im.running[step] = &sig;
   }
+  struct Ended {
+    Impl& im;
+    uint64_t step;
+    ~Ended() {
+      std::lock_guard<std::mutex> lock(im.running_mutex);
+      im.running.erase(step);
+    }
+  } ended{im, step};
+  caf::scoped_actor self{im.system()};
+  std::vector<caf::actor> workers = im.workers_of(sig);
   for (std::size_t i = 0; i < sig.shares.size(); ++i) {
     self->monitor(workers[i]);
     std::vector<WireTensor> mine;
@@ -595,23 +668,17 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
       if (late) {
         // Which nodes of each task still running wait for what (and from which task), asked
         // before the abort clears it; a task that does not answer in time is only named.
-        std::string running, waiting;
+        std::string running;
+        std::vector<bool> ask(answered.size());
         for (std::size_t i = 0; i < answered.size(); ++i) {
-          if (answered[i]) continue;
-          const std::string task = im.describe(sig.shares[i].task);
-          running += (running.empty() ? "" : ", ") + task;
-          self->request(workers[i], timeouts::late_step_report(), step_waits_atom::value, handle, step)
-              .receive(
-                  [&](std::vector<std::string>& lines) {
-                    for (auto& line : lines) waiting += "\n  " + task + ": " + line;
-                  },
-                  [](caf::error&) {});
+          ask[i] = !answered[i];
+          if (ask[i]) running += (running.empty() ? "" : ", ") + im.describe(sig.shares[i].task);
         }
+        const std::string waiting = im.explain_step(sig, handle, step, workers, ask);
         failure = StepResult{{}, ErrorCode::deadline_exceeded,
                              fmt::format("step {} did not finish within its deadline of {} ms and was aborted; still "
                                          "running on {}{}",
-                                         step, deadline.count(), running,
-                                         waiting.empty() ? "" : "; nodes still waiting:" + waiting)};
+                                         step, deadline.count(), running, waiting.empty() ? "" : "; " + waiting)};
       }
     }
   }

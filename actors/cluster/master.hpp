@@ -53,6 +53,13 @@ class Master {
                                      const std::vector<Endpoint>& fetches, const std::vector<int>& targets);
   StepResult run(Signature& signature, uint64_t step, std::vector<Tensor> feeds, std::chrono::milliseconds deadline);
 
+  // What step `step` of `signature` (running now) waits for on every task: the stuck nodes
+  // followed across tasks, then each task's waiting nodes; empty when no node waits. Asks
+  // every task at once, each answer awaited for a bounded time (timeouts::late_step_report).
+  std::string describe_step(Signature& signature, uint64_t step);
+  // The same for every step in run() now, a paragraph each ("step 3: stuck: ...").
+  std::string describe_running();
+
   // Each task's transfer counters (Session::transfer_stats).
   std::vector<TaskTransfers> transfer_stats() const;
 

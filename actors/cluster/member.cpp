@@ -2,12 +2,16 @@
 
 #include <caf/io/all.hpp>
 
+#include <map>
+#include <optional>
 #include <random>
 
+#include "actors/cluster/cluster_messages.hpp"
 #include "actors/cluster/worker.hpp"
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/timeouts.hpp"
+#include "actors/wait_chain.hpp"
 #include "core/error.hpp"
 #include "devices/device.hpp"
 
@@ -113,8 +117,8 @@ MemberIdentity identify_member(const TaskAddress& address, std::chrono::millisec
   return out;
 }
 
-std::vector<TaskStatus> cluster_status(const TaskAddress& address, std::chrono::milliseconds timeout,
-                                       const MemberOptions& options) {
+ClusterStatus cluster_status(const TaskAddress& address, std::chrono::milliseconds timeout,
+                             const MemberOptions& options) {
   auto runtime = Runtime::get_networked(options.threads, network_of(options));
   auto& system = runtime->system();
   caf::scoped_actor self{system};
@@ -125,20 +129,47 @@ std::vector<TaskStatus> cluster_status(const TaskAddress& address, std::chrono::
                  fail(ErrorCode::unavailable, "the cluster member at {} did not send its cluster spec within {} ms: {}",
                       address.to_string(), timeout.count(), system.render(e));
                });
-  std::vector<TaskStatus> out;
+  ClusterStatus out;
+  using Handle = decltype(self->request(caf::actor{}, timeout, status_atom::value));
+  std::vector<std::optional<Handle>> asked;
   for (std::size_t i = 0; i < tasks.size() && i < addresses.size(); ++i) {
-    TaskStatus status{tasks[i], addresses[i], {}, {}};
+    out.tasks.push_back(TaskStatus{tasks[i], addresses[i], {}, {}});
+    asked.emplace_back();
     try {
       const TaskAddress at = parse_task_address(addresses[i], "the cluster spec of " + address.to_string());
-      self->request(connect_member(system, at, timeout), timeout, status_atom::value)
-          .receive([&](std::vector<std::string>& lines) { status.lines = std::move(lines); },
-                   [&](caf::error& e) {
-                     status.error = fmt::format("did not answer within {} ms: {}", timeout.count(), system.render(e));
-                   });
+      asked.back() = self->request(connect_member(system, at, timeout), timeout, status_atom::value);
     } catch (const Error& e) {
-      status.error = e.what();
+      out.tasks.back().error = e.what();
     }
-    out.push_back(std::move(status));
+  }
+  // Per step (its graph's handle and number, the same on every task), each task's waits.
+  std::map<std::pair<uint64_t, uint64_t>, std::pair<std::string, std::vector<TaskWaits>>> steps;
+  for (std::size_t i = 0; i < asked.size(); ++i) {
+    if (!asked[i]) continue;
+    TaskStatus& status = out.tasks[i];
+    asked[i]->receive(
+        [&](std::vector<StepStatus>& running) {
+          for (auto& step : running) {
+            status.lines.push_back(fmt::format("step {} of graph {:#x} from {}, running for {:.1f} s", step.step,
+                                               step.handle, step.owner, step.seconds));
+            std::size_t shown = 0;
+            for (auto& w : step.waits)
+              if (!w.inferred) status.lines.push_back("  " + describe_wait(w)), ++shown;
+            if (!shown) status.lines.push_back("  no node waits for an input (its kernels are running)");
+            auto& [title, waits] = steps[{step.handle, step.step}];
+            title = fmt::format("step {} of graph {:#x} from {}", step.step, step.handle, step.owner);
+            waits.push_back(TaskWaits{status.task, std::move(step.waits), true});
+          }
+        },
+        [&](caf::error& e) {
+          status.error = fmt::format("did not answer within {} ms: {}", timeout.count(), system.render(e));
+        });
+  }
+  for (auto& [key, step] : steps) {
+    auto& [title, waits] = step;
+    for (auto& t : out.tasks)  // a task that did not answer may hold the step too
+      if (!t.error.empty()) waits.push_back(TaskWaits{t.task, {}, false});
+    for (auto& sentence : follow_waits(waits)) out.stuck.push_back(title + ": " + sentence);
   }
   return out;
 }

@@ -74,9 +74,16 @@ struct TaskStatus {
   std::vector<std::string> lines;
   std::string error;    // why it could not be asked; empty when it answered
 };
-// Asks the member at `address` for its cluster spec, then every task of it for its steps, each
-// within `timeout`. Throws unavailable when the member at `address` does not answer.
-std::vector<TaskStatus> cluster_status(const TaskAddress& address, std::chrono::milliseconds timeout,
-                                       const MemberOptions& options = {});
+struct ClusterStatus {
+  std::vector<TaskStatus> tasks;
+  // Per step in flight, its stuck nodes, the waits followed across tasks (actors/wait_chain.hpp):
+  // "step 1 of graph 0x.. from session of vm pid 7: worker:0 'x' waits for 'next:0' from ps:0,
+  // where 'next' has 0 of 1 inputs, waits for queue 'held' to answer (...)".
+  std::vector<std::string> stuck;
+};
+// Asks the member at `address` for its cluster spec, then every task of it (at once) for its
+// steps, each within `timeout`. Throws unavailable when the member at `address` does not answer.
+ClusterStatus cluster_status(const TaskAddress& address, std::chrono::milliseconds timeout,
+                             const MemberOptions& options = {});
 
 }  // namespace troupe

@@ -242,13 +242,10 @@ caf::result<Reply...> on_own_thread(caf::stateful_actor<WorkerState>* self, Work
   return promise;
 }
 
-// The nodes of `reg` still waiting in step `step`, one line each (a blocking query: on a thread
-// of its own).
-std::vector<std::string> step_waits(const Registration& reg, uint64_t step, caf::actor_system& system) {
-  std::vector<std::string> lines;
-  for (auto& w : ask_waits(system, {reg.exe.get()}, timeouts::late_step_report(), step))
-    lines.push_back(describe_wait(w));
-  return lines;
+// The nodes of `reg` still waiting in step `step` (a blocking query: on a thread of its own).
+std::vector<WaitReport> step_waits(const Registration& reg, uint64_t step, caf::actor_system& system) {
+  if (!reg.exe) return {};
+  return ask_waits(system, {reg.exe.get()}, timeouts::late_step_report(), step);
 }
 
 caf::result<SaveShardsReply> save_shards(caf::stateful_actor<WorkerState>* self, SaveShards request) {
@@ -418,28 +415,26 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         return std::vector<uint64_t>{c.values_sent.load(), c.bytes_sent.load(), c.values_received.load(),
                                      c.bytes_received.load(), c.float16_values.load(), c.float16_bytes_saved.load()};
       },
-      [self, running](status_atom) -> caf::result<std::vector<std::string>> {
-        std::vector<std::pair<std::shared_ptr<Registration>, std::pair<uint64_t, double>>> steps;
+      [self, running](status_atom) -> caf::result<std::vector<StepStatus>> {
+        std::vector<std::pair<std::shared_ptr<Registration>, StepStatus>> steps;
         const auto now = std::chrono::steady_clock::now();
         for (auto& [key, since] : *running)
           if (auto reg = self->state.context->find(key.first))
-            steps.push_back({reg, {key.second, std::chrono::duration<double>(now - since).count()}});
-        return on_own_thread<std::vector<std::string>>(self, [steps, system = &self->system()](auto& promise) {
-          std::vector<std::string> lines;
-          for (auto& [reg, step] : steps) {
-            lines.push_back(fmt::format("step {} of graph {:#x} from {}, running for {:.1f} s", step.first, reg->handle,
-                                        reg->owner_name, step.second));
-            auto waits = step_waits(*reg, step.first, *system);
-            if (waits.empty()) lines.push_back("  no node waits for an input (its kernels are running)");
-            for (auto& w : waits) lines.push_back("  " + w);
+            steps.push_back({reg, StepStatus{reg->handle, reg->owner_name, key.second,
+                                             std::chrono::duration<double>(now - since).count(), {}}});
+        return on_own_thread<std::vector<StepStatus>>(self, [steps, system = &self->system()](auto& promise) mutable {
+          std::vector<StepStatus> out;
+          for (auto& [reg, status] : steps) {
+            status.waits = step_waits(*reg, status.step, *system);
+            out.push_back(std::move(status));
           }
-          promise.deliver(std::move(lines));
+          promise.deliver(std::move(out));
         });
       },
-      [self](step_waits_atom, uint64_t handle, uint64_t step) -> caf::result<std::vector<std::string>> {
+      [self](step_waits_atom, uint64_t handle, uint64_t step) -> caf::result<std::vector<WaitReport>> {
         auto reg = self->state.context->find(handle);
-        if (!reg || !reg->exe) return std::vector<std::string>{};
-        return on_own_thread<std::vector<std::string>>(self, [reg, step, system = &self->system()](auto& promise) {
+        if (!reg || !reg->exe) return std::vector<WaitReport>{};
+        return on_own_thread<std::vector<WaitReport>>(self, [reg, step, system = &self->system()](auto& promise) {
           promise.deliver(step_waits(*reg, step, *system));
         });
       },

@@ -1,5 +1,7 @@
 #include "actors/executor/executable.hpp"
 
+#include <set>
+
 #include "actors/executor/spawn_node.hpp"
 #include "actors/runtime.hpp"
 #include "actors/executor/step_actor.hpp"
@@ -142,9 +144,12 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     np.num_fixed = 0;
     if (n.op == "_Arg") {
       np.input_names.push_back("feed " + std::to_string(get_attr<int64_t>(n.attrs, "index", n.name)));
+      np.input_sources.emplace_back();
     } else if (np.kind == NodeKind::recv) {
-      np.input_names.push_back(fmt::format("{} from {}", get_attr<std::string>(n.attrs, "tensor_name", n.name),
-                                           get_attr<std::string>(n.attrs, "send_device", n.name)));
+      const std::string tensor = get_attr<std::string>(n.attrs, "tensor_name", n.name);
+      const std::string from = get_attr<std::string>(n.attrs, "send_device", n.name);
+      np.input_names.push_back(fmt::format("{} from {}", tensor, from));
+      np.input_sources.push_back({from, tensor.substr(0, tensor.rfind(':')), tensor});
     } else {
       for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
         auto in = n.inputs[slot];
@@ -154,6 +159,7 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
                                      ? fmt::format("{} (from {})", tensor_name(producer, in.port),
                                                    get_attr<std::string>(producer.attrs, "send_device", producer.name))
                                      : tensor_name(producer, in.port));
+        np.input_sources.push_back({"", producer.name, tensor_name(producer, in.port)});
         if (hoistable(in.node) && !n.op_def->fires_on_first_live_input && !n.op_def->frame_op) {
           np.fixed_inputs[slot] = get_attr<Tensor>(g.node(in.node).attrs, "value", g.node(in.node).name);
           ++np.num_fixed;
@@ -441,6 +447,49 @@ Executable::~Executable() {
   step_actor_ = nullptr;
 }
 
+namespace {
+
+// A node no input of which has come yet is not among the waits, yet another device may wait for
+// its value: for every value a _Send sends out of a partition whose producer is not waiting,
+// the waiting nodes it depends on (walking back through its inputs) become its sources, so a
+// chain of waits can be followed through it.
+void add_unstarted_producers(const std::vector<const Executable*>& exes, uint64_t step, std::vector<WaitReport>& out) {
+  std::set<std::string> waiting;
+  for (auto& r : out) waiting.insert(r.node);
+  for (auto& exe : exes)
+    for (auto& part : exe->parts()) {
+      const Graph& g = *part->graph;
+      for (int id = 0; id < g.size(); ++id) {
+        if (part->nodes[std::size_t(id)].kind != NodeKind::send || g.node(id).inputs.empty()) continue;
+        const int start = g.node(id).inputs[0].node;
+        if (waiting.count(g.node(start).name)) continue;
+        std::vector<WaitSource> sources;
+        std::set<int> seen{start};
+        std::vector<int> todo{start};
+        auto visit = [&](int in) {
+          if (!seen.insert(in).second) return;
+          if (waiting.count(g.node(in).name)) sources.push_back({"", g.node(in).name, g.node(in).name});
+          else todo.push_back(in);
+        };
+        while (!todo.empty()) {
+          const Node& n = g.node(todo.back());
+          todo.pop_back();
+          for (auto& in : n.inputs) visit(in.node);
+          for (int c : n.control_inputs) visit(c);
+        }
+        if (sources.empty()) continue;
+        const Node& producer = g.node(start);
+        WaitReport r{producer.name, Tag{step, 0, 0}, 0, int(producer.inputs.size()), {"inputs not come yet"},
+                     std::move(sources)};
+        r.inferred = true;
+        waiting.insert(producer.name);
+        out.push_back(std::move(r));
+      }
+    }
+}
+
+}  // namespace
+
 std::vector<WaitReport> ask_waits(caf::actor_system& system, const std::vector<const Executable*>& exes,
                                   caf::duration bound, std::optional<uint64_t> step) {
   std::vector<WaitReport> out;
@@ -458,15 +507,8 @@ std::vector<WaitReport> ask_waits(caf::actor_system& system, const std::vector<c
           for (auto& r : reports) out.push_back(std::move(r));
         },
         [&](caf::error&) {});
+  if (step) add_unstarted_producers(exes, *step, out);
   return out;
-}
-
-std::string describe_wait(const WaitReport& w) {
-  std::string s = w.received < w.expected
-                      ? fmt::format("node '{}' has {} of {} inputs, waits for", w.node, w.received, w.expected)
-                      : fmt::format("node '{}' waits for", w.node);
-  for (std::size_t i = 0; i < w.missing.size(); ++i) s += (i ? ", " : " ") + w.missing[i];
-  return s;
 }
 
 }  // namespace troupe

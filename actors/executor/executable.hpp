@@ -86,6 +86,7 @@ struct NodePlan {
   caf::actor shard;              // variable: the parameter shard holding its variable
   VariableOp variable_op = VariableOp::read;  // variable: what it asks the shard
   std::vector<std::string> input_names;  // per data slot, for wait reports
+  std::vector<WaitSource> input_sources;  // per data slot: its producer (empty node for a feed)
   std::string where;  // "Add 'x' on /job:localhost/task:0/device:CPU:0", prefixed to errors
 };
 
@@ -209,11 +210,10 @@ class Executable {
 // What the node actors of `exes` hold and wait for: every actor asked at once, the answers
 // awaited for at most `bound` (a node busy with a long kernel answers late, and is left out).
 // With `step`, only that step's, which the actors are told is running (a _Recv then says which
-// value has not come). A local session's reports and a cluster member's are both these.
+// value has not come, and a node that has had no input yet but whose value another device waits
+// for is added, inferred, with the waiting nodes it depends on). A local session's reports and
+// a cluster member's are both these.
 std::vector<WaitReport> ask_waits(caf::actor_system& system, const std::vector<const Executable*>& exes,
                                   caf::duration bound, std::optional<uint64_t> step = std::nullopt);
-// "node 'n' has 1 of 2 inputs, waits for a:0, b:0"; "node 'v' waits for ..." when its inputs
-// are in and it waits for something else (a shard's or a queue's answer).
-std::string describe_wait(const WaitReport& wait);
 
 }  // namespace troupe

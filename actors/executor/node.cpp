@@ -173,7 +173,9 @@ std::vector<WaitReport> NodeActor::on_waits() const {
     WaitReport r{me_->node->name, p.tag, expected_ - p.remaining, expected_, {}};
     for (int s = 0; s < me_->num_inputs; ++s) {
       bool arrived = s < 64 ? (p.arrived >> s) & 1 : p.inputs()[s].is_initialized();
-      if (!arrived) r.missing.push_back(me_->input_names[s]);
+      if (arrived) continue;
+      r.missing.push_back(me_->input_names[s]);
+      if (!me_->input_sources[std::size_t(s)].node.empty()) r.sources.push_back(me_->input_sources[std::size_t(s)]);
     }
     int controls_missing = p.remaining - int(r.missing.size());
     if (controls_missing > 0) r.missing.push_back(std::to_string(controls_missing) + " control input(s)");

@@ -19,8 +19,9 @@ void RecvNode::add_step_waits(uint64_t step, std::vector<WaitReport>& out) const
   for (auto& r : out)
     if (r.node == node.name) return;  // waiting for its control inputs: said already
   out.push_back(WaitReport{node.name, Tag{step, 0, 0}, 0, 1,
-                           {fmt::format("the value of '{}' from {}", get_attr_or<std::string>(node.attrs, "tensor_name", "?"),
-                                        get_attr_or<std::string>(node.attrs, "send_device", "?"))}});
+                           {fmt::format("the value of '{}' from {}", me_->input_sources[0].tensor,
+                                        me_->input_sources[0].device)},
+                           {me_->input_sources[0]}});
 }
 
 }  // namespace troupe
