@@ -347,8 +347,10 @@ std::string task_of_variable(const GraphVariable& v, const std::string& target_t
 
 // A cluster session's restore: every task reads and verifies its variables' slices; only when
 // all of them have, every task assigns them (one message per shard).
-void restore_on_cluster(Master& master, const GraphState& graph, const std::string& path,
-                        const std::vector<checkpoint::Request>& requests, std::chrono::milliseconds bound) {
+// With `only` (tasks), only the variables placed on those; returns the variables assigned.
+std::vector<std::string> restore_on_cluster(Master& master, const GraphState& graph, const std::string& path,
+                                            const std::vector<checkpoint::Request>& requests,
+                                            std::chrono::milliseconds bound, const std::vector<std::string>& only) {
   const std::string target = master.target_task();
   std::map<std::string, RestoreShards> share;  // by task
   auto wire = [](const checkpoint::Request& r) {
@@ -371,11 +373,19 @@ void restore_on_cluster(Master& master, const GraphState& graph, const std::stri
 
   std::map<std::string, caf::actor> worker;
   for (auto& t : master.task_workers()) worker.emplace(t.task, t.worker);
+  for (auto& task : only)
+    if (!worker.count(task))
+      fail(ErrorCode::invalid_argument, "Saver: cannot restore '{}' on task {}, which the cluster does not have", path, task);
+  if (!only.empty())
+    for (auto it = share.begin(); it != share.end();)
+      it = std::find(only.begin(), only.end(), it->first) == only.end() ? share.erase(it) : std::next(it);
   for (auto& [task, s] : share)
     if (!worker.count(task))
       fail(ErrorCode::invalid_argument, "Saver: cannot restore '{}', no variable was changed: variable '{}' is placed on "
            "task {}, which the cluster does not have", path, s.variables.empty() ? s.optimizers[0].variable : s.variables[0], task);
-  if (share.empty()) return;
+  std::vector<std::string> assigned;
+  for (auto& [task, s] : share) assigned.insert(assigned.end(), s.variables.begin(), s.variables.end());
+  if (share.empty()) return assigned;
   caf::actor_system& sys = master.system();
   for (bool assign : {false, true}) {
     caf::scoped_actor self{sys};
@@ -397,11 +407,17 @@ void restore_on_cluster(Master& master, const GraphState& graph, const std::stri
            assign ? "some tasks may have assigned their variables and others not" : "no variable was changed",
            fmt::join(errors.messages, "; "));
   }
+  return assigned;
 }
 
 }  // namespace
 
-RestoreReport Saver::restore(const std::string& path) {
+RestoreReport Saver::restore(const std::string& path) { return restore_tasks(path, {}); }
+
+RestoreReport Saver::restore_tasks(const std::string& path, const std::vector<std::string>& tasks) {
+  if (!tasks.empty() && !impl_->session.cluster_master())
+    fail(ErrorCode::invalid_argument, "Saver: restoring the variables of task(s) {} needs a cluster session",
+         fmt::join(tasks, ", "));
   const GraphState graph = graph_state(impl_->session.graph());
   const checkpoint::Index index = checkpoint::read_index(path);
   std::map<std::string, const checkpoint::IndexEntry*> saved;
@@ -450,7 +466,8 @@ RestoreReport Saver::restore(const std::string& path) {
   for (auto& [name, entry] : saved)
     if (!wanted.count(name)) report.extra.push_back(name);
   if (Master* master = impl_->session.cluster_master()) {
-    restore_on_cluster(*master, graph, path, requests, impl_->options.cluster_task_timeout);
+    auto assigned = restore_on_cluster(*master, graph, path, requests, impl_->options.cluster_task_timeout, tasks);
+    if (!tasks.empty()) report.restored = std::move(assigned);
     return report;
   }
 

@@ -30,6 +30,7 @@
 #include "actors/cluster/member.hpp"
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
+#include "actors/supervisor.hpp"
 #include "apps/fashion_mnist.hpp"
 #include "devices/cpu_threads.hpp"
 #include "graph/gradients.hpp"
@@ -50,6 +51,8 @@ constexpr auto kInitTimeout = std::chrono::seconds(120);
 // A step's bound: a sync step waits for the other replicas, so it is as slow as the m-th
 // fastest of them; beyond this the job has lost too many workers to go on.
 constexpr auto kStepTimeout = std::chrono::seconds(120);
+// How long a lost ps task may take to come back before the job gives up (with --checkpoint-dir).
+constexpr auto kRecoveryGrace = std::chrono::seconds(30);
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -178,6 +181,13 @@ void print_summary(const Args& a, const Job& job, int64_t global, int64_t timed_
 struct Trainer {
   Session* session = nullptr;
   Saver* saver = nullptr;  // the chief's, with --checkpoint-dir
+  // The parameter-server modes' with --checkpoint-dir: runs what uses the ps tasks, recovering
+  // from a lost one (actors/supervisor.hpp); null: run as is.
+  Supervisor* supervisor = nullptr;
+  template <class F>
+  auto supervised(F&& f) -> decltype(f()) {
+    return supervisor ? supervisor->run(std::forward<F>(f)) : f();
+  }
   Output images, labels, correct;
   // One step on a batch: its loss and the global step after it; adds its dropped gradients.
   std::function<std::pair<float, int64_t>(FeedList, int64_t& dropped)> step;
@@ -198,7 +208,18 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
     for (auto x : v) sum += x;
     return sum;
   };
-  auto dropped_now = [&] { return t.dropped_per_worker ? t.dropped_per_worker() : std::vector<int64_t>{}; };
+  auto dropped_now = [&] {
+    return t.dropped_per_worker ? t.supervised(t.dropped_per_worker) : std::vector<int64_t>{};
+  };
+  // A checkpoint that a lost ps task kept from being written is skipped (the next one is on time).
+  auto saved = [&](const std::function<void()>& save) {
+    try {
+      save();
+    } catch (const Error& e) {
+      if (!t.supervisor || (e.code() != ErrorCode::unavailable && e.code() != ErrorCode::failed_precondition)) throw;
+      std::printf("worker:%d: a checkpoint was not written, training goes on: %s\n", job.me.index, e.what());
+    }
+  };
   ReadAhead input(input_of(a, job));
   const bool straggler = a.delay_ms > 0 && job.me.index == (a.delay_worker >= 0 ? a.delay_worker : job.workers - 1);
   const int64_t first = global;
@@ -213,8 +234,9 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
   while (global < job.steps) {
     if (straggler) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
     data::Element batch = input.take();
-    auto [l, after] = t.step({{t.images, batch[0]}, {t.labels, batch[1]}}, my_dropped);
+    auto [l, after] = t.supervised([&] { return t.step({{t.images, batch[0]}, {t.labels, batch[1]}}, my_dropped); });
     global = after;
+    if (t.supervisor) t.supervisor->saw_global_step(global);
     if (!std::isfinite(l))
       fail(ErrorCode::aborted, "worker:{}: the loss diverged ({}) at global step {}", job.me.index, l, global);
     loss_avg = local_steps == 0 ? l : 0.95 * loss_avg + 0.05 * l;
@@ -225,8 +247,8 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
       timed_from_step = global;
     }
     if (t.saver && a.save_every_steps > 0 && global / a.save_every_steps != saved_step / a.save_every_steps) {
-      if (saving.valid()) saving.get();
-      saving = t.saver->save_async(a.checkpoint_dir, global);
+      if (saving.valid()) saved([&] { saving.get(); });
+      saved([&] { saving = t.saver->save_async(a.checkpoint_dir, global); });
       saved_step = global;
     }
     const double since = seconds_since(last_report);
@@ -237,7 +259,7 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
       last_report_step = global;
     }
   }
-  if (job.chief && t.at_end) t.at_end();
+  if (job.chief && t.at_end) t.supervised(t.at_end);
   if (!job.chief) {
     std::printf("worker:%d: done at global step %lld: %lld steps of its own, %lld gradients dropped\n", job.me.index,
                 (long long)global, (long long)local_steps, (long long)my_dropped);
@@ -245,10 +267,10 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
   }
   const double seconds = timed_from ? seconds_since(*timed_from) : 0;
   if (t.saver) {
-    if (saving.valid()) saving.get();
-    if (saved_step != global) t.saver->save(a.checkpoint_dir, global);
+    if (saving.valid()) saved([&] { saving.get(); });
+    if (saved_step != global) t.supervised([&] { t.saver->save(a.checkpoint_dir, global); });
   }
-  const double accuracy = test_accuracy(*t.session, t.correct);
+  const double accuracy = t.supervised([&] { return test_accuracy(*t.session, t.correct); });
   print_summary(a, job, global, global - timed_from_step, seconds, loss_avg, accuracy, dropped_now());
   return 0;
 }
@@ -343,10 +365,22 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
       }
     }
   }
+  // With checkpoints, a ps task that dies and comes back (troupe-launch --restart-ps) gets its
+  // variables back from the chief's newest checkpoint, and every worker goes on.
+  std::optional<Supervisor> supervisor;
+  if (!a.checkpoint_dir.empty())
+    supervisor.emplace(session, job.chief ? &*saver : nullptr,
+                       SupervisorOptions{.checkpoint_dir = job.chief ? a.checkpoint_dir : std::string(),
+                                         .grace = kRecoveryGrace,
+                                         .on_recovery = [&](const Recovery& r) {
+                                           std::printf("worker:%d: %s\n", job.me.index, r.describe().c_str());
+                                           std::fflush(stdout);
+                                         }});
   Trainer t;
   t.session = &session;
   t.correct = correct;
   t.saver = saver ? &*saver : nullptr;
+  t.supervisor = supervisor ? &*supervisor : nullptr;
   t.step = [&, sync](FeedList feeds, int64_t& dropped) -> std::pair<float, int64_t> {
     if (sync) {
       auto out = session.run(feeds, {loss, sync_train->next_step, sync_train->dropped}, {train});

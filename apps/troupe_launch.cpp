@@ -11,8 +11,11 @@
 // every worker has exited, or one has failed (exited non-zero), which stops the others; the ps
 // tasks are then stopped (SIGTERM, then SIGKILL after 10 s).
 // Ctrl-C or SIGTERM stops every process the same way. A ps task that exits while workers run
-// stops the job. Exit code: 0 when every worker exited with 0 and no ps task died, 1 otherwise,
-// 2 for a bad command line.
+// stops the job, unless --restart-ps N: then it is started again (at most N times per task; the
+// workers' Supervisor restores its variables from the chief's checkpoint, actors/supervisor.hpp).
+// Every process's pid is kept in DIR/<job>-<index>.pid (for scripts that kill one). Exit code: 0
+// when every worker exited with 0 and no ps task died for good, 1 otherwise, 2 for a bad command
+// line.
 #include <CLI/CLI.hpp>
 
 #include <fcntl.h>
@@ -46,6 +49,7 @@ void on_stop_signal(int) { stop_requested = 1; }
 // One process of the job: its task, pid, and the pipe its stdout and stderr come through.
 struct Process {
   std::string task;
+  std::vector<std::string> argv;
   pid_t pid = -1;
   int out = -1;         // read end
   std::string partial;  // a line not yet ended
@@ -104,7 +108,10 @@ void print_line(const std::string& task, const std::string& line) {
   std::fflush(stdout);
 }
 
+std::string pid_dir;  // where DIR/<job>-<index>.pid files go
+
 Process spawn(const std::string& task, std::vector<std::string> argv) {
+  const std::vector<std::string> given = argv;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   std::vector<char*> args;
@@ -131,6 +138,10 @@ Process spawn(const std::string& task, std::vector<std::string> argv) {
     throw std::runtime_error("cannot start " + argv[0] + " for " + task + ": " + std::strerror(rc));
   }
   p.out = fds[0];
+  p.argv = given;
+  std::string file = task;
+  file[file.find(':')] = '-';
+  std::ofstream(std::filesystem::path(pid_dir) / (file + ".pid")) << p.pid << "\n";
   return p;
 }
 
@@ -207,12 +218,17 @@ int main(int argc, char** argv) {
   CLI::App app{"troupe-launch: a local cluster in one command"};
   int ps = 1, workers = 1;
   int backup_workers = -1;
+  int restart_ps = 0;
   std::string node, dir;
   std::vector<std::string> command;
   app.add_option("--ps", ps, "parameter-server tasks (troupe-node)")->check(troupe::cli::non_negative)->capture_default_str();
   app.add_option("--workers", workers, "worker tasks (the command)")->check(troupe::cli::positive)->capture_default_str();
   app.add_option("--backup-workers", backup_workers,
                  "passed on to every worker's command as --backup-workers K (synchronous training)")
+      ->check(troupe::cli::non_negative);
+  app.add_option("--restart-ps", restart_ps,
+                 "start a ps task that dies while the workers run again, at most N times per task (the workers need "
+                 "--checkpoint-dir to get its variables back)")
       ->check(troupe::cli::non_negative);
   app.add_option("--node", node, "the troupe-node program (default: beside troupe-launch)");
   app.add_option("--dir", dir, "where the cluster spec is written (default: a new directory under /tmp)");
@@ -235,6 +251,7 @@ int main(int argc, char** argv) {
       dir = pattern;
     }
     std::filesystem::create_directories(dir);
+    pid_dir = dir;
     const std::string spec = (std::filesystem::path(dir) / "cluster.json").string();
     std::vector<std::pair<std::string, int>> jobs{{"worker", workers}};
     if (ps > 0) jobs.push_back({"ps", ps});
@@ -274,12 +291,26 @@ int main(int argc, char** argv) {
   }
 
   std::string failure;
+  std::map<std::string, int> restarts;  // per ps task
   for (;;) {
     pump(all, 100);
     bool workers_running = false;
     for (auto& p : all) {
       const bool is_worker = p.task.rfind("worker:", 0) == 0;
       if (is_worker && !p.exit_code) workers_running = true;
+      if (!is_worker && p.exit_code && failure.empty() && restarts[p.task] < restart_ps && !stop_requested) {
+        const int code = *p.exit_code;
+        const std::string signal = code > 128 ? " (signal " + std::to_string(code - 128) + ")" : "";
+        std::fprintf(stderr, "troupe-launch: %s (pid %d) exited with %d%s while the workers ran: starting it again (%d of %d)\n",
+                     p.task.c_str(), int(p.pid), code, signal.c_str(), ++restarts[p.task], restart_ps);
+        if (p.out >= 0) ::close(p.out);
+        try {
+          p = spawn(p.task, p.argv);
+        } catch (const std::exception& e) {
+          failure = e.what();
+        }
+        continue;
+      }
       if (!is_worker && p.exit_code && failure.empty())
         failure = p.task + " exited with " + std::to_string(*p.exit_code) + " while the workers ran";
       // A failed worker fails the job at once: the others may be waiting for it (a synchronous

@@ -313,7 +313,7 @@ std::vector<Master::TaskWorker> Master::task_workers() {
     if (lost) im.connect(i);
     std::lock_guard<std::mutex> lock(im.links->mutex);
     const TaskLink& t = im.links->tasks[std::size_t(i)];
-    out.push_back({t.id.to_string(), t.worker});
+    out.push_back({t.id.to_string(), t.worker, t.incarnation, t.address.to_string()});
   }
   return out;
 }

@@ -69,6 +69,8 @@ class Master {
   struct TaskWorker {
     std::string task;
     caf::actor worker;
+    uint64_t incarnation = 0;  // the task's process: a restarted one has another
+    std::string address;
   };
   std::vector<TaskWorker> task_workers();
   std::string target_task() const;

@@ -2,9 +2,12 @@
 // ports checked free): each ps writes its own data file, a local session restores the
 // checkpoint with the same values (and a cluster session restores a local one), momentum's
 // slots survive, and a ps that stops answering fails the save naming it within the bound,
-// leaving the published checkpoints as they were. Every process is stopped by its pid.
+// leaving the published checkpoints as they were; a ps killed and started again gets its own
+// variables back from the checkpoint through a Supervisor while the other keeps its values.
+// Every process is stopped by its pid.
 #include <boost/test/unit_test.hpp>
 
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +16,7 @@
 
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
+#include "actors/supervisor.hpp"
 #include "core/checkpoint.hpp"
 #include "ops/all.hpp"
 #include "ops/state/replica_device_setter.hpp"
@@ -179,4 +183,61 @@ BOOST_AUTO_TEST_CASE(a_corrupt_file_of_one_ps_fails_the_cluster_restore_naming_i
   BOOST_TEST(contains(message, "task ps:"), message);
   BOOST_TEST(m.weights(cluster) == now, boost::test_tools::per_element());
   BOOST_TEST(cluster.run({m.step.value})[0].scalar_value<int64_t>() == 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_ps_started_again_gets_its_variables_back_alone_and_training_goes_on) {
+  TwoPsCluster c;
+  Model m;
+  Session session(m.root, c.session());
+  session.run({}, {}, {m.init});
+  for (int i = 0; i < 3; ++i) m.train_step(session);
+  Saver saver(session);
+  const std::string dir = c.dir().file("ckpt");
+  saver.save(dir, m.step.value);
+  std::vector<Recovery> told;
+  Supervisor supervisor(session, &saver,
+                        {.checkpoint_dir = dir, .grace = 20s, .on_recovery = [&](const Recovery& r) { told.push_back(r); }});
+  for (int i = 0; i < 2; ++i) supervisor.run([&] { return m.train_step(session); });
+  supervisor.saw_global_step(5);
+  // What each ps holds now: the restore must bring back one and leave the other as it is.
+  const std::string on_ps1 = m.w.node()->requested_device.find("task:1") != std::string::npos ? "w" : "b";
+  const std::vector<float> kept = values_of(session.run({on_ps1 == "w" ? m.b : m.w})[0]);
+
+  c.node("ps:1").signal(SIGKILL);
+  BOOST_TEST(c.node("ps:1").wait_exit(10s).has_value());
+  c.start("ps:1");  // a new process: its variables are gone
+  const float loss = supervisor.run([&] { return m.train_step(session); });
+  BOOST_TEST(std::isfinite(loss));
+  BOOST_TEST_REQUIRE(told.size() == 1u);
+  const Recovery& r = told[0];
+  BOOST_TEST((r.tasks == std::vector<std::string>{"ps:1"}));
+  BOOST_TEST(r.addresses[0] == fmt::format("127.0.0.1:{}", c.port("ps:1")));
+  BOOST_TEST(r.checkpoint == dir + "/ckpt-3");
+  BOOST_TEST(r.restored_step == 3);
+  BOOST_TEST(r.lost_steps == 2);
+  BOOST_TEST(r.variables >= 1u);
+  BOOST_TEST(r.seconds_back <= r.seconds_restored);
+  BOOST_TEST(r.seconds_restored <= r.seconds_to_step);
+  BOOST_TEST(contains(r.describe(), "recovered from the loss of ps:1"), r.describe());
+  BOOST_TEST(supervisor.recoveries().size() == 1u);
+  // ps:0's variable went on from where it was (one more step), not from the checkpoint's value.
+  const std::vector<float> after = values_of(session.run({on_ps1 == "w" ? m.b : m.w})[0]);
+  BOOST_TEST(after != kept);
+}
+
+BOOST_AUTO_TEST_CASE(a_ps_that_does_not_come_back_or_has_no_checkpoint_fails_the_step_naming_it) {
+  TwoPsCluster c;
+  Model m;
+  Session session(m.root, c.session());
+  session.run({}, {}, {m.init});
+  Saver saver(session);
+  Supervisor supervisor(session, &saver, {.checkpoint_dir = c.dir().file("none"), .grace = 1500ms});
+  c.node("ps:1").signal(SIGKILL);
+  BOOST_TEST(c.node("ps:1").wait_exit(10s).has_value());
+  auto m1 = error_of([&] { supervisor.run([&] { return m.train_step(session); }); }, ErrorCode::unavailable);
+  BOOST_TEST(contains(m1, "ps:1"), m1);
+  BOOST_TEST(contains(m1, "did not come back within 1.5 s"), m1);
+  c.start("ps:1");
+  auto m2 = error_of([&] { supervisor.run([&] { return m.train_step(session); }); }, ErrorCode::data_loss);
+  BOOST_TEST(contains(m2, "task(s) ps:1 run a new process and their variables are lost, with no checkpoint in"), m2);
 }

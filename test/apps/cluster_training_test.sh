@@ -14,23 +14,12 @@
 set -euo pipefail
 launch=$1
 app=$2
-data=${TROUPE_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
-if [[ ! -e $data/train-images-idx3-ubyte.gz && ! -e $data/train-images-idx3-ubyte ]]; then
-  echo "skipped: no Fashion-MNIST in $data"
-  exit 77
-fi
+source "$(dirname "$0")/training_test_lib.sh"
 MARGIN=0.03
 ASYNC_MARGIN=0.05
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "cluster_training_test: FAILED: $*" >&2; exit 1; }
-# field NAME FILE: the value of NAME in the last JSON line of FILE.
-field() {
-  python3 -c 'import json,sys
-lines=[l for l in open(sys.argv[2]) if l.lstrip("[worker:0] ").startswith("{")]
-print(json.loads(lines[-1][lines[-1].index("{"):])[sys.argv[1]])' "$1" "$2"
-}
-at_least() { python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) - float(sys.argv[3]) else 1)' "$@"; }
 
 "$app" --model mlp --threads 1 --stop-after-steps 600 --json > "$work/local.out" 2>&1 || { cat "$work/local.out"; fail "the single-process run"; }
 local_accuracy=$(field test_accuracy "$work/local.out")

@@ -1,0 +1,177 @@
+#include "actors/supervisor.hpp"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <optional>
+#include <thread>
+
+#include "actors/cluster/master.hpp"
+
+namespace troupe {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+}  // namespace
+
+std::string Recovery::describe() const {
+  std::string where;
+  for (std::size_t i = 0; i < tasks.size(); ++i)
+    where += fmt::format("{}{} (again at {})", i ? ", " : "", tasks[i], i < addresses.size() ? addresses[i] : "?");
+  std::string restored =
+      checkpoint.empty()
+          ? std::string("its variables restored by the chief")
+          : fmt::format("{} variable(s) restored from {} (global step {}), the updates of {} global step(s) since lost",
+                        variables, checkpoint, restored_step, lost_steps);
+  return fmt::format("recovered from the loss of {}: {}; back after {:.2f} s, {}restepping after {:.2f} s (the step "
+                     "failed with: {})",
+                     where, restored, seconds_back,
+                     checkpoint.empty() ? "" : fmt::format("restored after {:.2f} s, ", seconds_restored),
+                     seconds_to_step, cause);
+}
+
+struct Supervisor::Impl {
+  Session& session;
+  Saver* saver;
+  SupervisorOptions options;
+  Master& master;
+  std::map<std::string, uint64_t> incarnation;  // of every task, as last seen
+  int64_t global_step = 0;
+  std::optional<Clock::time_point> failing_since;  // the first failure of the step being retried
+  std::optional<Recovery> pending;                 // reported once a step has run again
+  std::vector<Recovery> done;
+
+  Impl(Session& s, Saver* sv, SupervisorOptions o)
+      : session(s), saver(sv), options(std::move(o)), master(master_of(s)) {
+    for (auto& t : master.task_workers()) incarnation[t.task] = t.incarnation;
+  }
+  static Master& master_of(Session& s) {
+    if (!s.cluster_master())
+      fail(ErrorCode::invalid_argument, "Supervisor: the session runs in this process (no target): nothing to supervise");
+    return *s.cluster_master();
+  }
+};
+
+Supervisor::Supervisor(Session& session, Saver* saver, SupervisorOptions options)
+    : impl_(std::make_unique<Impl>(session, saver, std::move(options))) {
+  if (saver && impl_->options.checkpoint_dir.empty())
+    fail(ErrorCode::invalid_argument, "Supervisor: a chief (given a Saver) needs the checkpoint directory to restore from");
+}
+
+Supervisor::~Supervisor() = default;
+
+void Supervisor::saw_global_step(int64_t step) { impl_->global_step = std::max(impl_->global_step, step); }
+
+const std::vector<Recovery>& Supervisor::recoveries() const { return impl_->done; }
+
+void Supervisor::succeeded() {
+  Impl& im = *impl_;
+  if (im.pending) {
+    im.pending->seconds_to_step = seconds_between(*im.failing_since, Clock::now());
+    im.done.push_back(std::move(*im.pending));
+    im.pending.reset();
+    if (im.options.on_recovery) im.options.on_recovery(im.done.back());
+  }
+  im.failing_since.reset();
+}
+
+void Supervisor::recover(const Error& failed) {
+  try {
+    try_to_recover(failed);
+  } catch (...) {
+    impl_->failing_since.reset();  // the next run() starts afresh
+    impl_->pending.reset();
+    throw;
+  }
+}
+
+void Supervisor::try_to_recover(const Error& failed) {
+  Impl& im = *impl_;
+  if (failed.code() != ErrorCode::unavailable && failed.code() != ErrorCode::failed_precondition) throw failed;
+  const auto now = Clock::now();
+  if (!im.failing_since) im.failing_since = now;
+  const bool chief = im.saver != nullptr;
+  // A worker also waits for the chief's restore after the task is back.
+  const auto deadline = *im.failing_since + (chief ? 1 : 2) * im.options.grace;
+
+  // Every task reachable again (a lost one is reconnected, each try bounded)?
+  std::vector<Master::TaskWorker> tasks;
+  for (;;) {
+    try {
+      tasks = im.master.task_workers();
+      break;
+    } catch (const Error& e) {
+      if (Clock::now() > deadline)
+        fail(ErrorCode::unavailable, "{}; the job cannot go on: a lost task did not come back within {} s: {}",
+             failed.what(), std::chrono::duration<double>(im.options.grace).count(), e.what());
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  std::vector<std::string> restarted, addresses;
+  for (auto& t : tasks) {
+    auto it = im.incarnation.find(t.task);
+    if (it != im.incarnation.end() && it->second == t.incarnation) continue;
+    restarted.push_back(t.task);
+    addresses.push_back(t.address);
+    im.incarnation[t.task] = t.incarnation;
+  }
+  if (restarted.empty()) {
+    // The same processes: a connection lost for a moment (run the step again), or, in a worker,
+    // variables the chief is still restoring. Otherwise the error is the program's own.
+    if (failed.code() == ErrorCode::failed_precondition && (chief || (im.done.empty() && !im.pending)))
+      throw failed;
+    if (Clock::now() > deadline)
+      fail(failed.code(), "{}; the job could not go on within {} s", failed.what(),
+           std::chrono::duration<double>(deadline - *im.failing_since).count());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    return;
+  }
+
+  Recovery r;
+  r.tasks = restarted;
+  r.addresses = addresses;
+  r.cause = failed.what();
+  r.seconds_back = seconds_between(*im.failing_since, Clock::now());
+  if (chief) {
+    auto latest = latest_checkpoint(im.options.checkpoint_dir);
+    if (!latest)
+      fail(ErrorCode::data_loss, "{}; task(s) {} run a new process and their variables are lost, with no checkpoint "
+           "in '{}' to restore them from", failed.what(), fmt::join(restarted, ", "), im.options.checkpoint_dir);
+    RestoreReport report;
+    try {
+      report = im.saver->restore_tasks(*latest, restarted);
+    } catch (const Error& e) {
+      // Lost again while restoring: seen as restarted next time, and tried again (bounded).
+      if (e.code() != ErrorCode::unavailable || Clock::now() > deadline) throw;
+      for (auto& t : restarted) im.incarnation.erase(t);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return;
+    }
+    r.checkpoint = report.path;
+    r.restored_step = report.global_step;
+    r.lost_steps = std::max<int64_t>(0, im.global_step - report.global_step);
+    r.variables = report.restored.size();
+    r.seconds_restored = seconds_between(*im.failing_since, Clock::now());
+  }
+  if (im.pending) {  // a second loss before a step ran again: one report of both
+    for (std::size_t i = 0; i < r.tasks.size(); ++i) {
+      im.pending->tasks.push_back(r.tasks[i]);
+      im.pending->addresses.push_back(r.addresses[i]);
+    }
+    if (chief) {
+      im.pending->checkpoint = r.checkpoint;
+      im.pending->restored_step = r.restored_step;
+      im.pending->lost_steps = std::max(im.pending->lost_steps, r.lost_steps);
+      im.pending->variables += r.variables;
+      im.pending->seconds_restored = r.seconds_restored;
+    }
+  } else {
+    im.pending = std::move(r);
+  }
+}
+
+}  // namespace troupe

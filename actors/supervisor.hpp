@@ -1,0 +1,95 @@
+#pragma once
+// Training that outlives a lost parameter server (docs/cluster.md, "When a ps task dies"). Every
+// process of a job runs its training steps through a Supervisor. When a step fails because a task
+// was lost (unavailable) or a variable it uses is not initialised (failed_precondition: the task
+// came back empty), the supervisor finds which tasks run a new process (their incarnation changed;
+// a lost task is reconnected, for at most `grace`), and
+//   - in the chief (given a Saver and a checkpoint directory), restores the variables placed on
+//     those tasks alone, with their optimizer slots, from the newest checkpoint there
+//     (Saver::restore_tasks): the other tasks' variables keep their values and the job loses only
+//     the updates of those variables since that checkpoint;
+//   - in another worker, waits for the chief to have done so;
+// then runs the step again. The recovery is reported once the first step after it has run (what
+// died, where it runs again, the step restored to, the global steps lost, the times). A step that
+// fails otherwise, a task not back within `grace`, or a restarted task without a checkpoint to
+// restore from, throws as the step would have. Who restarts a killed task is outside: troupe-launch
+// --restart-ps, a service manager, or a person; the supervisor only waits for it.
+// One thread at a time calls run(); the supervisor holds no lock while a step runs.
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "actors/saver.hpp"
+#include "actors/session.hpp"
+#include "core/error.hpp"
+
+namespace troupe {
+
+struct Recovery {
+  std::vector<std::string> tasks;      // what died ("ps:1"), and where each runs again
+  std::vector<std::string> addresses;  // ("127.0.0.1:2222")
+  std::string cause;                   // the error of the step that saw the loss
+  std::string checkpoint;              // what the chief restored from ("" in another worker)
+  int64_t restored_step = 0;           // that checkpoint's global step
+  int64_t lost_steps = 0;              // global steps past it whose updates of those variables were lost
+  std::size_t variables = 0;           // variables restored
+  double seconds_back = 0;             // from the failed step to every task reachable again
+  double seconds_restored = 0;         // ... to the variables restored (the chief)
+  double seconds_to_step = 0;          // ... to the first step that ran again
+  std::string describe() const;        // one line, for a log
+};
+
+struct SupervisorOptions {
+  // The chief's checkpoints; empty: this process does not restore (it waits for the chief).
+  std::string checkpoint_dir;
+  // How long a lost task may take to come back (a worker waits twice as long: the chief restores after).
+  std::chrono::milliseconds grace{30000};
+  // Told of each recovery once the first step after it ran; default: nothing.
+  std::function<void(const Recovery&)> on_recovery;
+};
+
+class Supervisor {
+ public:
+  // `saver`: the chief's (with options.checkpoint_dir); nullptr in another worker. Asks every task
+  // of the session's cluster who it is now (throws unavailable, naming a task it cannot reach).
+  Supervisor(Session& session, Saver* saver, SupervisorOptions options);
+  ~Supervisor();
+  Supervisor(const Supervisor&) = delete;
+  Supervisor& operator=(const Supervisor&) = delete;
+
+  // Runs `step` (steps on the session) until it succeeds or fails in a way no recovery helps.
+  template <class Step>
+  auto run(Step&& step) -> decltype(step()) {
+    for (;;) {
+      try {
+        if constexpr (std::is_void_v<decltype(step())>) {
+          step();
+          succeeded();
+          return;
+        } else {
+          auto out = step();
+          succeeded();
+          return out;
+        }
+      } catch (const Error& e) {
+        recover(e);
+      }
+    }
+  }
+  // The newest global step the job has seen: the updates after a restored checkpoint are counted from it.
+  void saw_global_step(int64_t step);
+  const std::vector<Recovery>& recoveries() const;
+
+ private:
+  void recover(const Error& failed);  // returns to run the step again; throws when it cannot help
+  void try_to_recover(const Error& failed);
+  void succeeded();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace troupe
