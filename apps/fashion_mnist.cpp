@@ -90,6 +90,10 @@ Args parse_args(int argc, char** argv) {
       ->check(troupe::cli::non_negative)
       ->group("Cluster");
   app.add_flag("--float16", a.float16, "allreduce: float16 gradients on the wire")->group("Cluster");
+  app.add_flag("--rejoin", a.rejoin,
+               "this worker was started again mid-job: join at the current global step (the chief too: no "
+               "initialisation, no restore)")
+      ->group("Cluster");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -105,6 +109,10 @@ Args parse_args(int argc, char** argv) {
   if (a.cluster.empty() && (a.backup_workers > 0 || a.delay_ms > 0 || a.steps > 0))
     refuse("--backup-workers, --delay-ms and --steps are for a cluster run (--cluster)");
   if (a.backup_workers > 0 && a.mode != "sync") refuse("--backup-workers needs --mode sync");
+  if (a.rejoin && a.cluster.empty()) refuse("--rejoin is for a worker of a cluster job (--cluster)");
+  if (a.rejoin && a.mode == "allreduce")
+    refuse("--rejoin: an all-reduce job's ring is formed once, so a worker cannot rejoin it; start the job again "
+           "(it resumes from its checkpoint)");
   return a;
 }
 

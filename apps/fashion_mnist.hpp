@@ -39,6 +39,7 @@ struct Args {
   int delay_worker = -1;           // ... on this worker only (-1: the last one)
   int warmup_steps = 20;           // global steps before the timing starts
   bool float16 = false;            // allreduce: float16 on the wire
+  bool rejoin = false;             // started again mid-job: take the variables as the ps tasks hold them
 };
 
 // Parses argv (CLI11): --help prints the options with their defaults and exits 0; an unknown

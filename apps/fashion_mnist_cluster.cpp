@@ -337,9 +337,9 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
   };
 
   // The chief initialises (the global step last: the others wait for it) or restores; the
-  // others wait until the global step can be read.
+  // others, and a chief started again mid-job (--rejoin), wait until the global step can be read.
   int64_t global = 0;
-  if (job.chief) {
+  if (job.chief && !a.rejoin) {
     std::optional<std::string> latest = a.checkpoint_dir.empty() ? std::nullopt : latest_checkpoint(a.checkpoint_dir);
     if (latest) {
       global = saver->restore(*latest).global_step;
@@ -364,6 +364,8 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
+    if (a.rejoin)
+      std::printf("worker:%d: rejoined the job at global step %lld\n", job.me.index, (long long)global);
   }
   // With checkpoints, a ps task that dies and comes back (troupe-launch --restart-ps) gets its
   // variables back from the chief's newest checkpoint, and every worker goes on.

@@ -13,6 +13,10 @@
 // Ctrl-C or SIGTERM stops every process the same way. A ps task that exits while workers run
 // stops the job, unless --restart-ps N: then it is started again (at most N times per task; the
 // workers' Supervisor restores its variables from the chief's checkpoint, actors/supervisor.hpp).
+// With --restart-workers N a worker that fails (a non-zero exit, a signal) is started again with
+// --rejoin added to its command (it joins at the current global step). With --hang-timeout S a
+// task that answered once and then does not answer for S seconds (stopped, hung) is killed (and
+// then restarted as above): a thread asks every task who it is (identify_member, bounded) in turn.
 // Every process's pid is kept in DIR/<job>-<index>.pid (for scripts that kill one). Exit code: 0
 // when every worker exited with 0 and no ps task died for good, 1 otherwise, 2 for a bad command
 // line.
@@ -25,19 +29,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <atomic>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "actors/cluster/cluster_spec.hpp"
+#include "actors/cluster/member.hpp"
 #include "apps/cli_checks.hpp"
+#include "core/error.hpp"
 
 extern char** environ;
 
@@ -206,6 +215,54 @@ void stop(std::vector<Process>& all) {
   pump(all, 0);
 }
 
+// When each task last answered who it is: a thread of its own asks every task in turn, each
+// question bounded, so a stopped or hung process is told from a busy one.
+class HealthProbe {
+ public:
+  HealthProbe(const troupe::ClusterSpec& spec, std::chrono::milliseconds bound) : bound_(bound) {
+    for (auto& task : spec.tasks()) tasks_.push_back({task.to_string(), spec.address(task)});
+    thread_ = std::thread([this] { loop(); });
+  }
+  ~HealthProbe() {
+    stopping_ = true;
+    thread_.join();
+  }
+  // How long the task has been silent since it last answered; nullopt while it never has.
+  std::optional<double> silent_for(const std::string& task) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = answered_.find(task);
+    if (it == answered_.end()) return std::nullopt;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second).count();
+  }
+  // A task started again counts only once it has answered again.
+  void forget(const std::string& task) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    answered_.erase(task);
+  }
+
+ private:
+  void loop() {
+    while (!stopping_) {
+      for (auto& [task, address] : tasks_) {
+        if (stopping_) return;
+        try {
+          troupe::identify_member(address, bound_, {.threads = 1});
+          std::lock_guard<std::mutex> lock(mutex_);
+          answered_[task] = std::chrono::steady_clock::now();
+        } catch (const troupe::Error&) {
+        }
+      }
+      for (int i = 0; i < 5 && !stopping_; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  std::chrono::milliseconds bound_;
+  std::vector<std::pair<std::string, troupe::TaskAddress>> tasks_;
+  std::mutex mutex_;
+  std::map<std::string, std::chrono::steady_clock::time_point> answered_;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
 std::string node_binary(const std::string& given) {
   if (!given.empty()) return given;
   const auto self = std::filesystem::read_symlink("/proc/self/exe").parent_path();
@@ -218,7 +275,8 @@ int main(int argc, char** argv) {
   CLI::App app{"troupe-launch: a local cluster in one command"};
   int ps = 1, workers = 1;
   int backup_workers = -1;
-  int restart_ps = 0;
+  int restart_ps = 0, restart_workers = 0;
+  double hang_timeout = 0;
   std::string node, dir;
   std::vector<std::string> command;
   app.add_option("--ps", ps, "parameter-server tasks (troupe-node)")->check(troupe::cli::non_negative)->capture_default_str();
@@ -229,6 +287,12 @@ int main(int argc, char** argv) {
   app.add_option("--restart-ps", restart_ps,
                  "start a ps task that dies while the workers run again, at most N times per task (the workers need "
                  "--checkpoint-dir to get its variables back)")
+      ->check(troupe::cli::non_negative);
+  app.add_option("--restart-workers", restart_workers,
+                 "start a worker that fails while the job runs again, with --rejoin, at most N times per worker")
+      ->check(troupe::cli::non_negative);
+  app.add_option("--hang-timeout", hang_timeout,
+                 "kill a task that answered and then stays silent this many seconds (stopped, hung); 0: never")
       ->check(troupe::cli::non_negative);
   app.add_option("--node", node, "the troupe-node program (default: beside troupe-launch)");
   app.add_option("--dir", dir, "where the cluster spec is written (default: a new directory under /tmp)");
@@ -291,24 +355,43 @@ int main(int argc, char** argv) {
   }
 
   std::string failure;
-  std::map<std::string, int> restarts;  // per ps task
+  std::map<std::string, int> restarts;  // per task
+  std::optional<HealthProbe> probe;
+  if (hang_timeout > 0)
+    probe.emplace(troupe::ClusterSpec::from_file((std::filesystem::path(dir) / "cluster.json").string()),
+                  std::chrono::milliseconds(1000));
   for (;;) {
     pump(all, 100);
     bool workers_running = false;
     for (auto& p : all) {
       const bool is_worker = p.task.rfind("worker:", 0) == 0;
       if (is_worker && !p.exit_code) workers_running = true;
-      if (!is_worker && p.exit_code && failure.empty() && restarts[p.task] < restart_ps && !stop_requested) {
+      if (probe && !p.exit_code)
+        if (auto silent = probe->silent_for(p.task); silent && *silent > hang_timeout) {
+          std::fprintf(stderr, "troupe-launch: %s (pid %d) has not answered for %.1f s (stopped or hung): killing it\n",
+                       p.task.c_str(), int(p.pid), *silent);
+          ::kill(-p.pid, SIGKILL);
+          ::kill(-p.pid, SIGCONT);  // a stopped process dies only once it runs
+          probe->forget(p.task);
+        }
+      const int limit = is_worker ? restart_workers : restart_ps;
+      const bool failed = p.exit_code && (!is_worker || *p.exit_code != 0);
+      if (failed && failure.empty() && restarts[p.task] < limit && !stop_requested) {
         const int code = *p.exit_code;
         const std::string signal = code > 128 ? " (signal " + std::to_string(code - 128) + ")" : "";
-        std::fprintf(stderr, "troupe-launch: %s (pid %d) exited with %d%s while the workers ran: starting it again (%d of %d)\n",
-                     p.task.c_str(), int(p.pid), code, signal.c_str(), ++restarts[p.task], restart_ps);
+        std::fprintf(stderr, "troupe-launch: %s (pid %d) exited with %d%s while the %s ran: starting it again (%d of %d)\n",
+                     p.task.c_str(), int(p.pid), code, signal.c_str(), is_worker ? "job" : "workers", ++restarts[p.task],
+                     limit);
         if (p.out >= 0) ::close(p.out);
+        std::vector<std::string> argv = p.argv;
+        if (is_worker && std::find(argv.begin(), argv.end(), "--rejoin") == argv.end()) argv.push_back("--rejoin");
         try {
-          p = spawn(p.task, p.argv);
+          p = spawn(p.task, argv);
+          if (is_worker) workers_running = true;
         } catch (const std::exception& e) {
           failure = e.what();
         }
+        if (probe) probe->forget(p.task);
         continue;
       }
       if (!is_worker && p.exit_code && failure.empty())

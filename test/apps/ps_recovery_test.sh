@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# A parameter server killed with SIGKILL mid-training (issue 16): troupe-launch --restart-ps starts
-# it again, the chief's Supervisor restores that task's variables alone from its newest checkpoint,
-# and the job goes on and finishes. Async on 2 ps + 2 workers (ps:1 killed) ends with a test
-# accuracy within MARGIN of the same job undisturbed, and the chief reports the recovery (the
+# Tasks killed or stopped mid-training (issue 16) and the job goes on: troupe-launch --restart-ps
+# starts a killed ps again, the chief's Supervisor restores that task's variables alone from its
+# newest checkpoint, and the job finishes. Async on 2 ps + 2 workers (ps:1 killed) ends with a
+# test accuracy within MARGIN of the same job undisturbed, and the chief reports the recovery (the
 # task, the checkpoint's step, the global steps lost); sync on 2 ps + 3 workers with a backup
-# (ps:0 killed) ends every global step. The kill comes once a checkpoint exists (polled, bounded);
-# every process is started and stopped by troupe-launch (by pid), the job bounded by `timeout`.
-# Usage: ps_recovery_test.sh TROUPE_LAUNCH TROUPE_FASHION_MNIST   (about 40 s on 2 cores)
+# (ps:0 killed) ends every global step; a stopped (SIGSTOP) ps is killed by --hang-timeout and
+# recovered the same way; in sync with a backup a killed worker, then the killed chief, are
+# started again (--restart-workers) and rejoin at the current global step. Each signal comes once
+# a new checkpoint is published (polled, bounded); every process is started and stopped by
+# troupe-launch (by pid), each job bounded by `timeout`.
+# Usage: ps_recovery_test.sh TROUPE_LAUNCH TROUPE_FASHION_MNIST   (about 80 s on 2 cores)
 set -euo pipefail
 launch=$1
 app=$2
@@ -21,40 +24,44 @@ cleanup() {
 trap cleanup EXIT
 fail() { echo "ps_recovery_test: FAILED: $*" >&2; exit 1; }
 
-# run_job NAME KILL_TASK LAUNCH_ARGS... -- APP_ARGS...: the job in the background with its spec and
-# pid files in $work/NAME; once its first checkpoint is published, SIGKILL to KILL_TASK ("" : none).
+# run_job NAME ACTIONS LAUNCH_ARGS... -- APP_ARGS...: the job in the background with its spec and
+# pid files in $work/NAME, and for each action of ACTIONS ("KILL:ps:1 STOP:ps:0 ..."), once a
+# checkpoint newer than at the action before is published (bounded), that signal to that task.
 run_job() {
-  local name=$1 victim=$2
+  local name=$1 actions=$2
   shift 2
   local dir=$work/$name
   mkdir -p "$dir"
-  timeout 240 "$launch" --dir "$dir" --restart-ps 2 "$@" --checkpoint-dir "$dir/ckpt" --save-every-steps 100 \
-    > "$work/$name.out" 2>&1 &
+  timeout 240 "$launch" --dir "$dir" --restart-ps 2 --restart-workers 2 --hang-timeout 3 "$@" \
+    --checkpoint-dir "$dir/ckpt" --save-every-steps 100 > "$work/$name.out" 2>&1 &
   job_pid=$!
-  if [[ -n $victim ]]; then
-    local until=$((SECONDS + 60))
-    until compgen -G "$dir/ckpt/ckpt-*" > /dev/null; do
-      kill -0 "$job_pid" 2>/dev/null || { cat "$work/$name.out"; fail "$name: the job ended before its first checkpoint"; }
-      (( SECONDS < until )) || { cat "$work/$name.out"; fail "$name: no checkpoint within 60 s"; }
+  local seen="" action
+  for action in $actions; do
+    local signal=${action%%:*} victim=${action#*:} until=$((SECONDS + 60))
+    until [[ -n $(newest_checkpoint "$dir") && $(newest_checkpoint "$dir") != "$seen" ]]; do
+      kill -0 "$job_pid" 2>/dev/null || { cat "$work/$name.out"; fail "$name: the job ended before $action"; }
+      (( SECONDS < until )) || { cat "$work/$name.out"; fail "$name: no new checkpoint within 60 s before $action"; }
       sleep 0.1
     done
+    seen=$(newest_checkpoint "$dir")
     local pid
     pid=$(cat "$dir/${victim/:/-}.pid")
-    echo "$name: killing $victim (pid $pid) with SIGKILL"
-    kill -KILL "$pid"
-  fi
+    echo "$name: SIG$signal to $victim (pid $pid) after $seen"
+    kill -"$signal" "$pid"
+  done
   local rc=0
   wait "$job_pid" || rc=$?
   job_pid=
   [[ $rc == 0 ]] || { cat "$work/$name.out"; fail "$name: the job failed (exit $rc)"; }
 }
+newest_checkpoint() { ls -1 "$1/ckpt" 2>/dev/null | sed -n 's/^ckpt-\([0-9]*\)$/\1/p' | sort -n | tail -1; }
 
 steps=1500
 run_job calm "" --ps 2 --workers 2 -- "$app" --model mlp --threads 1 --mode async --steps $steps --json
 calm_accuracy=$(field test_accuracy "$work/calm.out")
 echo "async, 2 ps + 2 workers, $steps global steps, undisturbed: test accuracy $calm_accuracy"
 
-run_job killed ps:1 --ps 2 --workers 2 -- "$app" --model mlp --threads 1 --mode async --steps $steps --json
+run_job killed KILL:ps:1 --ps 2 --workers 2 -- "$app" --model mlp --threads 1 --mode async --steps $steps --json
 grep -q 'troupe-launch: ps:1 (pid [0-9]*) exited with 137 (signal 9) while the workers ran: starting it again' \
   "$work/killed.out" || { cat "$work/killed.out"; fail "troupe-launch did not restart ps:1"; }
 line=$(grep '^\[worker:0\] worker:0: recovered from the loss of ps:1' "$work/killed.out" || true)
@@ -72,9 +79,27 @@ echo "async, ps:1 killed and restored: test accuracy $killed_accuracy"
 at_least "$killed_accuracy" "$calm_accuracy" "$MARGIN" \
   || fail "accuracy after the recovery $killed_accuracy < $calm_accuracy - $MARGIN"
 
-run_job sync ps:0 --ps 2 --workers 3 --backup-workers 1 -- "$app" --model mlp --threads 1 --mode sync --steps 600 --json
+run_job sync KILL:ps:0 --ps 2 --workers 3 --backup-workers 1 -- "$app" --model mlp --threads 1 --mode sync --steps 600 --json
 grep -q '^\[worker:0\] worker:0: recovered from the loss of ps:0' "$work/sync.out" \
   || { cat "$work/sync.out"; fail "sync: the chief reported no recovery of ps:0"; }
 [[ $(field global_steps "$work/sync.out") == 600 ]] || fail "sync: not 600 global steps"
 echo "sync, ps:0 killed and restored: test accuracy $(field test_accuracy "$work/sync.out")"
+
+# A stopped ps is found silent (--hang-timeout 3), killed, restarted and restored.
+run_job stopped STOP:ps:0 --ps 2 --workers 2 -- "$app" --model mlp --threads 1 --mode async --steps 2500 --json
+grep -q 'troupe-launch: ps:0 (pid [0-9]*) has not answered for [0-9.]* s (stopped or hung): killing it' "$work/stopped.out" \
+  || { cat "$work/stopped.out"; fail "the stopped ps:0 was not killed"; }
+grep -q '^\[worker:0\] worker:0: recovered from the loss of ps:0' "$work/stopped.out" \
+  || { cat "$work/stopped.out"; fail "no recovery of the stopped ps:0"; }
+[[ $(field global_steps "$work/stopped.out") -ge 2500 ]] || fail "stopped: fewer global steps than asked"
+
+# Sync with a backup worker: a worker killed, then the chief; each is started again and rejoins.
+run_job workers "KILL:worker:1 KILL:worker:0" --ps 1 --workers 3 --backup-workers 1 -- "$app" --model mlp --threads 1 \
+  --mode sync --steps 1500 --json
+for k in 1 0; do
+  grep -q "^\[worker:$k\] worker:$k: rejoined the job at global step [1-9]" "$work/workers.out" \
+    || { cat "$work/workers.out"; fail "worker:$k did not rejoin"; }
+done
+[[ $(field global_steps "$work/workers.out") == 1500 ]] || fail "workers: not 1500 global steps"
+echo "sync, worker:1 and the chief killed and rejoined: test accuracy $(field test_accuracy "$work/workers.out")"
 echo "ps_recovery_test: passed"
