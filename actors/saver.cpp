@@ -107,10 +107,10 @@ std::vector<ShardContents> Saver::Impl::snapshot(const GraphState& graph) const 
   std::vector<ShardContents> out(std::size_t(shards.size()));
   caf::scoped_actor self{session.runtime()->system()};
   // Asked all at once: every shard takes its snapshot between two of its own messages.
-  using Handle = decltype(self->request(caf::actor{}, timeouts::shard_request(), snapshot_atom::value, wanted[0]));
+  using Handle = decltype(self->request(caf::actor{}, timeouts::shard_checkpoint(), snapshot_atom::value, wanted[0]));
   std::vector<Handle> asked;
   for (int i = 0; i < shards.size(); ++i)
-    asked.push_back(self->request(shards.at(i), timeouts::shard_request(), snapshot_atom::value, wanted[std::size_t(i)]));
+    asked.push_back(self->request(shards.at(i), timeouts::shard_checkpoint(), snapshot_atom::value, wanted[std::size_t(i)]));
   for (std::size_t i = 0; i < asked.size(); ++i)
     asked[i].receive([&](ShardContents& c) { out[i] = std::move(c); },
                      [&](caf::error& e) {
@@ -494,7 +494,7 @@ RestoreReport Saver::restore_tasks(const std::string& path, const std::vector<st
   }
   caf::scoped_actor self{impl_->session.runtime()->system()};
   for (int i = 0; i < shards.size(); ++i)
-    self->request(shards.at(i), timeouts::shard_request(), restore_atom::value, std::move(contents[std::size_t(i)]))
+    self->request(shards.at(i), timeouts::shard_checkpoint(), restore_atom::value, std::move(contents[std::size_t(i)]))
         .receive([](ShardReply&) {},
                  [&](caf::error& e) {
                    fail(ErrorCode::unavailable, "Saver: parameter shard {} did not answer the restore: {}", i,

@@ -114,10 +114,10 @@ SaveShardsReply save_task_shards(MemberContext& context, const SaveShards& reque
     // Every shard takes its snapshot between two of its own messages, all asked at once.
     caf::scoped_actor self{context.runtime->system()};
     std::vector<ShardContents> contents(std::size_t(shards.size()));
-    using Handle = decltype(self->request(caf::actor{}, timeouts::shard_request(), snapshot_atom::value, wanted));
+    using Handle = decltype(self->request(caf::actor{}, timeouts::shard_checkpoint(), snapshot_atom::value, wanted));
     std::vector<Handle> asked;
     for (int i = 0; i < shards.size(); ++i)
-      asked.push_back(self->request(shards.at(i), timeouts::shard_request(), snapshot_atom::value, wanted));
+      asked.push_back(self->request(shards.at(i), timeouts::shard_checkpoint(), snapshot_atom::value, wanted));
     for (std::size_t i = 0; i < asked.size(); ++i)
       asked[i].receive([&](ShardContents& c) { contents[i] = std::move(c); },
                        [&](caf::error& e) {
@@ -174,7 +174,7 @@ std::pair<int32_t, std::string> restore_task_shards(MemberContext& context, cons
     caf::scoped_actor self{context.runtime->system()};
     for (int i = 0; i < shards.size(); ++i) {
       if (contents[std::size_t(i)].variables.empty() && contents[std::size_t(i)].optimizers.empty()) continue;
-      self->request(shards.at(i), timeouts::shard_request(), restore_atom::value, std::move(contents[std::size_t(i)]))
+      self->request(shards.at(i), timeouts::shard_checkpoint(), restore_atom::value, std::move(contents[std::size_t(i)]))
           .receive([](ShardReply&) {},
                    [&](caf::error& e) {
                      fail(ErrorCode::unavailable, "parameter shard {} did not answer the restore: {}", i,
