@@ -201,7 +201,13 @@ Session::Session(std::shared_ptr<Graph> graph, SessionOptions options) : impl_(n
       std::fprintf(stderr, "troupe: %s\n", report.c_str());
       std::fflush(stderr);
     };
-    impl_->watch = std::make_unique<SlowStepWatch>(options.slow_step_report, std::move(sink));
+    // A step is watched with its executable (local) or its signature (cluster): both live as
+    // long as the session, and the watch goes first.
+    auto report = [im = impl_.get()](uint64_t step, const void* what) -> std::string {
+      if (im->master) return im->master->describe_step(*static_cast<Master::Signature*>(const_cast<void*>(what)), step);
+      return explain(im->waits_of({static_cast<const Executable*>(what)}, timeouts::late_step_report(), step));
+    };
+    impl_->watch = std::make_unique<SlowStepWatch>(options.slow_step_report, std::move(report), std::move(sink));
   }
 }
 
@@ -251,7 +257,7 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
     const auto timeout = options.timeout.count() > 0 ? options.timeout : im.options.operation_timeout;
     const uint64_t step = im.next_step.fetch_add(1);
     std::optional<SlowStepWatch::Watched> watched;
-    if (im.watch) watched.emplace(im.watch->watch(step, [&im, sig, step] { return im.master->describe_step(*sig, step); }));
+    if (im.watch) watched.emplace(im.watch->watch(step, sig.get()));
     StepResult result = im.master->run(*sig, step, std::move(feed_values), timeout);
     if (result.code != ErrorCode::ok) throw Error(result.code, std::move(result.message));
     return std::move(result.fetches);
@@ -264,9 +270,7 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
     caf::scoped_actor self{im.runtime->system()};
     uint64_t step = im.next_step.fetch_add(1);
     std::optional<SlowStepWatch::Watched> watched;
-    if (im.watch)
-      watched.emplace(im.watch->watch(
-          step, [&im, exe, step] { return explain(im.waits_of({exe.get()}, timeouts::late_step_report(), step)); }));
+    if (im.watch) watched.emplace(im.watch->watch(step, exe.get()));
     bool timed_out = false;
     self->request(exe->step_actor(), timeouts::step(timeout), run_atom::value, step, std::move(feed_values))
         .receive([&](StepResult& r) { result = std::move(r); },

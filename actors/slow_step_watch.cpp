@@ -2,65 +2,70 @@
 
 #include <fmt/format.h>
 
-#include <vector>
+#include <algorithm>
 
 namespace troupe {
 
-SlowStepWatch::SlowStepWatch(std::chrono::milliseconds first, Sink sink) : first_(first), sink_(std::move(sink)) {}
+SlowStepWatch::SlowStepWatch(std::chrono::milliseconds first, Report report, Sink sink)
+    : first_(first), report_(std::move(report)), sink_(std::move(sink)) {}
 
 SlowStepWatch::~SlowStepWatch() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
   }
-  changed_.notify_all();
+  stop_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
-SlowStepWatch::Watched SlowStepWatch::watch(uint64_t step, std::function<std::string()> report) {
+SlowStepWatch::Watched SlowStepWatch::watch(uint64_t step, const void* what) {
   const auto now = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mutex_);
   const uint64_t id = next_id_++;
-  entries_.emplace(id, Entry{step, now, now + first_, std::move(report)});
+  entries_.push_back(Entry{id, step, now, now + first_, what});
+  // Due after every entry already here: the thread, asleep until the earliest of those (or for
+  // `first` at most), needs no wake-up.
   if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
-  changed_.notify_all();
   return Watched(this, id);
 }
 
 void SlowStepWatch::forget(uint64_t id) {
   std::lock_guard<std::mutex> lock(mutex_);
-  entries_.erase(id);
+  auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.id == id; });
+  if (it == entries_.end()) return;
+  *it = entries_.back();
+  entries_.pop_back();
+}
+
+bool SlowStepWatch::watched(uint64_t id) const {
+  return std::any_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.id == id; });
 }
 
 void SlowStepWatch::loop() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stopping_) {
-    auto due = std::chrono::steady_clock::time_point::max();
-    for (auto& [id, e] : entries_) due = std::min(due, e.due);
-    if (due == std::chrono::steady_clock::time_point::max()) {
-      changed_.wait(lock);
-      continue;
-    }
-    if (changed_.wait_until(lock, due) != std::cv_status::timeout) continue;
+    auto due = std::chrono::steady_clock::now() + first_;
+    for (auto& e : entries_) due = std::min(due, e.due);
+    if (stop_.wait_until(lock, due, [&] { return stopping_; })) return;
     const auto now = std::chrono::steady_clock::now();
-    std::vector<std::pair<uint64_t, Entry>> ripe;
-    for (auto& [id, e] : entries_)
+    std::vector<Entry> ripe;
+    for (auto& e : entries_)
       if (e.due <= now) {
-        ripe.push_back({id, e});
+        ripe.push_back(e);
         e.due = e.start + 2 * (now - e.start);  // again after twice as long
       }
-    lock.unlock();
-    for (auto& [id, e] : ripe) {
+    for (auto& e : ripe) {
+      lock.unlock();
+      std::string what = report_(e.step, e.what);
+      lock.lock();
+      if (stopping_) return;
+      if (!watched(e.id)) continue;  // it ended meanwhile: the report may be of nothing
       const double seconds = std::chrono::duration<double>(now - e.start).count();
-      std::string what = e.report();
-      {
-        std::lock_guard<std::mutex> relock(mutex_);
-        if (!entries_.count(id)) continue;  // it ended meanwhile: the report may be of nothing
-      }
+      lock.unlock();
       sink_(fmt::format("step {} has run for {:.1f} s and goes on; {}", e.step, seconds,
                         what.empty() ? "no node waits for an input (its kernels are running)" : what));
+      lock.lock();
     }
-    lock.lock();
   }
 }
 

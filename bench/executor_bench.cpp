@@ -26,6 +26,7 @@ namespace {
 struct Args : CommonFlags {
   std::string shape = "chain";
   int nodes = 10000;
+  int64_t slow_step_report_ms = 60000;  // SessionOptions::slow_step_report (its default); 0: off
   Args() : CommonFlags{.steps = 20, .warmup = 3} {}
 };
 
@@ -34,6 +35,9 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--shape", a.shape, "the graph: a chain of adds, a fan-out and join, or a random DAG")
       ->check(CLI::IsMember({"chain", "fanout", "random"}));
   app.add_option("--nodes", a.nodes, "the adds in the graph")->check(troupe::cli::positive);
+  app.add_option("--slow-step-report-ms", a.slow_step_report_ms,
+                 "the session's slow-step report after this long (its watch's cost per step); 0: off")
+      ->check(troupe::cli::non_negative);
 }
 
 struct Built {
@@ -96,6 +100,7 @@ int executor_main(int argc, char** argv) {
   Built b = build(root, a);
   SessionOptions options;
   options.threads = a.threads;
+  options.slow_step_report = std::chrono::milliseconds(a.slow_step_report_ms);
   const int threads = a.threads > 0 ? a.threads : usable_cores();
   Session session(root, options);
   auto start = std::chrono::steady_clock::now();
