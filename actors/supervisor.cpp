@@ -2,8 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <optional>
+#include <regex>
 #include <thread>
 
 #include "actors/cluster/master.hpp"
@@ -15,6 +17,17 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+// The tasks ("ps:1") whose devices an error names ("... on /job:ps/task:1/device:CPU:0: ...").
+std::vector<std::string> tasks_named_in(const std::string& message) {
+  static const std::regex device(R"(/job:([A-Za-z0-9_.-]+)/task:(\d+))");
+  std::vector<std::string> out;
+  for (auto it = std::sregex_iterator(message.begin(), message.end(), device); it != std::sregex_iterator(); ++it) {
+    std::string task = (*it)[1].str() + ":" + (*it)[2].str();
+    if (std::find(out.begin(), out.end(), task) == out.end()) out.push_back(std::move(task));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -118,6 +131,16 @@ void Supervisor::try_to_recover(const Error& failed) {
     restarted.push_back(t.task);
     addresses.push_back(t.address);
     im.incarnation[t.task] = t.incarnation;
+  }
+  if (restarted.empty() && chief && failed.code() == ErrorCode::failed_precondition) {
+    // The same processes, yet a variable is not initialised: a task restarted while no supervisor
+    // saw it (this chief was away), named by the error ("VariableV2 'w' on /job:ps/task:1/...").
+    for (auto& task : tasks_named_in(failed.what()))
+      for (auto& t : tasks)
+        if (t.task == task && std::find(restarted.begin(), restarted.end(), task) == restarted.end()) {
+          restarted.push_back(t.task);
+          addresses.push_back(t.address);
+        }
   }
   if (restarted.empty()) {
     // The same processes: a connection lost for a moment (run the step again), or, in a worker,

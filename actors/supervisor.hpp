@@ -5,7 +5,9 @@
 // came back empty), the supervisor finds which tasks run a new process (their incarnation changed;
 // a lost task is reconnected, for at most `grace`), and
 //   - in the chief (given a Saver and a checkpoint directory), restores the variables placed on
-//     those tasks alone, with their optimizer slots, from the newest checkpoint there
+//     those tasks (and, for a variable not initialised on a task whose process it has not seen
+//     change, on the task the error names: one restarted while this chief was away) alone, with
+//     their optimizer slots, from the newest checkpoint there
 //     (Saver::restore_tasks): the other tasks' variables keep their values and the job loses only
 //     the updates of those variables since that checkpoint;
 //   - in another worker, waits for the chief to have done so;

@@ -336,9 +336,22 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
     return out;
   };
 
+  // With checkpoints, a ps task that dies and comes back (troupe-launch --restart-ps) gets its
+  // variables back from the chief's newest checkpoint, and every worker goes on.
+  std::optional<Supervisor> supervisor;
+  if (!a.checkpoint_dir.empty())
+    supervisor.emplace(session, job.chief ? &*saver : nullptr,
+                       SupervisorOptions{.checkpoint_dir = job.chief ? a.checkpoint_dir : std::string(),
+                                         .grace = kRecoveryGrace,
+                                         .on_recovery = [&](const Recovery& r) {
+                                           std::printf("worker:%d: %s\n", job.me.index, r.describe().c_str());
+                                           std::fflush(stdout);
+                                         }});
   // The chief initialises (the global step last: the others wait for it) or restores; the
-  // others, and a chief started again mid-job (--rejoin), wait until the global step can be read.
+  // others, and a chief started again mid-job (--rejoin), wait until the global step can be read
+  // (a rejoining chief through its supervisor: a ps task restarted while it was away is restored).
   int64_t global = 0;
+  auto read_global = [&] { return session.run({global_step.value})[0].scalar_value<int64_t>(); };
   if (job.chief && !a.rejoin) {
     std::optional<std::string> latest = a.checkpoint_dir.empty() ? std::nullopt : latest_checkpoint(a.checkpoint_dir);
     if (latest) {
@@ -351,11 +364,13 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
       session.run({}, {}, {ops::variables_initializer(root.sub("init"), all)});
       session.run({}, {}, {global_step.init});
     }
+  } else if (job.chief && supervisor) {
+    global = supervisor->run(read_global);
   } else {
     const auto deadline = Clock::now() + kInitTimeout;
     for (;;) {
       try {
-        global = session.run({global_step.value})[0].scalar_value<int64_t>();
+        global = supervisor ? supervisor->run(read_global) : read_global();  // (a ps task lost meanwhile is waited for)
         break;
       } catch (const Error& e) {
         if (e.code() != ErrorCode::failed_precondition || Clock::now() > deadline)
@@ -364,20 +379,8 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
-    if (a.rejoin)
-      std::printf("worker:%d: rejoined the job at global step %lld\n", job.me.index, (long long)global);
   }
-  // With checkpoints, a ps task that dies and comes back (troupe-launch --restart-ps) gets its
-  // variables back from the chief's newest checkpoint, and every worker goes on.
-  std::optional<Supervisor> supervisor;
-  if (!a.checkpoint_dir.empty())
-    supervisor.emplace(session, job.chief ? &*saver : nullptr,
-                       SupervisorOptions{.checkpoint_dir = job.chief ? a.checkpoint_dir : std::string(),
-                                         .grace = kRecoveryGrace,
-                                         .on_recovery = [&](const Recovery& r) {
-                                           std::printf("worker:%d: %s\n", job.me.index, r.describe().c_str());
-                                           std::fflush(stdout);
-                                         }});
+  if (a.rejoin) std::printf("worker:%d: rejoined the job at global step %lld\n", job.me.index, (long long)global);
   Trainer t;
   t.session = &session;
   t.correct = correct;
