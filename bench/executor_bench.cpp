@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -27,6 +28,7 @@ struct Args : CommonFlags {
   std::string shape = "chain";
   int nodes = 10000;
   int64_t slow_step_report_ms = 60000;  // SessionOptions::slow_step_report (its default); 0: off
+  int64_t deadline_ms = 0;              // RunOptions::timeout of every step; 0: none
   Args() : CommonFlags{.steps = 20, .warmup = 3} {}
 };
 
@@ -38,6 +40,16 @@ void add_options(CLI::App& app, Args& a) {
   app.add_option("--slow-step-report-ms", a.slow_step_report_ms,
                  "the session's slow-step report after this long (its watch's cost per step); 0: off")
       ->check(troupe::cli::non_negative);
+  app.add_option("--deadline-ms", a.deadline_ms, "every step's deadline (RunOptions::timeout); 0: none")
+      ->check(troupe::cli::non_negative);
+}
+
+// This process's resident memory, MiB (VmRSS).
+double rss_mib() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
+  return 0;
 }
 
 struct Built {
@@ -105,13 +117,15 @@ int executor_main(int argc, char** argv) {
   Session session(root, options);
   auto start = std::chrono::steady_clock::now();
   FeedList feeds{{b.x0, Tensor::scalar(0.0f)}};
-  session.run(feeds, b.fetches, b.targets);  // builds the executable and spawns the actors
+  const RunOptions run_options{.timeout = std::chrono::milliseconds(a.deadline_ms)};
+  session.run(feeds, b.fetches, b.targets, run_options);  // builds the executable and spawns the actors
   double setup_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  for (int i = 0; i < a.warmup; ++i) session.run(feeds, b.fetches, b.targets);
+  for (int i = 0; i < a.warmup; ++i) session.run(feeds, b.fetches, b.targets, run_options);
+  const double rss_before = rss_mib();
   std::vector<double> us;
   for (int i = 0; i < a.steps; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    auto out = session.run(feeds, b.fetches, b.targets);
+    auto out = session.run(feeds, b.fetches, b.targets, run_options);
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     if (a.shape == "chain" && out[0].scalar_value<float>() != float(a.nodes))
       fail(ErrorCode::internal, "chain computed {}, expected {}", out[0].scalar_value<float>(), a.nodes);
@@ -123,14 +137,14 @@ int executor_main(int argc, char** argv) {
     std::printf(
         "{\"bench\":\"executor\",\"system\":\"troupe\",\"shape\":\"%s\",\"nodes\":%d,\"steps\":%d,"
         "\"threads\":%d,\"median_step_ms\":%.3f,\"min_step_ms\":%.3f,\"us_per_node\":%.4f,"
-        "\"nodes_per_s\":%.0f,\"setup_ms\":%.1f}\n",
+        "\"nodes_per_s\":%.0f,\"setup_ms\":%.1f,\"rss_mib_before\":%.1f,\"rss_mib_after\":%.1f}\n",
         a.shape.c_str(), a.nodes, a.steps, threads, median / 1e3, best / 1e3, per_node,
-        1e6 / per_node, setup_ms);
+        1e6 / per_node, setup_ms, rss_before, rss_mib());
   } else {
     std::printf("executor %s: %d nodes, %d steps: median %.3f ms/step (min %.3f), %.3f us/node, "
-                "%.2f M nodes/s (setup %.1f ms)\n",
+                "%.2f M nodes/s (setup %.1f ms); RSS %.1f -> %.1f MiB over the timed steps\n",
                 a.shape.c_str(), a.nodes, a.steps, median / 1e3, best / 1e3, per_node,
-                1e6 / per_node / 1e6, setup_ms);
+                1e6 / per_node / 1e6, setup_ms, rss_before, rss_mib());
   }
   return 0;
 }
