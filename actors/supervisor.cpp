@@ -37,7 +37,7 @@ std::string Recovery::describe() const {
     where += fmt::format("{}{} (again at {})", i ? ", " : "", tasks[i], i < addresses.size() ? addresses[i] : "?");
   std::string restored =
       checkpoint.empty()
-          ? std::string("its variables restored by the chief")
+          ? std::string("no variable restored here (the chief restores a restarted task's)")
           : fmt::format("{} variable(s) restored from {} (global step {}), the updates of {} global step(s) since lost",
                         variables, checkpoint, restored_step, lost_steps);
   return fmt::format("recovered from the loss of {}: {}; back after {:.2f} s, {}restepping after {:.2f} s (the step "
@@ -159,11 +159,13 @@ void Supervisor::try_to_recover(const Error& failed) {
   r.addresses = addresses;
   r.cause = failed.what();
   r.seconds_back = seconds_between(*im.failing_since, Clock::now());
-  if (chief) {
-    auto latest = latest_checkpoint(im.options.checkpoint_dir);
-    if (!latest)
-      fail(ErrorCode::data_loss, "{}; task(s) {} run a new process and their variables are lost, with no checkpoint "
-           "in '{}' to restore them from", failed.what(), fmt::join(restarted, ", "), im.options.checkpoint_dir);
+  auto latest = chief ? latest_checkpoint(im.options.checkpoint_dir) : std::nullopt;
+  // No checkpoint yet: fatal only where a variable is missing. A restarted task that holds none
+  // (a worker that rejoined) needs nothing, and the step run again says which is the case.
+  if (chief && !latest && failed.code() == ErrorCode::failed_precondition)
+    fail(ErrorCode::data_loss, "{}; task(s) {} run a new process and their variables are lost, with no checkpoint "
+         "in '{}' to restore them from", failed.what(), fmt::join(restarted, ", "), im.options.checkpoint_dir);
+  if (latest) {
     RestoreReport report;
     try {
       report = im.saver->restore_tasks(*latest, restarted);
@@ -185,7 +187,7 @@ void Supervisor::try_to_recover(const Error& failed) {
       im.pending->tasks.push_back(r.tasks[i]);
       im.pending->addresses.push_back(r.addresses[i]);
     }
-    if (chief) {
+    if (!r.checkpoint.empty()) {
       im.pending->checkpoint = r.checkpoint;
       im.pending->restored_step = r.restored_step;
       im.pending->lost_steps = std::max(im.pending->lost_steps, r.lost_steps);

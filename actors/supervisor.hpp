@@ -13,8 +13,8 @@
 //   - in another worker, waits for the chief to have done so;
 // then runs the step again. The recovery is reported once the first step after it has run (what
 // died, where it runs again, the step restored to, the global steps lost, the times). A step that
-// fails otherwise, a task not back within `grace`, or a restarted task without a checkpoint to
-// restore from, throws as the step would have. Who restarts a killed task is outside: troupe-launch
+// fails otherwise, a task not back within `grace`, or a variable lost with no checkpoint to
+// restore it from (a restarted task that held none, such as a worker, needs none), throws. Who restarts a killed task is outside: troupe-launch
 // --restart-ps, a service manager, or a person; the supervisor only waits for it.
 // One thread at a time calls run(); the supervisor holds no lock while a step runs.
 #include <chrono>
@@ -35,7 +35,7 @@ struct Recovery {
   std::vector<std::string> tasks;      // what died ("ps:1"), and where each runs again
   std::vector<std::string> addresses;  // ("127.0.0.1:2222")
   std::string cause;                   // the error of the step that saw the loss
-  std::string checkpoint;              // what the chief restored from ("" in another worker)
+  std::string checkpoint;              // what the chief restored from ("": nothing restored here)
   int64_t restored_step = 0;           // that checkpoint's global step
   int64_t lost_steps = 0;              // global steps past it whose updates of those variables were lost
   std::size_t variables = 0;           // variables restored
