@@ -14,9 +14,10 @@
 // stops the job, unless --restart-ps N: then it is started again (at most N times per task; the
 // workers' Supervisor restores its variables from the chief's checkpoint, actors/supervisor.hpp).
 // With --restart-workers N a worker that fails (a non-zero exit, a signal) is started again with
-// --rejoin added to its command (it joins at the current global step). With --hang-timeout S a
-// task that answered once and then does not answer for S seconds (stopped, hung) is killed (and
-// then restarted as above): a thread asks every task who it is (identify_member, bounded) in turn.
+// --rejoin added to its command (it joins at the current global step). With --hang-timeout S (10
+// by default when either restart is on) a task that answered once and then does not answer for S
+// seconds (stopped, hung) is killed (and then restarted as above): a thread asks every task who
+// it is (identify_member, bounded) in turn.
 // Every process's pid is kept in DIR/<job>-<index>.pid (for scripts that kill one). Exit code: 0
 // when every worker exited with 0 and no ps task died for good, 1 otherwise, 2 for a bad command
 // line.
@@ -276,7 +277,7 @@ int main(int argc, char** argv) {
   int ps = 1, workers = 1;
   int backup_workers = -1;
   int restart_ps = 0, restart_workers = 0;
-  double hang_timeout = 0;
+  double hang_timeout = -1;
   std::string node, dir;
   std::vector<std::string> command;
   app.add_option("--ps", ps, "parameter-server tasks (troupe-node)")->check(troupe::cli::non_negative)->capture_default_str();
@@ -292,7 +293,8 @@ int main(int argc, char** argv) {
                  "start a worker that fails while the job runs again, with --rejoin, at most N times per worker")
       ->check(troupe::cli::non_negative);
   app.add_option("--hang-timeout", hang_timeout,
-                 "kill a task that answered and then stays silent this many seconds (stopped, hung); 0: never")
+                 "kill a task that answered and then stays silent this many seconds (stopped, hung); 0: never "
+                 "(default: 10 with --restart-ps or --restart-workers, else 0)")
       ->check(troupe::cli::non_negative);
   app.add_option("--node", node, "the troupe-node program (default: beside troupe-launch)");
   app.add_option("--dir", dir, "where the cluster spec is written (default: a new directory under /tmp)");
@@ -357,6 +359,8 @@ int main(int argc, char** argv) {
   std::string failure;
   std::map<std::string, int> restarts;  // per task
   std::optional<HealthProbe> probe;
+  // A hung task is worth finding only where something starts it again.
+  if (hang_timeout < 0) hang_timeout = restart_ps > 0 || restart_workers > 0 ? 10 : 0;
   if (hang_timeout > 0)
     probe.emplace(troupe::ClusterSpec::from_file((std::filesystem::path(dir) / "cluster.json").string()),
                   std::chrono::milliseconds(1000));
