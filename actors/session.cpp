@@ -80,16 +80,8 @@ struct Session::Impl {
 
 namespace {
 
-// What one step's waiting nodes say: "stuck: 'loss' waits on 'next', which waits for queue ...;
-// nodes still waiting:\n  node ..."; empty for none.
-std::string explain(const std::vector<WaitReport>& waits) {
-  if (waits.empty()) return {};
-  std::string stuck, lines;
-  for (auto& sentence : follow_waits({TaskWaits{"", waits, true}})) stuck += (stuck.empty() ? "" : "; ") + sentence;
-  for (auto& w : waits)
-    if (!w.inferred) lines += "\n  " + describe_wait(w);
-  return fmt::format("stuck: {}; nodes still waiting:{}", stuck, lines);
-}
+// What one step's waiting nodes say (this process is the only task).
+std::string explain(std::vector<WaitReport> waits) { return explain_waits({TaskWaits{"", std::move(waits), true}}); }
 
 }  // namespace
 
@@ -323,7 +315,7 @@ std::string Session::describe_waiting() const {
   std::map<uint64_t, std::vector<WaitReport>> by_step;
   for (auto& r : impl_->waits_now()) by_step[r.tag.step].push_back(std::move(r));
   std::string s;
-  for (auto& [step, waits] : by_step) s += fmt::format("step {}: {}\n", step, explain(waits));
+  for (auto& [step, waits] : by_step) s += fmt::format("step {}: {}\n", step, explain(std::move(waits)));
   return s;
 }
 

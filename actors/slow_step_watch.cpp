@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "actors/wait_chain.hpp"
+
 namespace troupe {
 
 SlowStepWatch::SlowStepWatch(std::chrono::milliseconds first, Report report, Sink sink)
@@ -63,7 +65,7 @@ void SlowStepWatch::loop() {
       const double seconds = std::chrono::duration<double>(now - e.start).count();
       lock.unlock();
       sink_(fmt::format("step {} has run for {:.1f} s and goes on; {}", e.step, seconds,
-                        what.empty() ? "no node waits for an input (its kernels are running)" : what));
+                        what.empty() ? kKernelsRunning : what));
       lock.lock();
     }
   }

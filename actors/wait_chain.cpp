@@ -41,20 +41,8 @@ struct Chains {
     }
   }
 
-  // The task a source's device belongs to; nullopt for one of no task listed here.
-  std::optional<std::size_t> task_of(std::size_t here, const WaitSource& s) const {
-    if (s.device.empty() || tasks.size() == 1) return here;
-    try {
-      DeviceSpec d = DeviceSpec::parse(s.device);
-      if (d.job && d.task) {
-        auto it = task_index.find(*d.job + ":" + std::to_string(*d.task));
-        if (it != task_index.end()) return it->second;
-      }
-    } catch (const Error&) {
-    }
-    return std::nullopt;
-  }
-  std::string task_name(const WaitSource& s) const {
+  // "ps:0" of "/job:ps/task:0/device:CPU:0"; the device itself when it names no task.
+  static std::string task_name(const WaitSource& s) {
     try {
       DeviceSpec d = DeviceSpec::parse(s.device);
       if (d.job && d.task) return *d.job + ":" + std::to_string(*d.task);
@@ -62,15 +50,23 @@ struct Chains {
     }
     return s.device;
   }
+  // The task a source's device belongs to; nullopt for one of no task listed here.
+  std::optional<std::size_t> task_of(std::size_t here, const WaitSource& s) const {
+    if (s.device.empty() || tasks.size() == 1) return here;
+    auto it = task_index.find(task_name(s));
+    if (it == task_index.end()) return std::nullopt;
+    return it->second;
+  }
 
-  // The first source of `k`'s report that is itself waiting.
-  std::optional<std::pair<Key, const WaitSource*>> next(const Key& k) const {
+  // The sources of `k`'s report that are themselves waiting, in order.
+  std::vector<std::pair<Key, const WaitSource*>> waited_for(const Key& k) const {
+    std::vector<std::pair<Key, const WaitSource*>> out;
     for (auto& s : report.at(k)->sources)
       if (auto t = task_of(k.first, s)) {
         Key to{*t, s.node};
-        if (to != k && report.count(to)) return std::pair{to, &s};
+        if (to != k && report.count(to)) out.push_back({to, &s});
       }
-    return std::nullopt;
+    return out;
   }
 };
 
@@ -113,13 +109,22 @@ std::string sentence(const Chains& c, const std::vector<Link>& path) {
 
 }  // namespace
 
+std::string explain_waits(const std::vector<TaskWaits>& tasks, const std::vector<std::string>& labels) {
+  std::string lines;
+  for (std::size_t t = 0; t < tasks.size(); ++t)
+    for (auto& w : tasks[t].waits)
+      if (!w.inferred) lines += "\n  " + (t < labels.size() ? labels[t] : std::string()) + describe_wait(w);
+  if (lines.empty()) return {};
+  std::string stuck;
+  for (auto& sentence : follow_waits(tasks)) stuck += (stuck.empty() ? "" : "; ") + sentence;
+  return fmt::format("stuck: {}; nodes still waiting:{}", stuck, lines);
+}
+
 std::vector<std::string> follow_waits(const std::vector<TaskWaits>& tasks) {
   Chains c(tasks);
   std::set<Key> waited_on;
   for (auto& [k, r] : c.report)
-    for (auto& s : r->sources)
-      if (auto t = c.task_of(k.first, s); t && Key{*t, s.node} != k && c.report.count(Key{*t, s.node}))
-        waited_on.insert(Key{*t, s.node});
+    for (auto& [to, source] : c.waited_for(k)) waited_on.insert(to);
 
   // Walk from every node nothing waits on (and then from any node left, for waits in a circle).
   std::vector<std::vector<Link>> paths;
@@ -128,12 +133,13 @@ std::vector<std::string> follow_waits(const std::vector<TaskWaits>& tasks) {
     std::vector<Link> path{{from, nullptr}};
     std::set<Key> seen{from};
     walked.insert(from);
-    while (auto n = c.next(path.back().at)) {
-      if (seen.count(n->first)) break;
-      path.back().via = n->second;
-      path.push_back({n->first, nullptr});
-      seen.insert(n->first);
-      walked.insert(n->first);
+    for (auto next = c.waited_for(from); !next.empty(); next = c.waited_for(path.back().at)) {
+      const auto& [to, source] = next.front();  // the first link is followed
+      if (seen.count(to)) break;
+      path.back().via = source;
+      path.push_back({to, nullptr});
+      seen.insert(to);
+      walked.insert(to);
     }
     paths.push_back(std::move(path));
   };

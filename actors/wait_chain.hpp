@@ -29,6 +29,13 @@ struct TaskWaits {
 // One sentence per node found stuck, in the order the tasks and their reports come.
 std::vector<std::string> follow_waits(const std::vector<TaskWaits>& tasks);
 
+// The report of one step: "stuck: <sentences>; nodes still waiting:\n  <label>node ..." (each
+// waiting node a line, its task's label before it); empty when no node waits.
+std::string explain_waits(const std::vector<TaskWaits>& tasks, const std::vector<std::string>& labels = {});
+
+// What a report says of a step none of whose nodes waits for an input.
+inline constexpr const char* kKernelsRunning = "no node waits for an input (its kernels are running)";
+
 // "node 'n' has 1 of 2 inputs, waits for a:0, b:0"; "node 'v' waits for ..." when its inputs
 // are in and it waits for something else (a shard's or a queue's answer).
 std::string describe_wait(const WaitReport& wait);

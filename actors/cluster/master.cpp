@@ -540,20 +540,16 @@ std::string Master::Impl::explain_step(const Signature& sig, uint64_t handle, ui
     if (ask[i] && workers[i])
       asked.push_back({i, self->request(workers[i], timeouts::late_step_report(), step_waits_atom::value, handle, step)});
   std::vector<TaskWaits> tasks;
-  std::string lines;
+  std::vector<std::string> labels;
   for (auto& [i, h] : asked) {
     const int task = sig.shares[i].task;
     TaskWaits t{links->tasks[std::size_t(task)].id.to_string(), {}, true};
     h.receive([&](std::vector<WaitReport>& waits) { t.waits = std::move(waits); },
               [&](caf::error&) { t.answered = false; });
-    for (auto& w : t.waits)
-      if (!w.inferred) lines += "\n  " + describe(task) + ": " + describe_wait(w);
     tasks.push_back(std::move(t));
+    labels.push_back(describe(task) + ": ");
   }
-  if (lines.empty()) return {};
-  std::string stuck;
-  for (auto& sentence : follow_waits(tasks)) stuck += (stuck.empty() ? "" : "; ") + sentence;
-  return fmt::format("stuck: {}; nodes still waiting:{}", stuck, lines);
+  return explain_waits(tasks, labels);
 }
 
 std::string Master::describe_step(Signature& sig, uint64_t step) {
@@ -575,7 +571,7 @@ std::string Master::describe_running() {
   std::string out;
   for (auto& [step, sig] : steps) {
     const std::string waits = describe_step(*sig, step);
-    out += fmt::format("step {}: {}\n", step, waits.empty() ? "no node waits for an input (its kernels are running)" : waits);
+    out += fmt::format("step {}: {}\n", step, waits.empty() ? kKernelsRunning : waits);
   }
   return out;
 }

@@ -155,7 +155,7 @@ ClusterStatus cluster_status(const TaskAddress& address, std::chrono::millisecon
             std::size_t shown = 0;
             for (auto& w : step.waits)
               if (!w.inferred) status.lines.push_back("  " + describe_wait(w)), ++shown;
-            if (!shown) status.lines.push_back("  no node waits for an input (its kernels are running)");
+            if (!shown) status.lines.push_back(std::string("  ") + kKernelsRunning);
             auto& [title, waits] = steps[{step.handle, step.step}];
             title = fmt::format("step {} of graph {:#x} from {}", step.step, step.handle, step.owner);
             waits.push_back(TaskWaits{status.task, std::move(step.waits), true});

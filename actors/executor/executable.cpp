@@ -155,11 +155,12 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
         auto in = n.inputs[slot];
         // An input a _Recv brings says from where: a wait report then needs no other lookup.
         const Node& producer = g.node(in.node);
+        const std::string tensor = tensor_name(producer, in.port);
         np.input_names.push_back(producer.op == "_Recv"
-                                     ? fmt::format("{} (from {})", tensor_name(producer, in.port),
+                                     ? fmt::format("{} (from {})", tensor,
                                                    get_attr<std::string>(producer.attrs, "send_device", producer.name))
-                                     : tensor_name(producer, in.port));
-        np.input_sources.push_back({"", producer.name, tensor_name(producer, in.port)});
+                                     : tensor);
+        np.input_sources.push_back({"", producer.name, tensor});
         if (hoistable(in.node) && !n.op_def->fires_on_first_live_input && !n.op_def->frame_op) {
           np.fixed_inputs[slot] = get_attr<Tensor>(g.node(in.node).attrs, "value", g.node(in.node).name);
           ++np.num_fixed;
