@@ -1,8 +1,11 @@
 #include "actors/runtime.hpp"
 
 #include <caf/io/all.hpp>
+#include <caf/openssl/manager.hpp>
 
 #include "actors/cluster/cluster_messages.hpp"
+#include "actors/cluster/tls.hpp"
+#include "actors/cluster/tls_watch.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/queue_actor.hpp"
 #include "actors/scheduler.hpp"
@@ -22,6 +25,18 @@ void configure_network(caf::actor_system_config& config, const NetworkOptions& n
   config.set("middleman.heartbeat-interval", caf::timespan{network.heartbeat});
   config.set("middleman.connection-timeout", caf::timespan{network.connection_timeout});
   config.set("middleman.workers", int64_t(0));
+  // Off in CAF 0.17 already; said here because such connections would be plain TCP.
+  config.set("middleman.enable-automatic-connections", false);
+  if (!network.tls.empty()) {
+    check_tls_files(network.tls, "this process");
+    config.load<caf::openssl::manager>();
+    config.openssl_cafile = network.tls.ca;
+    config.openssl_certificate = network.tls.certificate;
+    config.openssl_key = network.tls.key;
+    if (!tls_handshakes_watched())
+      std::fprintf(stderr, "troupe: warning: TLS handshakes are not watched in this process (libssl's SSL_accept "
+                           "comes first): refused peers go unlogged and a silent peer is not cut off\n");
+  }
 }
 
 void apply_caf_options_from_environment(caf::actor_system_config& config) {
@@ -58,6 +73,7 @@ Runtime::Runtime(int cores, int inter_op, int intra_op, std::optional<NetworkOpt
   if (network) {
     configure_network(*config_, *network);
     networked_ = true;
+    tls_ = network->tls;
   }
   apply_caf_options_from_environment(*config_);
   system_ = std::make_unique<caf::actor_system>(*config_);
@@ -109,6 +125,12 @@ std::shared_ptr<Runtime> Runtime::get_networked(int cores, const NetworkOptions&
       fail(ErrorCode::failed_precondition,
            "this process's runtime was started without the network layer (a Session made before the cluster "
            "member); start the cluster member first");
+    if (!(rt->tls() == network.tls))
+      fail(ErrorCode::failed_precondition,
+           "this process's network layer was started {} (certificate '{}'); asked for {} (certificate '{}'): one "
+           "process has one TLS identity",
+           rt->tls().empty() ? "without TLS" : "with TLS", rt->tls().certificate,
+           network.tls.empty() ? "none" : "TLS", network.tls.certificate);
     return rt;
   }
   auto rt = std::make_shared<Runtime>(cores, 0, 0, network);

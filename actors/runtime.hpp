@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "actors/cluster/cluster_spec.hpp"
 #include "actors/messages.hpp"
 #include "ops/data/queue.hpp"
 
@@ -16,15 +17,19 @@ namespace troupe {
 // CAF's network layer (the middleman), for a process that talks to other processes: heartbeats
 // every `heartbeat`, and a peer silent for `connection_timeout` is taken as gone (a hung peer is
 // seen only so; ../shared/docs/caf-0.17.md §4).
+// With `tls` (actors/cluster/tls.hpp) every connection is mutual TLS through CAF's openssl
+// module: published and connected through it, automatic connections off.
 struct NetworkOptions {
   std::chrono::milliseconds heartbeat{200};
   std::chrono::milliseconds connection_timeout{1000};
+  TlsFiles tls;
 };
 
 // CAF's network layer as every networked Troupe process sets it up: the middleman, the message
 // types tensors cross in (actors/cluster/tensor_transfer.hpp), heartbeats and the connection
 // timeout, and deserializing in the middleman's own thread (middleman.workers=0: half the round
-// trip of a small message; docs/performance.md, "Bytes between two processes").
+// trip of a small message; docs/performance.md, "Bytes between two processes"). The TLS files
+// are checked first (check_tls_files): CAF's own failure at a bad file leaves the process hanging at exit.
 void configure_network(caf::actor_system_config& config, const NetworkOptions& network);
 // TROUPE_CAF_OPTIONS="key=integer,..." sets integer CAF options for tuning experiments, e.g.
 // work-stealing.aggressive-steal-interval=100 or middleman.workers=1; call it after the defaults.
@@ -37,10 +42,12 @@ class Runtime {
   // threads, intra_op: threads per kernel team (devices/cpu_threads.hpp); 0 for either: cores.
   static std::shared_ptr<Runtime> get(int cores, int inter_op = 0, int intra_op = 0);
   // The process's runtime with the network layer: made with it if there is none yet; an
-  // existing one made without it is refused (failed_precondition), since CAF cannot add it.
+  // existing one made without it, or with other TLS files, is refused (failed_precondition),
+  // since CAF cannot change it.
   static std::shared_ptr<Runtime> get_networked(int cores, const NetworkOptions& network);
   Runtime(int cores, int inter_op, int intra_op, std::optional<NetworkOptions> network = std::nullopt);
   bool networked() const { return networked_; }
+  const TlsFiles& tls() const { return tls_; }
   ~Runtime();
   caf::actor_system& system() { return *system_; }
   // The device actors of this process, in DeviceRegistry order (CPU:0 first).
@@ -53,6 +60,7 @@ class Runtime {
  private:
   int threads_;
   bool networked_ = false;
+  TlsFiles tls_;
   std::unique_ptr<caf::actor_system_config> config_;
   std::unique_ptr<caf::actor_system> system_;
   std::vector<caf::actor> device_actors_;

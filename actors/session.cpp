@@ -182,7 +182,7 @@ Session::Session(std::shared_ptr<Graph> graph, SessionOptions options) : impl_(n
   impl_->shards = std::make_shared<ParamShards>(impl_->runtime->system(), impl_->graph, options.num_param_shards);
   if (!options.target.empty()) {
     MasterOptions m;
-    m.network = {options.heartbeat, options.connection_timeout};
+    m.network = {options.heartbeat, options.connection_timeout, options.tls};
     m.startup_timeout = options.cluster_startup_timeout;
     m.allow_soft_placement = options.allow_soft_placement;
     m.float16_transfer = options.float16_transfer;

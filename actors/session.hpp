@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "actors/cluster/cluster_spec.hpp"
 #include "core/tensor.hpp"
 #include "graph/scope.hpp"
 
@@ -59,6 +60,9 @@ struct SessionOptions {
   // `connection_timeout` is taken as lost.
   std::chrono::milliseconds heartbeat{200};
   std::chrono::milliseconds connection_timeout{1000};
+  // A cluster with TLS (the spec's "tls" section): this process's identity, e.g.
+  // spec.tls_for(task) in a task's own process or spec.tls_client() elsewhere. Empty: plain TCP.
+  TlsFiles tls;
   // How long the first connection to every task may take (tasks still starting are retried).
   std::chrono::milliseconds cluster_startup_timeout{10000};
   // A step still running after `slow_step_report` is reported (what describe_waiting says of it)

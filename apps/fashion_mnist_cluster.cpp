@@ -322,6 +322,7 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
   options.threads = a.threads;
   options.operation_timeout = kStepTimeout;
   options.cluster_startup_timeout = std::chrono::seconds(60);  // the other processes may still be starting
+  options.tls = job.spec.tls_for(job.me);
   Session session(root, options);
 
   std::optional<Saver> saver;
@@ -496,7 +497,7 @@ int run_cluster(const Args& a) {
   try {
     const Job job = job_of(a);
     // This process is its task's member: the ps tasks' peers, the partitions masters register.
-    ClusterMember member(job.spec, job.me, MemberOptions{.threads = a.threads});
+    ClusterMember member(job.spec, job.me, MemberOptions{.threads = a.threads, .tls = job.spec.tls_for(job.me)});
     if (a.mode == "allreduce") return run_with_allreduce(a, job, member);
     return run_with_parameter_servers(a, job);
   } catch (const std::exception& e) {

@@ -18,6 +18,8 @@
 // by default when either restart is on) a task that answered once and then does not answer for S
 // seconds (stopped, hung) is killed (and then restarted as above): a thread asks every task who
 // it is (identify_member, bounded) in turn.
+// With --tls every connection of the cluster is mutual TLS: a CA and certificates are made in
+// DIR/tls (troupe-node --make-certs) and the tasks get DIR/tls/cluster.json as their spec.
 // Every process's pid is kept in DIR/<job>-<index>.pid (for scripts that kill one). Exit code: 0
 // when every worker exited with 0 and no ps task died for good, 1 otherwise, 2 for a bad command
 // line.
@@ -45,6 +47,7 @@
 #include <vector>
 
 #include "actors/cluster/cluster_spec.hpp"
+#include "actors/cluster/tls.hpp"
 #include "actors/cluster/member.hpp"
 #include "apps/cli_checks.hpp"
 #include "core/error.hpp"
@@ -220,7 +223,7 @@ void stop(std::vector<Process>& all) {
 // question bounded, so a stopped or hung process is told from a busy one.
 class HealthProbe {
  public:
-  HealthProbe(const troupe::ClusterSpec& spec, std::chrono::milliseconds bound) : bound_(bound) {
+  HealthProbe(const troupe::ClusterSpec& spec, std::chrono::milliseconds bound) : bound_(bound), tls_(spec.tls_client()) {
     for (auto& task : spec.tasks()) tasks_.push_back({task.to_string(), spec.address(task)});
     thread_ = std::thread([this] { loop(); });
   }
@@ -247,7 +250,7 @@ class HealthProbe {
       for (auto& [task, address] : tasks_) {
         if (stopping_) return;
         try {
-          troupe::identify_member(address, bound_, {.threads = 1});
+          troupe::identify_member(address, bound_, {.threads = 1, .tls = tls_});
           std::lock_guard<std::mutex> lock(mutex_);
           answered_[task] = std::chrono::steady_clock::now();
         } catch (const troupe::Error&) {
@@ -257,6 +260,7 @@ class HealthProbe {
     }
   }
   std::chrono::milliseconds bound_;
+  troupe::TlsFiles tls_;  // the spec's client identity, with TLS
   std::vector<std::pair<std::string, troupe::TaskAddress>> tasks_;
   std::mutex mutex_;
   std::map<std::string, std::chrono::steady_clock::time_point> answered_;
@@ -296,6 +300,10 @@ int main(int argc, char** argv) {
                  "kill a task that answered and then stays silent this many seconds (stopped, hung); 0: never "
                  "(default: 10 with --restart-ps or --restart-workers, else 0)")
       ->check(troupe::cli::non_negative);
+  bool tls = false;
+  app.add_flag("--tls", tls,
+               "mutual TLS between all tasks: a CA and certificates for the cluster in DIR/tls (troupe-node "
+               "--make-certs); the spec the tasks get is DIR/tls/cluster.json");
   app.add_option("--node", node, "the troupe-node program (default: beside troupe-launch)");
   app.add_option("--dir", dir, "where the cluster spec is written (default: a new directory under /tmp)");
   app.add_option("command", command, "the worker's command, after --; each worker gets --cluster SPEC --task worker:K")
@@ -309,6 +317,7 @@ int main(int argc, char** argv) {
 
   std::vector<Process> all;
   bool own_dir = false;  // made here: removed at the end
+  std::string spec;
   try {
     if (dir.empty()) {
       own_dir = true;
@@ -318,10 +327,11 @@ int main(int argc, char** argv) {
     }
     std::filesystem::create_directories(dir);
     pid_dir = dir;
-    const std::string spec = (std::filesystem::path(dir) / "cluster.json").string();
+    spec = (std::filesystem::path(dir) / "cluster.json").string();
     std::vector<std::pair<std::string, int>> jobs{{"worker", workers}};
     if (ps > 0) jobs.push_back({"ps", ps});
     std::ofstream(spec) << troupe::local_cluster_json(jobs) << "\n";
+    if (tls) spec = troupe::make_cluster_certificates(spec, (std::filesystem::path(dir) / "tls").string());
     std::printf("troupe-launch: %d ps and %d worker task(s), spec %s\n", ps, workers, spec.c_str());
 
     for (int k = 0; k < ps; ++k)
@@ -362,8 +372,7 @@ int main(int argc, char** argv) {
   // A hung task is worth finding only where something starts it again.
   if (hang_timeout < 0) hang_timeout = restart_ps > 0 || restart_workers > 0 ? 10 : 0;
   if (hang_timeout > 0)
-    probe.emplace(troupe::ClusterSpec::from_file((std::filesystem::path(dir) / "cluster.json").string()),
-                  std::chrono::milliseconds(1000));
+    probe.emplace(troupe::ClusterSpec::from_file(spec), std::chrono::milliseconds(1000));
   for (;;) {
     pump(all, 100);
     bool workers_running = false;

@@ -1,6 +1,8 @@
 // troupe-node: one process of a Troupe cluster (docs/cluster.md).
 //   troupe-node --cluster spec.json --task worker:0 [--threads N]
 //   TF_CONFIG='{"cluster": ..., "task": {"type": "worker", "index": 0}}' troupe-node
+//   troupe-node --make-certs DIR --cluster spec.json    (a CA and certificates: DIR/cluster.json)
+//   troupe-node --status HOST:PORT [--cluster spec.json] (the spec for its TLS client identity)
 // Publishes the task's worker on the task's address from the spec, runs the partitions masters
 // register with it and holds the variables placed on it, logs one line per event (started, peer
 // connected, partition registered, peer lost, stopping, stopped), and
@@ -16,6 +18,7 @@
 #include <string>
 
 #include "actors/cluster/member.hpp"
+#include "actors/cluster/tls.hpp"
 #include "apps/cli_checks.hpp"
 #include "core/error.hpp"
 #include "devices/cpu_threads.hpp"
@@ -34,10 +37,12 @@ void log_line(const std::string& who, const std::string& what) {
 }  // namespace
 
 // troupe-node --status HOST:PORT: every task's steps in flight; 1 when HOST:PORT does not answer.
-int print_status(const std::string& address) {
+int print_status(const std::string& address, const std::string& cluster_file) {
   try {
     const auto at = troupe::parse_task_address(address, "--status");
-    const troupe::ClusterStatus status = troupe::cluster_status(at, std::chrono::seconds(5));
+    troupe::MemberOptions options;
+    if (!cluster_file.empty()) options.tls = troupe::ClusterSpec::from_file(cluster_file).tls_client();
+    const troupe::ClusterStatus status = troupe::cluster_status(at, std::chrono::seconds(5), options);
     for (auto& sentence : status.stuck) std::printf("stuck: %s\n", sentence.c_str());
     for (auto& task : status.tasks) {
       std::printf("%s at %s: ", task.task.c_str(), task.address.c_str());
@@ -73,10 +78,30 @@ int main(int argc, char** argv) {
   app.add_option("--status", status_of,
                  "print what every task of the cluster at HOST:PORT is running (each step in flight, its waiting "
                  "nodes and what they wait for), then exit")
-      ->excludes("--cluster")
       ->excludes("--task");
+  std::string certs_dir;
+  app.add_option("--make-certs", certs_dir,
+                 "make a CA for the cluster of --cluster and a certificate and key for each of its tasks and for "
+                 "clients in DIR, and write DIR/cluster.json: the spec with its \"tls\" section, then exit")
+      ->excludes("--task")
+      ->excludes("--status");
   CLI11_PARSE(app, argc, argv);
-  if (!status_of.empty()) return print_status(status_of);
+  if (!status_of.empty()) return print_status(status_of, cluster_file);
+  if (!certs_dir.empty()) {
+    if (cluster_file.empty()) {
+      std::fprintf(stderr, "troupe-node --make-certs: give the cluster's spec with --cluster\n");
+      return 2;
+    }
+    try {
+      const std::string spec = troupe::make_cluster_certificates(cluster_file, certs_dir);
+      std::printf("wrote a cluster CA and a certificate per task and for clients in %s; the spec with them: %s\n",
+                  certs_dir.c_str(), spec.c_str());
+      return 0;
+    } catch (const troupe::Error& e) {
+      std::fprintf(stderr, "troupe-node --make-certs: %s\n", e.what());
+      return 1;
+    }
+  }
 
   // SIGTERM and SIGINT are taken by sigwait below, in this thread; every thread started from
   // here on inherits the mask, so no other thread is interrupted by them.
@@ -114,13 +139,15 @@ int main(int argc, char** argv) {
     member.emplace(spec, task,
                    troupe::MemberOptions{.threads = threads,
                                          .variable_memory_bytes = int64_t(variable_memory_mb * 1024 * 1024),
+                                         .tls = spec.tls_for(task),
                                          .log = [who](const std::string& line) { log_line(who, line); }});
   } catch (const troupe::Error& e) {
     std::fprintf(stderr, "troupe-node: %s\n", e.what());
     return 1;
   }
-  log_line(task.to_string(), fmt::format("started on {} (incarnation {:#x}, devices {})", member->address().to_string(),
-                                         member->incarnation(), member->devices()));
+  log_line(task.to_string(), fmt::format("started on {} (incarnation {:#x}, devices {}{})", member->address().to_string(),
+                                         member->incarnation(), member->devices(),
+                                         spec.uses_tls() ? "; mutual TLS, certificate " + spec.tls_for(task).certificate : ""));
   int signal = 0;
   sigwait(&stop_signals, &signal);
   log_line(task.to_string(), std::string("stopping on ") + (signal == SIGINT ? "SIGINT" : "SIGTERM"));

@@ -39,6 +39,11 @@ std::optional<int> parse_index(const std::string& text) {
 
 std::string kind_of(const json& v) { return v.type_name(); }
 
+std::string resolve_path(const std::string& path, const std::string& base_dir) {
+  if (path.empty() || path[0] == '/' || base_dir.empty()) return path;
+  return base_dir + (base_dir.back() == '/' ? "" : "/") + path;
+}
+
 void check_keys(const json& object, std::initializer_list<const char*> known, const std::string& where) {
   for (auto& [key, value] : object.items()) {
     bool ok = false;
@@ -49,6 +54,19 @@ void check_keys(const json& object, std::initializer_list<const char*> known, co
     }
     if (!ok) fail(ErrorCode::invalid_argument, "{}: unknown key '{}' (expected {})", where, key, expected);
   }
+}
+
+// "certificate" and "key" of one identity in the "tls" section, made absolute against base_dir.
+std::pair<std::string, std::string> tls_identity(const nlohmann::json& entry, const std::string& at,
+                                                 const std::string& base_dir) {
+  if (!entry.is_object())
+    fail(ErrorCode::invalid_argument, "{}: must be {{\"certificate\": file, \"key\": file}}, not {}", at, entry.dump());
+  check_keys(entry, {"certificate", "key"}, at);
+  for (const char* k : {"certificate", "key"})
+    if (!entry.contains(k) || !entry[k].is_string() || entry[k].get<std::string>().empty())
+      fail(ErrorCode::invalid_argument, "{}: \"{}\" must name a file", at, k);
+  return {resolve_path(entry["certificate"].get<std::string>(), base_dir),
+          resolve_path(entry["key"].get<std::string>(), base_dir)};
 }
 
 }  // namespace
@@ -107,7 +125,7 @@ TaskId parse_task_id(const std::string& text) {
   return {job, *i};
 }
 
-ClusterSpec ClusterSpec::from_json(const std::string& text, const std::string& where) {
+ClusterSpec ClusterSpec::from_json(const std::string& text, const std::string& where, const std::string& base_dir) {
   json doc;
   try {
     doc = json::parse(text);
@@ -115,7 +133,7 @@ ClusterSpec ClusterSpec::from_json(const std::string& text, const std::string& w
     fail(ErrorCode::invalid_argument, "{}: not JSON: {}", where, e.what());
   }
   if (!doc.is_object()) fail(ErrorCode::invalid_argument, "{}: a cluster spec is a JSON object, not {}", where, kind_of(doc));
-  check_keys(doc, {"cluster", "task", "environment", "rpc_layer"}, where);
+  check_keys(doc, {"cluster", "task", "environment", "rpc_layer", "tls"}, where);
   if (!doc.contains("cluster")) fail(ErrorCode::invalid_argument, "{}: no \"cluster\" (jobs and their tasks' addresses)", where);
   const json& cluster = doc["cluster"];
   if (!cluster.is_object() || cluster.empty())
@@ -173,7 +191,55 @@ ClusterSpec ClusterSpec::from_json(const std::string& text, const std::string& w
       fail(ErrorCode::invalid_argument, "{}: task.index must be a non-negative number, got {}", where, index.dump());
     spec.set_this_task({task["type"].get<std::string>(), int(index.get<int64_t>())});
   }
+
+  if (doc.contains("tls")) {
+    // An empty or partial section would leave connections unauthenticated (CAF falls back to
+    // anonymous ciphers): every part is required.
+    const json& tls = doc["tls"];
+    const std::string at = where + ": tls";
+    if (!tls.is_object())
+      fail(ErrorCode::invalid_argument, "{}: must be {{\"ca\": file, \"tasks\": {{task: {{\"certificate\": file, \"key\": file}}}}}}, not {}",
+           at, tls.dump());
+    check_keys(tls, {"ca", "tasks", "client"}, at);
+    if (!tls.contains("ca") || !tls["ca"].is_string() || tls["ca"].get<std::string>().empty())
+      fail(ErrorCode::invalid_argument, "{}: \"ca\" must name the cluster CA's certificate file", at);
+    spec.tls_ca_ = resolve_path(tls["ca"].get<std::string>(), base_dir);
+    if (!tls.contains("tasks") || !tls["tasks"].is_object())
+      fail(ErrorCode::invalid_argument, "{}: \"tasks\" must map every task to its certificate and key", at);
+    for (auto& [name, entry] : tls["tasks"].items()) {
+      TaskId task;
+      try {
+        task = parse_task_id(name);
+      } catch (const Error& e) {
+        fail(ErrorCode::invalid_argument, "{}.tasks: {}", at, e.what());
+      }
+      if (!spec.has(task)) fail(ErrorCode::invalid_argument, "{}.tasks: '{}' is no task of the cluster", at, name);
+      spec.tls_tasks_[task] = tls_identity(entry, at + ".tasks." + name, base_dir);
+    }
+    std::string missing;
+    for (auto& task : spec.tasks())
+      if (!spec.tls_tasks_.count(task)) missing += (missing.empty() ? "" : ", ") + task.to_string();
+    if (!missing.empty()) fail(ErrorCode::invalid_argument, "{}.tasks: no certificate for {}", at, missing);
+    if (tls.contains("client")) spec.tls_client_ = tls_identity(tls["client"], at + ".client", base_dir);
+  }
   return spec;
+}
+
+TlsFiles ClusterSpec::tls_for(const TaskId& task) const {
+  if (!uses_tls()) return {};
+  auto it = tls_tasks_.find(task);
+  if (it == tls_tasks_.end()) {
+    (void)address(task);  // throws naming what there is
+    fail(ErrorCode::invalid_argument, "{}: tls has no certificate for task {}", where_, task.to_string());
+  }
+  return {tls_ca_, it->second.first, it->second.second};
+}
+
+TlsFiles ClusterSpec::tls_client() const {
+  if (!uses_tls()) return {};
+  if (!tls_client_)
+    fail(ErrorCode::invalid_argument, "{}: tls has no \"client\" identity (for a process that is no task)", where_);
+  return {tls_ca_, tls_client_->first, tls_client_->second};
 }
 
 ClusterSpec ClusterSpec::from_file(const std::string& path) {
@@ -181,7 +247,8 @@ ClusterSpec ClusterSpec::from_file(const std::string& path) {
   if (!in) fail(ErrorCode::not_found, "cannot read cluster spec '{}': {}", path, std::strerror(errno));
   std::stringstream text;
   text << in.rdbuf();
-  return from_json(text.str(), path);
+  const auto slash = path.rfind('/');
+  return from_json(text.str(), path, slash == std::string::npos ? "" : path.substr(0, slash + 1));
 }
 
 std::optional<ClusterSpec> ClusterSpec::from_environment() {

@@ -7,6 +7,14 @@
 // Every check names the bad entry: a duplicate address (with both tasks), a job name that
 // cannot appear in a device name, a port that is not a number from 1 to 65535, a task of a job
 // the spec lacks or an index out of range, and any key that is not one of TF_CONFIG's (a typo).
+// An optional "tls" section makes every connection of the cluster mutual TLS (docs/cluster.md,
+// "Only members get in"):
+//   "tls": {"ca": "ca.pem",
+//           "tasks": {"ps:0": {"certificate": "ps-0.pem", "key": "ps-0.key"}, ...},
+//           "client": {"certificate": "client.pem", "key": "client.key"}}
+// every task needs an entry; "client" is the identity of processes that are no task (troupe-node
+// --status, troupe-launch's probe). Relative paths are relative to the spec file's directory
+// (the working directory for TF_CONFIG). The files are read only by the process that uses them.
 // Plain data: copyable, thread-safe to read.
 #include <compare>
 #include <cstdint>
@@ -46,10 +54,21 @@ std::vector<uint16_t> free_loopback_ports(int count);
 // tasks) with its tasks on free loopback ports, e.g. {"cluster": {"ps": ["127.0.0.1:41233"], ...}}.
 std::string local_cluster_json(const std::vector<std::pair<std::string, int>>& jobs);
 
+// One process's TLS identity: the cluster's CA and this process's certificate (PEM; may hold
+// the chain after it) and unencrypted private key (PEM). Empty (no CA): plain TCP.
+struct TlsFiles {
+  std::string ca;
+  std::string certificate;
+  std::string key;
+  bool empty() const { return ca.empty(); }
+  friend bool operator==(const TlsFiles&, const TlsFiles&) = default;
+};
+
 class ClusterSpec {
  public:
   // `where` names the source in errors ("spec.json", "TF_CONFIG").
-  static ClusterSpec from_json(const std::string& text, const std::string& where);
+  // `base_dir`: what relative paths of the "tls" section are relative to ("": the working directory).
+  static ClusterSpec from_json(const std::string& text, const std::string& where, const std::string& base_dir = "");
   static ClusterSpec from_file(const std::string& path);
   // The spec in TF_CONFIG; nullopt when the variable is unset or empty.
   static std::optional<ClusterSpec> from_environment();
@@ -66,10 +85,21 @@ class ClusterSpec {
   // are) and makes it this process's task.
   void set_this_task(const TaskId& task);
 
+  // Whether the spec has a "tls" section.
+  bool uses_tls() const { return !tls_ca_.empty(); }
+  // The TLS identity of `task` (empty without a "tls" section).
+  TlsFiles tls_for(const TaskId& task) const;
+  // The identity of a process that is no task; empty without a "tls" section; throws
+  // invalid_argument when the section has no "client".
+  TlsFiles tls_client() const;
+
  private:
   std::string where_;
   std::map<std::string, std::map<int, TaskAddress>> jobs_;
   std::optional<TaskId> this_task_;
+  std::string tls_ca_;
+  std::map<TaskId, std::pair<std::string, std::string>> tls_tasks_;  // certificate, key
+  std::optional<std::pair<std::string, std::string>> tls_client_;
 };
 
 }  // namespace troupe

@@ -35,7 +35,8 @@ uint64_t random_id() {
 struct MasterSystem {
   caf::actor_system_config config;
   std::unique_ptr<caf::actor_system> system;
-  explicit MasterSystem(const NetworkOptions& network) {
+  TlsFiles tls;
+  explicit MasterSystem(const NetworkOptions& network) : tls(network.tls) {
     configure_network(config, network);
     config.set("scheduler.max-threads", 2);
     apply_caf_options_from_environment(config);
@@ -231,6 +232,8 @@ Master::Master(const std::string& target, const MasterOptions& options) : impl_(
     static std::weak_ptr<MasterSystem> shared;
     std::lock_guard<std::mutex> lock(mutex);
     im.sys = shared.lock();
+    // A session with another TLS identity (or none) gets an actor system of its own.
+    if (im.sys && !(im.sys->tls == options.network.tls)) im.sys = std::make_shared<MasterSystem>(options.network);
     if (!im.sys) shared = im.sys = std::make_shared<MasterSystem>(options.network);
   }
   char host[256] = "?";

@@ -1,12 +1,15 @@
 #include "actors/cluster/member.hpp"
 
 #include <caf/io/all.hpp>
+#include <caf/openssl/publish.hpp>
 
 #include <map>
 #include <optional>
 #include <random>
 
 #include "actors/cluster/cluster_messages.hpp"
+#include "actors/cluster/tls.hpp"
+#include "actors/cluster/tls_watch.hpp"
 #include "actors/cluster/worker.hpp"
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
@@ -18,7 +21,7 @@
 namespace troupe {
 namespace {
 
-NetworkOptions network_of(const MemberOptions& o) { return {o.heartbeat, o.connection_timeout}; }
+NetworkOptions network_of(const MemberOptions& o) { return {o.heartbeat, o.connection_timeout, o.tls}; }
 
 uint64_t fresh_incarnation() {
   std::random_device entropy;
@@ -37,6 +40,7 @@ struct ClusterMember::Impl {
   std::shared_ptr<MemberContext> context;
   caf::actor worker;
   uint16_t port = 0;
+  bool tls = false;
 };
 
 ClusterMember::ClusterMember(const ClusterSpec& spec, const TaskId& task, const MemberOptions& options)
@@ -50,6 +54,7 @@ ClusterMember::ClusterMember(const ClusterSpec& spec, const TaskId& task, const 
     impl_->devices += (impl_->devices.empty() ? "" : ",") +
                       fmt::format("/job:{}/task:{}{}", task.job, task.index, local.substr(local.find("/device:")));
   }
+  if (!options.tls.empty()) check_tls_files(options.tls, "task " + task.to_string());
   impl_->runtime = Runtime::get_networked(options.threads, network_of(options));
   auto& system = impl_->runtime->system();
   auto context = std::make_shared<MemberContext>();
@@ -70,8 +75,11 @@ ClusterMember::ClusterMember(const ClusterSpec& spec, const TaskId& task, const 
   const std::string& host = impl_->address.host;
   // SO_REUSEADDR: a task restarted at once binds its port although connections of the process
   // before it linger in TIME_WAIT; Linux still refuses a port another process listens on.
-  auto port = system.middleman().publish(impl_->worker, impl_->address.port, host == "0.0.0.0" ? nullptr : host.c_str(),
-                                         true);
+  const char* bind_to = host == "0.0.0.0" ? nullptr : host.c_str();
+  impl_->tls = !options.tls.empty();
+  if (impl_->tls) set_tls_event_log(context->log);  // refused peers go to the member's log
+  auto port = impl_->tls ? caf::openssl::publish(impl_->worker, impl_->address.port, bind_to, true)
+                         : system.middleman().publish(impl_->worker, impl_->address.port, bind_to, true);
   if (!port) {
     caf::anon_send_exit(impl_->worker, caf::exit_reason::user_shutdown);
     fail(ErrorCode::unavailable, "task {} cannot listen on {}: {}", task.to_string(), impl_->address.to_string(),
@@ -82,7 +90,10 @@ ClusterMember::ClusterMember(const ClusterSpec& spec, const TaskId& task, const 
 
 ClusterMember::~ClusterMember() {
   auto& system = impl_->runtime->system();
+  // Both kinds of listener belong to the same BASP broker (caf::openssl::unpublish does not
+  // compile in CAF 0.17.6: it sends unpublish_atom without the actor).
   system.middleman().unpublish(impl_->worker, impl_->port);
+  if (impl_->tls) set_tls_event_log({});
   caf::anon_send_exit(impl_->worker, caf::exit_reason::user_shutdown);
   // The registered graphs' actors, then the shards, go before the runtime.
   std::unordered_map<uint64_t, std::shared_ptr<Registration>> registrations;

@@ -29,7 +29,11 @@ struct MemberOptions {
   int param_shards = 1;  // the parameter shards holding the variables placed on this task
   // The bytes those shards' variables and optimizer slots may take (VariableMemory); 0: no limit.
   int64_t variable_memory_bytes = 0;
-  // One line per event (peer connected, partition registered, peer lost); unset: none.
+  // The task's TLS identity (ClusterSpec::tls_for): every connection mutual TLS, the worker
+  // published through CAF's openssl module, a peer without a certificate of the cluster's CA
+  // refused and logged. Empty: plain TCP.
+  TlsFiles tls;
+  // One line per event (peer connected, partition registered, peer lost, TLS peer refused); unset: none.
   std::function<void(const std::string&)> log;
 };
 
@@ -62,6 +66,7 @@ struct MemberIdentity {
 };
 
 // Connects to the member at `address` and asks who it is, within `timeout` for the answer.
+// With a TLS cluster, `options.tls` is this process's identity (ClusterSpec::tls_client).
 // Throws unavailable naming the address when nothing listens there or no answer comes.
 MemberIdentity identify_member(const TaskAddress& address, std::chrono::milliseconds timeout,
                                const MemberOptions& options = {});

@@ -1,6 +1,7 @@
 #include "actors/cluster/worker.hpp"
 
 #include <caf/io/all.hpp>
+#include <caf/openssl/manager.hpp>
 
 #include <algorithm>
 #include <deque>
@@ -45,12 +46,16 @@ caf::actor connect_member(caf::actor_system& system, const TaskAddress& address,
   // A connection refused (a member still starting) or dropped in CAF's handshake (the peer's
   // process busy, or connecting to this one at the same moment) is tried again until the bound.
   const auto deadline = std::chrono::steady_clock::now() + bound;
+  // With TLS, through the openssl module's middleman: its connections are TLS, the plain one's not.
+  const bool tls = system.has_openssl_manager();
+  const caf::io::middleman_actor& connector =
+      tls ? system.openssl_manager().actor_handle() : system.middleman().actor_handle();
   caf::scoped_actor self{system};
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     caf::actor out;
     caf::error failed;
-    self->request(system.middleman().actor_handle(), caf::duration{std::max(left, std::chrono::milliseconds(1))},
+    self->request(connector, caf::duration{std::max(left, std::chrono::milliseconds(1))},
                   caf::connect_atom::value, address.host, address.port)
         .receive(
             [&](const caf::node_id&, caf::strong_actor_ptr& published, const std::set<std::string>&) {
@@ -64,9 +69,17 @@ caf::actor connect_member(caf::actor_system& system, const TaskAddress& address,
     // Only where no connection was left behind: a second one to the same node would make CAF
     // drop both.
     const bool again = failed == caf::sec::cannot_connect_to_node || failed == caf::sec::connection_timeout;
-    if (!again || std::chrono::steady_clock::now() + std::chrono::milliseconds(50) >= deadline)
-      fail(ErrorCode::unavailable, "no cluster member answers at {} within {} ms: {}", address.to_string(),
-           bound.count(), system.render(failed));
+    if (!again || std::chrono::steady_clock::now() + std::chrono::milliseconds(50) >= deadline) {
+      // A TLS member drops a peer it does not trust during the handshake (and a plain one drops
+      // a TLS peer): say what to look at.
+      const char* hint = failed != caf::sec::disconnect_during_handshake ? ""
+                         : tls ? " (a member that refuses this process's certificate, e.g. one of another cluster's CA, "
+                                 "or a member without TLS, drops it so)"
+                               : " (a member of a cluster with TLS drops a peer without its certificate so: give this "
+                                 "process the spec's tls files)";
+      fail(ErrorCode::unavailable, "no cluster member answers at {} within {} ms: {}{}", address.to_string(),
+           bound.count(), system.render(failed), hint);
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }

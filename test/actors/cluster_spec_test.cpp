@@ -7,6 +7,7 @@
 #include <set>
 
 #include "actors/cluster/cluster_spec.hpp"
+#include "actors/cluster/tls.hpp"
 #include "test/support/expect_error.hpp"
 #include "test/support/scratch_dir.hpp"
 
@@ -56,7 +57,7 @@ BOOST_AUTO_TEST_CASE(each_mistake_in_a_spec_is_named) {
   BOOST_TEST(contains(bad("[1]"), "a cluster spec is a JSON object, not array"));
   BOOST_TEST(contains(bad(R"({"task": {"type": "worker"}})"), "no \"cluster\""));
   auto typo = bad(R"({"cluster": {"worker": ["a:1"]}, "tsak": {"type": "worker"}})");
-  BOOST_TEST(contains(typo, "unknown key 'tsak' (expected cluster, task, environment, rpc_layer)"), typo);
+  BOOST_TEST(contains(typo, "unknown key 'tsak' (expected cluster, task, environment, rpc_layer, tls)"), typo);
   auto dup = bad(R"({"cluster": {"worker": ["h:1", "h:2"], "ps": ["h:2"]}})");
   BOOST_TEST(contains(dup, "tasks ps:0 and worker:1 have the same address h:2"), dup);
   auto port = bad(R"({"cluster": {"worker": ["h:22x2"]}})");
@@ -116,4 +117,85 @@ BOOST_AUTO_TEST_CASE(a_local_cluster_spec_puts_every_task_on_its_own_free_loopba
   BOOST_TEST(ports.size() == 5u);  // distinct (a duplicate would also have been refused by the spec)
   BOOST_TEST(spec.has(TaskId{"ps", 1}));
   BOOST_TEST(!spec.has(TaskId{"ps", 2}));
+}
+
+BOOST_AUTO_TEST_CASE(a_tls_section_names_every_tasks_files_relative_to_the_spec) {
+  troupe::testing::ScratchDir dir;
+  std::ofstream(dir.file("spec.json")) << R"({"cluster": {"ps": ["127.0.0.1:2223"], "worker": ["127.0.0.1:2224"]},
+    "tls": {"ca": "certs/ca.pem", "client": {"certificate": "c.pem", "key": "/keys/c.key"},
+            "tasks": {"ps:0": {"certificate": "ps.pem", "key": "ps.key"},
+                      "/job:worker/task:0": {"certificate": "w.pem", "key": "w.key"}}}})";
+  auto spec = ClusterSpec::from_file(dir.file("spec.json"));
+  BOOST_TEST(spec.uses_tls());
+  const TlsFiles ps = spec.tls_for({"ps", 0});
+  BOOST_TEST(ps.ca == dir.file("certs/ca.pem"));
+  BOOST_TEST(ps.certificate == dir.file("ps.pem"));
+  BOOST_TEST(spec.tls_for({"worker", 0}).key == dir.file("w.key"));
+  BOOST_TEST(spec.tls_client().key == "/keys/c.key");  // absolute stays
+  // Without the section: plain TCP, every identity empty.
+  auto plain = ClusterSpec::from_json(kSpec, "spec.json");
+  BOOST_TEST(!plain.uses_tls());
+  BOOST_TEST(plain.tls_for({"ps", 0}).empty());
+  BOOST_TEST(plain.tls_client().empty());
+}
+
+BOOST_AUTO_TEST_CASE(each_mistake_in_a_tls_section_is_named) {
+  const std::string cluster = R"("cluster": {"ps": ["127.0.0.1:2223"], "worker": ["127.0.0.1:2224"]})";
+  auto with_tls = [&](const std::string& tls) { return bad("{" + cluster + ", \"tls\": " + tls + "}"); };
+  const std::string ps = R"("ps:0": {"certificate": "p.pem", "key": "p.key"})";
+  const std::string worker = R"("worker:0": {"certificate": "w.pem", "key": "w.key"})";
+  // An empty section would mean anonymous TLS: refused.
+  std::string m = with_tls("{}");
+  BOOST_TEST(contains(m, "spec.json: tls: \"ca\" must name the cluster CA's certificate file"), m);
+  m = with_tls(R"({"ca": "ca.pem", "tasks": {)" + ps + "}}");
+  BOOST_TEST(contains(m, "spec.json: tls.tasks: no certificate for worker:0"), m);
+  m = with_tls(R"({"ca": "ca.pem", "tasks": {)" + ps + ", " + worker + R"(, "ps:1": {"certificate": "x", "key": "y"}}})");
+  BOOST_TEST(contains(m, "spec.json: tls.tasks: 'ps:1' is no task of the cluster"), m);
+  m = with_tls(R"({"ca": "ca.pem", "tasks": {)" + ps + ", " + worker + R"(}, "clients": {}})");
+  BOOST_TEST(contains(m, "spec.json: tls: unknown key 'clients' (expected ca, tasks, client)"), m);
+  m = with_tls(R"({"ca": "ca.pem", "tasks": {"ps:0": {"certificate": "p.pem"}, )" + worker + "}}");
+  BOOST_TEST(contains(m, "spec.json: tls.tasks.ps:0: \"key\" must name a file"), m);
+  // No client identity: only a process that is no task needs one, and is told.
+  auto spec = ClusterSpec::from_json("{" + cluster + R"(, "tls": {"ca": "ca.pem", "tasks": {)" + ps + ", " + worker + "}}}",
+                                     "spec.json");
+  m = error_of([&] { spec.tls_client(); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "spec.json: tls has no \"client\" identity"), m);
+}
+
+BOOST_AUTO_TEST_CASE(made_certificates_check_out_and_a_wrong_file_is_named_with_what_is_wrong) {
+  troupe::testing::ScratchDir dir;
+  std::ofstream(dir.file("spec.json")) << R"({"cluster": {"ps": ["127.0.0.1:2223"], "worker": ["127.0.0.1:2224"]}})";
+  const std::string path = make_cluster_certificates(dir.file("spec.json"), dir.file("certs"));
+  BOOST_TEST(path == dir.file("certs/cluster.json"));
+  auto spec = ClusterSpec::from_file(path);
+  for (auto& task : spec.tasks()) check_tls_files(spec.tls_for(task), "task " + task.to_string());
+  check_tls_files(spec.tls_client(), "client");
+  // A second CA in the same place would lock the first one's tasks out.
+  auto m = error_of([&] { make_cluster_certificates(dir.file("spec.json"), dir.file("certs")); }, ErrorCode::already_exists);
+  BOOST_TEST(contains(m, "holds a cluster CA already"), m);
+
+  TlsFiles ps = spec.tls_for({"ps", 0});
+  TlsFiles wrong_key = ps;
+  wrong_key.key = spec.tls_for({"worker", 0}).key;
+  m = error_of([&] { check_tls_files(wrong_key, "task ps:0"); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "task ps:0: TLS key " + wrong_key.key + " does not belong to certificate " + ps.certificate), m);
+
+  auto other = ClusterSpec::from_file(make_cluster_certificates(dir.file("spec.json"), dir.file("other")));
+  TlsFiles foreign = other.tls_for({"ps", 0});
+  foreign.ca = ps.ca;
+  m = error_of([&] { check_tls_files(foreign, "task ps:0"); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "task ps:0: TLS certificate " + foreign.certificate + " does not verify against the cluster CA " +
+                             ps.ca + " (unable to get local issuer certificate)"),
+             m);
+
+  TlsFiles missing = ps;
+  missing.certificate = dir.file("none.pem");
+  m = error_of([&] { check_tls_files(missing, "task ps:0"); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "task ps:0: cannot read TLS certificate " + missing.certificate), m);
+  TlsFiles garbage = ps;
+  garbage.key = dir.file("spec.json");
+  m = error_of([&] { check_tls_files(garbage, "task ps:0"); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "task ps:0: TLS key " + garbage.key + " is not an unencrypted PEM private key"), m);
+  m = error_of([&] { check_tls_files({ps.ca, ps.certificate, ""}, "task ps:0"); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "task ps:0: TLS needs the cluster CA, a certificate and a key"), m);
 }

@@ -33,10 +33,13 @@ echo "async, 1 ps + 2 workers, 600 global steps: test accuracy $async_accuracy"
 at_least "$async_accuracy" "$local_accuracy" "$ASYNC_MARGIN" || fail "async accuracy $async_accuracy < $local_accuracy - $ASYNC_MARGIN"
 grep -q '^\[job\] global step 6[0-9][0-9]/600, .* examples/s, loss ' "$work/async.out" || { cat "$work/async.out"; fail "no progress display"; }
 
-"$launch" --ps 1 --workers 2 -- "$app" --model mlp --threads 1 --mode sync --steps 300 --json > "$work/sync.out" 2>&1 \
+# Over mutual TLS (a CA and certificates made by troupe-launch --tls).
+"$launch" --ps 1 --workers 2 --tls -- "$app" --model mlp --threads 1 --mode sync --steps 300 --json > "$work/sync.out" 2>&1 \
   || { cat "$work/sync.out"; fail "the sync job failed"; }
 sync_accuracy=$(field test_accuracy "$work/sync.out")
-echo "sync, 1 ps + 2 workers, 300 global steps of 2 x 64: test accuracy $sync_accuracy"
+echo "sync over mutual TLS, 1 ps + 2 workers, 300 global steps of 2 x 64: test accuracy $sync_accuracy"
+grep -q '^\[ps:0\] .* started on .*; mutual TLS, certificate ' "$work/sync.out" || { cat "$work/sync.out"; fail "ps:0 did not use TLS"; }
+! grep -q 'refused a TLS connection' "$work/sync.out" || { cat "$work/sync.out"; fail "a member was refused"; }
 [[ $(field global_steps "$work/sync.out") == 300 ]] || fail "sync: not 300 global steps"
 [[ $(field dropped_gradients "$work/sync.out") == 0 ]] || fail "sync without backups dropped gradients"
 at_least "$sync_accuracy" "$local_accuracy" "$MARGIN" || fail "sync accuracy $sync_accuracy < $local_accuracy - $MARGIN"

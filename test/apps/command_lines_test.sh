@@ -40,8 +40,8 @@ help "$bench convnet" "--model" "=alexnet" "--batch" "=16" "--steps" "{cpu,gpu}"
 help "$bench allreduce" "--procs" "--mib" "--float16"
 help "$bench executor" "--shape" "=chain" "--nodes" "=10000"
 help "$bench transfer" "--sizes" "--window"
-help "$node" "--cluster" "--task" "--variable-memory-mb" "=0" "--status"
-help "$launch" "--ps" "=1" "--workers" "--backup-workers"
+help "$node" "--cluster" "--task" "--variable-memory-mb" "=0" "--status" "--make-certs"
+help "$launch" "--ps" "=1" "--workers" "--backup-workers" "--tls"
 help "$app" "--mode" "=async" "--backup-workers" "--steps" "--batch" "=64"
 
 refused "$bench nosuch" nosuch
@@ -56,6 +56,8 @@ refused "$node --no-such-option" --no-such-option
 refused "$node --threads -2" "--threads: -2 is negative"
 refused "$node --variable-memory-mb lots" "--variable-memory-mb"
 refused "$node --status 127.0.0.1:1" "127.0.0.1:1"
+refused "$node --make-certs /tmp/nowhere" "give the cluster's spec with --cluster"
+refused "$node --make-certs /tmp/nowhere --task ps:0" "--task"
 refused "$launch --no-such-option -- true" --no-such-option
 refused "$launch --workers 0 -- true" "--workers"
 refused "$app --no-such-option" --no-such-option

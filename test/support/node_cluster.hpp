@@ -30,8 +30,11 @@ namespace troupe::testing {
 class NodeCluster {
  public:
   // jobs: {"ps", 2}, {"worker", 1}, ...; extra_args(task): more arguments for that task's node.
+  // tls: every connection mutual TLS, with a CA and certificates made by `troupe-node
+  // --make-certs` in DIR/certs (spec() is then DIR/certs/cluster.json, with its "tls" section).
   explicit NodeCluster(std::vector<std::pair<std::string, int>> jobs,
-                       std::function<std::vector<std::string>(const std::string& task)> extra_args = {})
+                       std::function<std::vector<std::string>(const std::string& task)> extra_args = {},
+                       bool tls = false)
       : extra_args_(std::move(extra_args)) {
     std::string json;
     for (auto& [job, count] : jobs) {
@@ -45,6 +48,14 @@ class NodeCluster {
       json += fmt::format("{}\"{}\": [{}]", json.empty() ? "" : ", ", job, addresses);
     }
     std::ofstream(spec_) << "{\"cluster\": {" << json << "}}";
+    if (tls) {
+      ChildProcess make({TROUPE_NODE_BINARY, "--make-certs", dir_.file("certs"), "--cluster", spec_},
+                        dir_.file("make-certs.out"), dir_.file("make-certs.err"));
+      const std::optional<int> code = make.wait_exit(std::chrono::seconds(30));
+      BOOST_TEST_REQUIRE((code && *code == 0), make.out() << make.err());
+      spec_ = dir_.file("certs/cluster.json");
+      tls_ = true;
+    }
     for (auto& task : order_) start(task);
   }
   ~NodeCluster() {
@@ -85,12 +96,14 @@ class NodeCluster {
     SessionOptions options;
     options.target = fmt::format("troupe://127.0.0.1:{}", port(task));
     options.operation_timeout = operation_timeout;
+    if (tls_) options.tls = ClusterSpec::from_file(spec_).tls_client();
     return options;
   }
 
  private:
   ScratchDir dir_;
   std::string spec_ = dir_.file("cluster.json");
+  bool tls_ = false;
   std::function<std::vector<std::string>(const std::string&)> extra_args_;
   std::vector<std::string> order_;
   std::map<std::string, uint16_t> ports_;

@@ -1,0 +1,200 @@
+#include "actors/cluster/tls_watch.hpp"
+
+#include <dlfcn.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <arpa/inet.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+namespace troupe {
+namespace {
+
+struct Handshake {
+  std::chrono::steady_clock::time_point started;
+  std::string peer;  // taken at the first call: a peer that has left has no address
+  bool reported = false;
+};
+
+std::mutex watch_mutex;  // guards the two below; never held while calling out
+std::unordered_map<const SSL*, Handshake> handshakes;
+std::function<void(const std::string&)> event_log;
+
+void emit(const std::string& line) {
+  std::function<void(const std::string&)> log;
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex);
+    log = event_log;
+  }
+  if (log) {
+    log(line);
+  } else {
+    std::fprintf(stderr, "troupe: %s\n", line.c_str());
+    std::fflush(stderr);
+  }
+}
+
+std::string peer_of(SSL* ssl) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  const int fd = SSL_get_fd(ssl);
+  if (fd < 0 || ::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown peer";
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (a.ss_family == AF_INET) {
+    auto* v4 = reinterpret_cast<sockaddr_in*>(&a);
+    ::inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
+    return fmt::format("{}:{}", host, ntohs(v4->sin_port));
+  }
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&a);
+  ::inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
+  return fmt::format("[{}]:{}", host, ntohs(v6->sin6_port));
+}
+
+// Why a handshake failed, from what OpenSSL left (its error queue stays as it is for CAF).
+std::string why(SSL* ssl, int error) {
+  const long verified = SSL_get_verify_result(ssl);
+  if (verified != X509_V_OK)
+    return fmt::format("its certificate is not from this cluster's CA ({})", X509_verify_cert_error_string(verified));
+  if (const unsigned long e = ERR_peek_last_error()) {
+    const char* reason = ERR_reason_error_string(e);
+    const std::string text = reason ? reason : fmt::format("OpenSSL error {:#x}", e);
+    if (ERR_GET_REASON(e) == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) return "it has no certificate (" + text + ")";
+    // An alert from the peer: it refused this process's certificate (another cluster's CA?).
+    if (ERR_GET_REASON(e) >= SSL_AD_REASON_OFFSET)
+      return "it refused this process's certificate, as a process of another cluster would (" + text + ")";
+    if (ERR_GET_REASON(e) == SSL_R_WRONG_VERSION_NUMBER || ERR_GET_REASON(e) == SSL_R_HTTP_REQUEST ||
+        ERR_GET_REASON(e) == SSL_R_PACKET_LENGTH_TOO_LONG || ERR_GET_REASON(e) == SSL_R_UNKNOWN_PROTOCOL ||
+        ERR_GET_REASON(e) == SSL_R_RECORD_LENGTH_MISMATCH)
+      return "it does not speak TLS (" + text + ")";
+    return text;
+  }
+  if (error == SSL_ERROR_SYSCALL || error == SSL_ERROR_ZERO_RETURN) return "it closed the connection during the handshake";
+  return fmt::format("SSL error {}", error);
+}
+
+using HandshakeFn = int (*)(SSL*);
+using FreeFn = void (*)(SSL*);
+
+template <class Fn>
+Fn real(const char* name) {
+  void* f = ::dlsym(RTLD_NEXT, name);
+  if (!f) {
+    std::fprintf(stderr, "troupe: OpenSSL's %s is not loaded (%s)\n", name, ::dlerror());
+    std::abort();
+  }
+  return reinterpret_cast<Fn>(f);
+}
+
+int watched(SSL* ssl, HandshakeFn handshake, bool accepting) {
+  ERR_clear_error();  // CAF leaves the errors of failed connections in this thread's queue
+  const int result = handshake(ssl);
+  if (result == 1) {
+    std::lock_guard<std::mutex> lock(watch_mutex);
+    handshakes.erase(ssl);
+    return result;
+  }
+  const int error = SSL_get_error(ssl, result);
+  const auto now = std::chrono::steady_clock::now();
+  bool report = false, overdue = false;
+  std::string peer;
+  {
+    std::unique_lock<std::mutex> lock(watch_mutex);
+    auto it = handshakes.find(ssl);
+    if (it == handshakes.end()) {
+      lock.unlock();
+      Handshake fresh{now, peer_of(ssl), false};
+      lock.lock();
+      it = handshakes.emplace(ssl, std::move(fresh)).first;
+    }
+    peer = it->second.peer;
+    if (!it->second.reported) {
+      if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) {
+        report = it->second.reported = true;
+      } else if (now - it->second.started > kTlsHandshakeBound) {
+        report = overdue = it->second.reported = true;
+      }
+    }
+  }
+  if (!report) return result;
+  if (overdue) {
+    // The peer (or, connecting, the listener) sent no TLS within the bound: CAF would keep
+    // polling it; shutting the socket down makes its next read fail, and CAF drops it.
+    ::shutdown(SSL_get_fd(ssl), SHUT_RDWR);
+    emit(accepting ? fmt::format("refused a TLS connection from {}: no TLS handshake within {} s", peer,
+                                 kTlsHandshakeBound.count())
+                   : fmt::format("gave up the TLS connection to {}: no TLS handshake within {} s (a listener without TLS?)",
+                                 peer, kTlsHandshakeBound.count()));
+  } else {
+    const std::string reason = why(ssl, error);
+    emit(accepting ? fmt::format("refused a TLS connection from {}: {}", peer, reason)
+                   : fmt::format("the TLS handshake with {} failed: {}", peer, reason));
+  }
+  return result;
+}
+
+}  // namespace
+
+void set_tls_event_log(std::function<void(const std::string&)> log) {
+  std::lock_guard<std::mutex> lock(watch_mutex);
+  event_log = std::move(log);
+}
+
+}  // namespace troupe
+
+// The definitions libcaf_openssl's calls resolve to (this library comes before libssl in the
+// process's lookup order).
+extern "C" {
+
+int SSL_accept(SSL* ssl) {
+  static const auto accept = troupe::real<troupe::HandshakeFn>("SSL_accept");
+  return troupe::watched(ssl, accept, true);
+}
+
+int SSL_connect(SSL* ssl) {
+  static const auto connect = troupe::real<troupe::HandshakeFn>("SSL_connect");
+  return troupe::watched(ssl, connect, false);
+}
+
+// OpenSSL reads its thread's error queue to tell a retry (want read) from a failure, and CAF
+// never empties it: an error one connection left (a peer that went away) made the next read of
+// another connection in the same thread fail, and CAF dropped that healthy connection too. Each
+// call starts with an empty queue, as OpenSSL's documentation asks.
+int SSL_read(SSL* ssl, void* buffer, int size) {
+  static const auto read = troupe::real<int (*)(SSL*, void*, int)>("SSL_read");
+  ERR_clear_error();
+  return read(ssl, buffer, size);
+}
+
+int SSL_write(SSL* ssl, const void* buffer, int size) {
+  static const auto write = troupe::real<int (*)(SSL*, const void*, int)>("SSL_write");
+  ERR_clear_error();
+  return write(ssl, buffer, size);
+}
+
+void SSL_free(SSL* ssl) {
+  static const auto free = troupe::real<troupe::FreeFn>("SSL_free");
+  if (ssl) {
+    std::lock_guard<std::mutex> lock(troupe::watch_mutex);
+    troupe::handshakes.erase(ssl);
+  }
+  free(ssl);
+}
+
+}  // extern "C"
+
+namespace troupe {
+
+bool tls_handshakes_watched() {
+  return ::dlsym(RTLD_DEFAULT, "SSL_accept") == reinterpret_cast<void*>(&::SSL_accept);
+}
+
+}  // namespace troupe

@@ -1,0 +1,34 @@
+#pragma once
+// The TLS handshakes of this process, watched where CAF 0.17.6 shows nothing: its openssl
+// module drops a refused peer without a word (its log is compiled out in Debian's build) and
+// gives no hook, and a peer that connects to a TLS port and stays silent (or a TLS client of a
+// plain listener) keeps its multiplexer thread spinning for as long as the peer stays (CAF
+// #1060; ../shared/docs/distributed-notes.md), and it never empties OpenSSL's per-thread error
+// queue, so the error a closed connection leaves makes the next read of any other connection in
+// that thread fail: one member leaving dropped every TLS connection of the process with it
+// (found here; CAF 0.17.6's session::do_some). So this library defines SSL_accept,
+// SSL_connect, SSL_read, SSL_write and SSL_free itself: each calls OpenSSL's own (dlsym
+// RTLD_NEXT; libcaf_openssl resolves them here first) with an empty error queue, and
+//   - a handshake that fails is logged with the peer's address and why ("refused a TLS
+//     connection from 127.0.0.1:40112: peer did not return a certificate");
+//   - a handshake still not done after kTlsHandshakeBound has its socket shut down (then CAF
+//     drops the connection) and is logged so.
+// Nothing else of the connection is touched; a connection made is never seen again. (Measured:
+// a silent peer holds the node's multiplexer thread at 100% of a core until it is cut off.)
+#include <chrono>
+#include <functional>
+#include <string>
+
+namespace troupe {
+
+inline constexpr std::chrono::seconds kTlsHandshakeBound{3};
+
+// Where the lines go: one per refused or abandoned handshake. Unset: standard error, prefixed
+// "troupe: ". A ClusterMember sets its own log while it lives.
+void set_tls_event_log(std::function<void(const std::string&)> log);
+
+// Whether OpenSSL's handshakes of this process come through the functions above (false where
+// the process was linked so that libssl's own are found first; then refusals go unlogged).
+bool tls_handshakes_watched();
+
+}  // namespace troupe
