@@ -33,6 +33,7 @@ void configure_network(caf::actor_system_config& config, const NetworkOptions& n
     config.openssl_cafile = network.tls.ca;
     config.openssl_certificate = network.tls.certificate;
     config.openssl_key = network.tls.key;
+    watch_tls_handshakes();
     if (!tls_handshakes_watched())
       std::fprintf(stderr, "troupe: warning: TLS handshakes are not watched in this process (libssl's SSL_accept "
                            "comes first): refused peers go unlogged and a silent peer is not cut off\n");

@@ -1,6 +1,7 @@
 #include "actors/cluster/tls_watch.hpp"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
@@ -9,6 +10,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -25,6 +27,7 @@ struct Handshake {
   bool reported = false;
 };
 
+std::atomic<bool> armed{false};  // a network layer with TLS was configured in this process
 std::mutex watch_mutex;  // guards the two below; never held while calling out
 std::unordered_map<const SSL*, Handshake> handshakes;
 std::function<void(const std::string&)> event_log;
@@ -94,9 +97,17 @@ Fn real(const char* name) {
   return reinterpret_cast<Fn>(f);
 }
 
+bool non_blocking(SSL* ssl) {
+  const int fd = SSL_get_fd(ssl);
+  return fd >= 0 && (::fcntl(fd, F_GETFL) & O_NONBLOCK) != 0;
+}
+
 int watched(SSL* ssl, HandshakeFn handshake, bool accepting) {
   ERR_clear_error();  // CAF leaves the errors of failed connections in this thread's queue
   const int result = handshake(ssl);
+  // Only the handshakes of CAF's network layer (non-blocking sockets, in a process whose layer
+  // has TLS): a program's own blocking OpenSSL connections are left as they are.
+  if (!armed.load(std::memory_order_relaxed) || !non_blocking(ssl)) return result;
   if (result == 1) {
     std::lock_guard<std::mutex> lock(watch_mutex);
     handshakes.erase(ssl);
@@ -142,6 +153,8 @@ int watched(SSL* ssl, HandshakeFn handshake, bool accepting) {
 }
 
 }  // namespace
+
+void watch_tls_handshakes() { armed.store(true); }
 
 void set_tls_event_log(std::function<void(const std::string&)> log) {
   std::lock_guard<std::mutex> lock(watch_mutex);

@@ -23,6 +23,12 @@ namespace troupe {
 
 inline constexpr std::chrono::seconds kTlsHandshakeBound{3};
 
+// Only handshakes on non-blocking sockets (CAF's), and only once this is called (by
+// configure_network for a network layer with TLS), are watched: a program's own OpenSSL
+// connections, blocking or in a process without a TLS cluster, are left alone. The error queue
+// is emptied before every call in any case.
+void watch_tls_handshakes();
+
 // Where the lines go: one per refused or abandoned handshake. Unset: standard error, prefixed
 // "troupe: ". A ClusterMember sets its own log while it lives.
 void set_tls_event_log(std::function<void(const std::string&)> log);
