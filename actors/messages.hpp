@@ -167,6 +167,7 @@ using restore_atom = caf::atom_constant<caf::atom("restore")>;
 using accumulate_atom = caf::atom_constant<caf::atom("accum")>;
 using sync_step_atom = caf::atom_constant<caf::atom("syncstep")>;
 using sync_stop_atom = caf::atom_constant<caf::atom("syncstop")>;
+using sync_aggregate_atom = caf::atom_constant<caf::atom("syncaggr")>;
 
 // Sends input(tag, slot, value) without a sender. From inside an actor pass its context():
 // the receiver is then scheduled on the sending worker (CAF's anon_send, which has no

@@ -130,6 +130,31 @@ ShardReply optimizer_step(ParamShardState& state, const std::string& name, const
 
 // A replica's gradient for global step local_step: dropped when the accumulator has moved past
 // that step, else added; the replicas-th of a step applies their average.
+// The gradients (votes) `name` completes a step with: its ops' m, or fewer while lowered.
+int aggregated(const ParamShardState& state, const std::string& name, int replicas) {
+  auto it = state.aggregate.find(name);
+  return it == state.aggregate.end() ? replicas : std::min(replicas, it->second);
+}
+
+// The average of the accumulated gradients, applied once; the accumulator moves to the next step.
+ShardReply apply_accumulated(ParamShardState& state, const std::string& name) {
+  auto& acc = state.accumulators[name];
+  const int count = acc.count;
+  visit_dtype(acc.sum.dtype(), [&](auto zero) {
+    using T = decltype(zero);
+    if constexpr (std::is_floating_point_v<T>) {
+      T* g = acc.sum.data<T>();
+      const T scale = T(1) / T(count);
+      for (int64_t i = 0, n = acc.sum.num_elements(); i < n; ++i) g[i] *= scale;
+    }
+  });
+  Tensor average = std::move(acc.sum);
+  const OptimizerSpec spec = acc.spec;
+  const double learning_rate = acc.learning_rate;
+  acc = {acc.step + 1, 0, {}, {}, 0};
+  return optimizer_step(state, name, spec, average, learning_rate);
+}
+
 ShardReply accumulate(ParamShardState& state, const std::string& name, const OptimizerSpec& spec, const Tensor& grad,
                       double learning_rate, int64_t local_step, int replicas) {
   if (!state.variables.count(name)) return uninitialised(name);
@@ -137,7 +162,9 @@ ShardReply accumulate(ParamShardState& state, const std::string& name, const Opt
     return {{}, ErrorCode::invalid_argument, fmt::format("variable '{}': replicas to aggregate must be positive, got {}", name, replicas)};
   auto& acc = state.accumulators[name];
   if (local_step < acc.step) return {Tensor::scalar<int64_t>(1), ErrorCode::ok, {}};
-  if (local_step > acc.step) acc = {local_step, 0, {}};  // the first gradient of a newer step
+  if (local_step > acc.step) acc = {local_step, 0, {}, {}, 0};  // the first gradient of a newer step
+  acc.spec = spec;
+  acc.learning_rate = learning_rate;
   try {
     if (acc.count == 0) {
       acc.sum = grad.copy();
@@ -148,21 +175,21 @@ ShardReply accumulate(ParamShardState& state, const std::string& name, const Opt
   } catch (const Error& e) {
     return {{}, e.code(), fmt::format("variable '{}': gradient of replica step {}: {}", name, local_step, e.what())};
   }
-  if (++acc.count < replicas) return {Tensor::scalar<int64_t>(0), ErrorCode::ok, {}};
-  // The average of the replicas' gradients, applied once.
-  visit_dtype(acc.sum.dtype(), [&](auto zero) {
-    using T = decltype(zero);
-    if constexpr (std::is_floating_point_v<T>) {
-      T* g = acc.sum.data<T>();
-      const T scale = T(1) / T(replicas);
-      for (int64_t i = 0, n = acc.sum.num_elements(); i < n; ++i) g[i] *= scale;
-    }
-  });
-  Tensor average = std::move(acc.sum);
-  acc = {local_step + 1, 0, {}};
-  ShardReply applied = optimizer_step(state, name, spec, average, learning_rate);
+  if (++acc.count < aggregated(state, name, replicas)) return {Tensor::scalar<int64_t>(0), ErrorCode::ok, {}};
+  ShardReply applied = apply_accumulated(state, name);
   if (applied.code != ErrorCode::ok) return applied;
   return {Tensor::scalar<int64_t>(0), ErrorCode::ok, {}};
+}
+
+// The last vote of a step: the next begins, for every replica waiting.
+Tensor next_global_step(ParamShardState& state, const std::string& name) {
+  Tensor& value = state.variables.at(name);
+  Tensor next = Tensor::scalar<int64_t>(value.scalar_value<int64_t>() + 1);
+  value = next;
+  auto& barrier = state.barriers[name];
+  for (auto& waiting : barrier.waiting) waiting.deliver(ShardReply{next, ErrorCode::ok, {}});
+  barrier = {next.scalar_value<int64_t>(), 0, {}};
+  return next;
 }
 
 // A replica's vote that it has sent its gradients of global step local_step.
@@ -182,16 +209,32 @@ caf::result<ShardReply> sync_step(caf::stateful_actor<ParamShardState>* self, co
   auto& barrier = state.barriers[name];
   if (barrier.stopped) return ShardReply{it->second, ErrorCode::ok, {}};
   if (barrier.step != current) barrier = {current, 0, std::move(barrier.waiting), false};
-  if (++barrier.votes < replicas) {
+  if (++barrier.votes < aggregated(state, name, replicas)) {
     barrier.waiting.push_back(self->make_response_promise());
     return barrier.waiting.back();
   }
-  // The last vote: the next step begins, for every replica waiting.
-  Tensor next = Tensor::scalar<int64_t>(current + 1);
-  it->second = next;
-  for (auto& waiting : barrier.waiting) waiting.deliver(ShardReply{next, ErrorCode::ok, {}});
-  barrier = {current + 1, 0, {}};
-  return ShardReply{next, ErrorCode::ok, {}};
+  return ShardReply{next_global_step(state, name), ErrorCode::ok, {}};
+}
+
+// From now on `name` completes a step with `m` gradients or votes (0: as its ops say); a step
+// that has them already completes now (a replica was lost while the others waited for it).
+ShardReply sync_aggregate(ParamShardState& state, const std::string& name, int m) {
+  if (!state.variables.count(name)) return uninitialised(name);
+  if (m <= 0) {
+    state.aggregate.erase(name);
+    return {Tensor::scalar<int64_t>(0), ErrorCode::ok, {}};
+  }
+  state.aggregate[name] = m;
+  auto acc = state.accumulators.find(name);
+  if (acc != state.accumulators.end() && acc->second.count >= m) {
+    ShardReply applied = apply_accumulated(state, name);
+    if (applied.code != ErrorCode::ok) return applied;
+  }
+  auto barrier = state.barriers.find(name);
+  if (barrier != state.barriers.end() && !barrier->second.stopped && barrier->second.votes >= m &&
+      barrier->second.step == state.variables.at(name).scalar_value<int64_t>())
+    next_global_step(state, name);
+  return {Tensor::scalar<int64_t>(m), ErrorCode::ok, {}};
 }
 
 // Training has ended: the replicas waiting for a step that will not come go on (and stop).
@@ -295,6 +338,9 @@ caf::behavior budgeted_param_shard(caf::stateful_actor<ParamShardState>* self, s
         return sync_step(self, name, local_step, replicas);
       },
       [self](sync_stop_atom, const std::string& name) -> ShardReply { return sync_stop(self->state, name); },
+      [self](sync_aggregate_atom, const std::string& name, int32_t m) -> ShardReply {
+        return sync_aggregate(self->state, name, m);
+      },
       [self](snapshot_atom, const std::vector<OptimizerState>& wanted) {
         ShardContents out;
         for (auto& [name, value] : self->state.variables) out.variables.emplace_back(name, value);

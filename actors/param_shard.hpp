@@ -18,6 +18,10 @@
 //                                                      dropped (stale), 0 if accumulated}
 //   (sync_step_atom, name, local_step, m)           -> ShardReply{the new global step}, once
 //                                                      m replicas voted for local_step
+//   (sync_aggregate_atom, name, m)                  -> ShardReply{m}: `name` completes a step with
+//                                                      m gradients or votes (fewer than its ops
+//                                                      say), 0: as they say; a step with m
+//                                                      already is completed at once
 //   (sync_stop_atom, name)                          -> ShardReply{the global step}: training has
 //                                                      ended; every replica waiting, and every
 //                                                      later vote, is answered at once
@@ -85,6 +89,8 @@ struct ParamShardState {
     int64_t step = -1;  // the global step it accumulates for; -1: none yet
     int count = 0;
     Tensor sum;
+    OptimizerSpec spec;  // the last gradient's optimizer and rate: a step completed by a lower m
+    double learning_rate = 0;
   };
   std::unordered_map<std::string, Accumulator> accumulators;
   // The replicas waiting on a global-step variable for the step after `step`.
@@ -95,6 +101,8 @@ struct ParamShardState {
     bool stopped = false;  // training ended: votes are answered at once
   };
   std::unordered_map<std::string, StepBarrier> barriers;
+  // Per accumulator or global step: the m it takes now (sync_aggregate_atom), below its ops'.
+  std::unordered_map<std::string, int> aggregate;
   static inline const char* name = "troupe.param_shard";
 };
 

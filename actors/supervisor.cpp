@@ -3,7 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstdio>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <regex>
 #include <thread>
@@ -58,9 +61,24 @@ struct Supervisor::Impl {
   std::optional<Recovery> pending;                 // reported once a step has run again
   std::vector<Recovery> done;
 
+  // The replicas' watch (options.sync).
+  std::thread watch;
+  std::mutex watch_mutex;
+  std::condition_variable watch_wakeup;
+  bool watch_stopping = false;
+
   Impl(Session& s, Saver* sv, SupervisorOptions o)
       : session(s), saver(sv), options(std::move(o)), master(master_of(s)) {
     for (auto& t : master.task_workers()) incarnation[t.task] = t.incarnation;
+  }
+  void watch_replicas();
+  void tell(const std::string& line) const {
+    if (options.on_replicas) {
+      options.on_replicas(line);
+    } else {
+      std::fprintf(stderr, "troupe: %s\n", line.c_str());
+      std::fflush(stderr);
+    }
   }
   static Master& master_of(Session& s) {
     if (!s.cluster_master())
@@ -73,9 +91,69 @@ Supervisor::Supervisor(Session& session, Saver* saver, SupervisorOptions options
     : impl_(std::make_unique<Impl>(session, saver, std::move(options))) {
   if (saver && impl_->options.checkpoint_dir.empty())
     fail(ErrorCode::invalid_argument, "Supervisor: a chief (given a Saver) needs the checkpoint directory to restore from");
+  if (const auto& sync = impl_->options.sync) {
+    if (sync->tasks.empty() || !sync->set_aggregate || !sync->aggregate || sync->replicas_to_aggregate < 1 ||
+        sync->replicas_to_aggregate > int(sync->tasks.size()))
+      fail(ErrorCode::invalid_argument,
+           "Supervisor: the synchronous replicas need their tasks, 1 <= m <= tasks ({}, m {}) and the SyncTrainOp's "
+           "aggregate and set_aggregate",
+           sync->tasks.size(), sync->replicas_to_aggregate);
+    for (auto& task : sync->tasks) (void)impl_->master.task_alive(task);  // throws for a task the cluster lacks
+    impl_->watch = std::thread([im = impl_.get()] { im->watch_replicas(); });
+  }
 }
 
-Supervisor::~Supervisor() = default;
+Supervisor::~Supervisor() { stop_watching_replicas(); }
+
+void Supervisor::stop_watching_replicas() {
+  Impl& im = *impl_;
+  {
+    std::lock_guard<std::mutex> lock(im.watch_mutex);
+    im.watch_stopping = true;
+  }
+  im.watch_wakeup.notify_all();
+  if (im.watch.joinable()) im.watch.join();
+}
+
+void Supervisor::Impl::watch_replicas() {
+  const SupervisorOptions::SyncReplicas& sync = *options.sync;
+  const int m = sync.replicas_to_aggregate;
+  int in_force = m;
+  std::string failed_change;  // the last change that failed, told once
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(watch_mutex);
+      if (watch_wakeup.wait_for(lock, std::chrono::milliseconds(250), [&] { return watch_stopping; })) return;
+    }
+    std::vector<std::string> lost;
+    for (auto& task : sync.tasks)
+      if (!master.task_alive(task)) lost.push_back(task);
+    const int alive = int(sync.tasks.size() - lost.size());
+    const int wanted = std::max(1, std::min(m, alive));
+    if (wanted == in_force) continue;
+    try {
+      session.run({{sync.aggregate, Tensor::scalar<int64_t>(wanted == m ? 0 : wanted)}}, {}, {sync.set_aggregate});
+    } catch (const Error& e) {
+      const std::string what = fmt::format("could not make synchronous steps complete with {} of {} gradients: {}",
+                                           wanted, m, e.what());
+      if (what != failed_change) tell(what);
+      failed_change = what;
+      continue;
+    }
+    failed_change.clear();
+    if (wanted < m)
+      tell(fmt::format("replica task(s) {} lost: synchronous steps now complete with the gradients of the {} replica(s) "
+                       "alive instead of {}, until {} back",
+                       fmt::join(lost, ", "), wanted, m, lost.size() == 1 ? "it is" : "they are"));
+    else if (lost.empty())
+      tell(fmt::format("every replica's task is back: synchronous steps complete with {} gradients again", m));
+    else
+      tell(fmt::format("{} replicas are alive again (task(s) {} still lost): synchronous steps complete with {} "
+                       "gradients again",
+                       alive, fmt::join(lost, ", "), m));
+    in_force = wanted;
+  }
+}
 
 void Supervisor::saw_global_step(int64_t step) { impl_->global_step = std::max(impl_->global_step, step); }
 

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -52,6 +53,21 @@ struct SupervisorOptions {
   std::chrono::milliseconds grace{30000};
   // Told of each recovery once the first step after it ran; default: nothing.
   std::function<void(const Recovery&)> on_recovery;
+  // Synchronous replicas (the chief's; SyncTrainOp): a thread watches the replicas' tasks (every
+  // 250 ms: the master sees a killed process at once and a hung one after the connection
+  // timeout), and while fewer than m are alive, steps complete with the gradients of the replicas
+  // alive (set_aggregate fed their number); when they are back, with m again. With backups
+  // (n > m) nothing changes until fewer than m are left. Each change is told to on_replicas.
+  struct SyncReplicas {
+    std::vector<std::string> tasks;  // every replica's task, "worker:0" ... (this process's too)
+    int replicas_to_aggregate = 1;   // m
+    Output aggregate;                // SyncTrainOp::aggregate and set_aggregate
+    Node* set_aggregate = nullptr;
+  };
+  std::optional<SyncReplicas> sync;
+  // "worker:2 lost: synchronous steps now complete with 2 of 3 gradients until it is back";
+  // default: standard error.
+  std::function<void(const std::string&)> on_replicas;
 };
 
 class Supervisor {
@@ -82,6 +98,9 @@ class Supervisor {
       }
     }
   }
+  // Stops the replicas' watch (SupervisorOptions::sync), e.g. once training has ended and the
+  // other replicas leave; the destructor does too.
+  void stop_watching_replicas();
   // The newest global step the job has seen: the updates after a restored checkpoint are counted from it.
   void saw_global_step(int64_t step);
   const std::vector<Recovery>& recoveries() const;

@@ -339,15 +339,29 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
 
   // With checkpoints, a ps task that dies and comes back (troupe-launch --restart-ps) gets its
   // variables back from the chief's newest checkpoint, and every worker goes on.
+  // In sync mode the chief's supervisor also watches the replicas: while fewer than m are
+  // alive (a worker lost, no backup to cover it), steps complete with the gradients of those alive.
   std::optional<Supervisor> supervisor;
-  if (!a.checkpoint_dir.empty())
-    supervisor.emplace(session, job.chief ? &*saver : nullptr,
-                       SupervisorOptions{.checkpoint_dir = job.chief ? a.checkpoint_dir : std::string(),
-                                         .grace = kRecoveryGrace,
-                                         .on_recovery = [&](const Recovery& r) {
-                                           std::printf("worker:%d: %s\n", job.me.index, r.describe().c_str());
-                                           std::fflush(stdout);
-                                         }});
+  if (!a.checkpoint_dir.empty()) {
+    SupervisorOptions options{.checkpoint_dir = job.chief ? a.checkpoint_dir : std::string(),
+                              .grace = kRecoveryGrace,
+                              .on_recovery = [&](const Recovery& r) {
+                                std::printf("worker:%d: %s\n", job.me.index, r.describe().c_str());
+                                std::fflush(stdout);
+                              }};
+    if (sync && job.chief) {
+      SupervisorOptions::SyncReplicas replicas{.replicas_to_aggregate = job.replicas_per_step,
+                                               .aggregate = sync_train->aggregate,
+                                               .set_aggregate = sync_train->set_aggregate};
+      for (int k = 0; k < job.workers; ++k) replicas.tasks.push_back(fmt::format("worker:{}", k));
+      options.sync = std::move(replicas);
+      options.on_replicas = [&](const std::string& line) {
+        std::printf("worker:%d: %s\n", job.me.index, line.c_str());
+        std::fflush(stdout);
+      };
+    }
+    supervisor.emplace(session, job.chief ? &*saver : nullptr, std::move(options));
+  }
   // The chief initialises (the global step last: the others wait for it) or restores; the
   // others, and a chief started again mid-job (--rejoin), wait until the global step can be read
   // (a rejoining chief through its supervisor: a ps task restarted while it was away is restored).
@@ -401,7 +415,11 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
   t.labels = labels;
   t.dropped_per_worker = dropped_per_worker;
   // The end: a straggler waiting on (or yet to start) a step after the last is let go.
-  if (sync) t.at_end = [&] { session.run({}, {}, {sync_train->stop}); };
+  if (sync)
+    t.at_end = [&] {
+      if (supervisor) supervisor->stop_watching_replicas();  // the others leave now: not lost replicas
+      session.run({}, {}, {sync_train->stop});
+    };
   return drive(a, job, t, global);
 }
 

@@ -165,6 +165,7 @@ struct Master::Impl {
 
   // Connects to task `i` and asks who it is; throws unavailable naming it.
   void connect(int i);
+  std::mutex connecting;  // held by connect()
   void register_signature(Signature& sig);
   void deregister(const Signature& sig, uint64_t handle);
   // Reconnects lost tasks of `sig` and registers it anew where a task has a new incarnation.
@@ -188,6 +189,8 @@ struct Master::Impl {
 };
 
 void Master::Impl::connect(int i) {
+  // One connection attempt at a time: two to the same node would make CAF drop both.
+  std::lock_guard<std::mutex> one_at_a_time(connecting);
   TaskLink& t = links->tasks[std::size_t(i)];
   caf::actor worker = connect_member(system(), t.address, connect_bound());
   caf::scoped_actor self{system()};
@@ -319,6 +322,27 @@ std::vector<Master::TaskWorker> Master::task_workers() {
     out.push_back({t.id.to_string(), t.worker, t.incarnation, t.address.to_string()});
   }
   return out;
+}
+
+bool Master::task_alive(const std::string& task) {
+  Impl& im = *impl_;
+  int index = -1;
+  {
+    std::lock_guard<std::mutex> lock(im.links->mutex);
+    for (int i = 0; i < int(im.links->tasks.size()); ++i) {
+      const TaskLink& t = im.links->tasks[std::size_t(i)];
+      if (t.id.to_string() != task) continue;
+      if (t.lost.empty() && t.worker) return true;
+      index = i;
+    }
+  }
+  if (index < 0) fail(ErrorCode::invalid_argument, "the cluster has no task {}", task);
+  try {
+    im.connect(index);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
 }
 
 std::string Master::target_task() const { return impl_->links->tasks.at(std::size_t(impl_->target_task)).id.to_string(); }

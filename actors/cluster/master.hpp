@@ -73,6 +73,10 @@ class Master {
     std::string address;
   };
   std::vector<TaskWorker> task_workers();
+  // Whether `task` ("worker:2") is up: true unless the master saw it lost (its process died or
+  // stopped answering heartbeats), and then true once it is connected again (one attempt,
+  // bounded as connecting is). Throws invalid_argument for a task the cluster lacks.
+  bool task_alive(const std::string& task);
   std::string target_task() const;
   caf::actor_system& system();
 

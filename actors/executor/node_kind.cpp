@@ -37,6 +37,7 @@ VariableOp variable_op_of(const Node& node) {
   if (op == "AccumulateGradient") return VariableOp::accumulate_gradient;
   if (op == "SyncReplicasStep") return VariableOp::sync_step;
   if (op == "SyncReplicasStop") return VariableOp::sync_stop;
+  if (op == "SyncReplicasAggregate") return VariableOp::sync_aggregate;
   fail(ErrorCode::internal, "{}: not a variable op the executor knows", node.describe());
 }
 

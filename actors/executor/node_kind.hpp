@@ -27,7 +27,8 @@ NodeKind kind_of(const Graph& graph, const Node& node);
 
 // What a variable op asks its shard (actors/param_shard.hpp).
 enum class VariableOp {
-  read, assign, assign_add, assign_sub, apply_gradient, sparse_apply_gradient, accumulate_gradient, sync_step, sync_stop
+  read, assign, assign_add, assign_sub, apply_gradient, sparse_apply_gradient, accumulate_gradient, sync_step, sync_stop,
+  sync_aggregate
 };
 VariableOp variable_op_of(const Node& node);  // node's op must be a variable op
 

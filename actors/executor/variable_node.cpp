@@ -1,5 +1,8 @@
 #include "actors/executor/variable_node.hpp"
 
+#include <algorithm>
+#include <climits>
+
 #include "actors/timeouts.hpp"
 #include "ops/state/optimizer.hpp"
 #include "ops/state/variable.hpp"
@@ -77,6 +80,11 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
     case VariableOp::sync_stop:
       request(me_->shard, timeouts::shard_request(), sync_stop_atom::value, name)
           .then(on_reply, on_error("stop of the synchronous replicas"));
+      return;
+    case VariableOp::sync_aggregate:
+      request(me_->shard, timeouts::shard_request(), sync_aggregate_atom::value, name,
+              int32_t(std::clamp<int64_t>(inputs[0].scalar_value<int64_t>(), 0, INT32_MAX)))
+          .then(on_reply, on_error("change of the replicas to aggregate"));
       return;
     case VariableOp::read:
       request(me_->shard, timeouts::shard_request(), read_atom::value, name).then(on_reply, on_error("read"));

@@ -131,6 +131,23 @@ TROUPE_REGISTER_OP(OpDef{
     .shape_fn = [](InferenceContext& c) { c.set_output(0, DType::int64, PartialShape{}); },
     .required_attrs = {"shared_name"}});
 
+// SyncReplicasAggregate(m) -> m: from now on the variable "shared_name" (an accumulator, or the
+// global step's votes) completes a step with m gradients (votes) instead of its ops'
+// replicas_to_aggregate, never more; 0 goes back to theirs. A step that has m already is
+// completed at once. The Supervisor lowers m so while a replica is lost (ops/state/sync_replicas.hpp).
+TROUPE_REGISTER_OP(OpDef{
+    .name = "SyncReplicasAggregate",
+    .num_inputs = 1,
+    .stateful = true,
+    .variable_op = true,
+    .shape_fn = [](InferenceContext& c) {
+      if (c.input_type(0) != DType::int64 || (c.input_shape(0).rank_known() && c.input_shape(0).rank() != 0))
+        c.error("input 0 must be an int64 scalar (the replicas to aggregate), got {}{}", name_of(c.input_type(0)),
+                c.input_shape(0).to_string());
+      c.set_output(0, DType::int64, PartialShape{});
+    },
+    .required_attrs = {"shared_name"}});
+
 TROUPE_REGISTER_OP(OpDef{
     .name = "Floor",
     .num_inputs = 1,
@@ -164,7 +181,8 @@ const bool apply_gradient = (GradientRegistry::global().add_none("ApplyGradient"
                              GradientRegistry::global().add_none("AccumulateGradient"),
                              GradientRegistry::global().add_none("SparseApplyGradient"),
                              GradientRegistry::global().add_none("SyncReplicasStep"),
-                             GradientRegistry::global().add_none("SyncReplicasStop"), true);
+                             GradientRegistry::global().add_none("SyncReplicasStop"),
+                             GradientRegistry::global().add_none("SyncReplicasAggregate"), true);
 
 // The variable, its slots and the gradient never alias: __restrict__ lets the loops vectorise.
 template <class T>

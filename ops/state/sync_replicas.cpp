@@ -40,6 +40,12 @@ SyncTrainOp SyncReplicasOptimizer::apply_gradients(const Scope& scope, const std
   const Output local_step = global_step;
   const Output lr = optimizer_.learning_rate_tensor(s.sub(optimizer_.spec().name()));
   Output dropped;
+  train.aggregate = ops::placeholder(s.with_op_name("aggregate"), DType::int64, PartialShape{});
+  std::vector<Output> aggregates;
+  auto aggregate_at = [&](const Node& v) {
+    aggregates.push_back(Output(&s.colocate_with(v).add("SyncReplicasAggregate", {train.aggregate},
+                                                        {{"shared_name", variable_name(v)}}, "aggregate_" + v.name)));
+  };
   for (std::size_t i = 0; i < variables.size(); ++i) {
     if (!grads[i]) continue;  // the loss does not depend on this variable
     const Node& v = *variables[i].node();
@@ -51,7 +57,10 @@ SyncTrainOp SyncReplicasOptimizer::apply_gradients(const Scope& scope, const std
     Output one(&at_variable.add("AccumulateGradient", {grads[i], rate, local_step}, std::move(attrs),
                                 "accumulate_" + v.name));
     dropped = dropped ? ops::maximum(s, dropped, one) : one;  // the step's gradient, once
+    aggregate_at(v);
   }
+  aggregate_at(*global_step.node());
+  train.set_aggregate = ops::group(s.with_op_name("set_aggregate"), aggregates);
   TROUPE_CHECK_ARG(dropped, "SyncReplicasOptimizer: no variable receives a gradient");
   train.dropped = dropped;
   auto counted = ops::assign_add(s, train.dropped_counters[std::size_t(options_.replica)], dropped);

@@ -32,7 +32,8 @@
 // The chief initializes the variables (the global step last); the replicas wait until it is.
 // A replica waits for the others' votes for as long as the step's deadline
 // (RunOptions::timeout, SessionOptions::operation_timeout) allows: with fewer than m replicas
-// alive, that deadline fails the step naming the vote still waited for.
+// alive, that deadline fails the step naming the vote still waited for, unless m is lowered
+// (set_aggregate below; the chief's Supervisor does it when a replica's task is lost).
 #include <vector>
 
 #include "ops/state/optimizer.hpp"
@@ -54,6 +55,12 @@ struct SyncTrainOp {
   // come, or voting later, goes on at once (TensorFlow closes its token queue). Without it, a
   // straggler that starts a step after the others stopped waits until its deadline.
   Node* stop = nullptr;
+  // Fewer replicas while some are lost (no backups to cover them): run set_aggregate with
+  // `aggregate` fed an int64 m' < m, and every accumulator and the global step complete a step
+  // with m' gradients and votes (a step waiting with m' already completes at once); feed 0 to go
+  // back to m. The chief's Supervisor does it (SupervisorOptions::sync).
+  Output aggregate;
+  Node* set_aggregate = nullptr;
 };
 
 class SyncReplicasOptimizer {

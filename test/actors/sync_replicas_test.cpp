@@ -136,3 +136,34 @@ BOOST_AUTO_TEST_CASE(stopping_the_replicas_lets_a_replica_waiting_for_a_step_tha
                  .scalar_value<int64_t>() == 0);
   BOOST_TEST(s0.run({r0.step.value})[0].scalar_value<int64_t>() == 0);
 }
+
+BOOST_AUTO_TEST_CASE(lowering_m_completes_the_step_a_lost_replica_holds_up_and_raising_it_waits_for_both_again) {
+  PsAndWorkers cluster;
+  Replica r0(0, 2, 2), r1(1, 2, 2);
+  Session s0(r0.root, cluster.on_worker(0)), s1(r1.root, cluster.on_worker(1));
+  s0.run({}, {}, {ops::global_variables_initializer(r0.root)});
+  auto step_of_replica_1 = [&](std::vector<float> x) {
+    return std::async(std::launch::async, [&s1, &r1, x] {
+      return s1.run({{r1.x, Tensor::from_vector<float>(x)}}, {r1.train.next_step}, {r1.train.op})[0].scalar_value<int64_t>();
+    });
+  };
+  auto w = [&] { return s0.run({r0.w})[0].to_vector<float>(); };
+  // Replica 1 sends its gradient (x) and waits for replica 0, which is lost.
+  auto waiting = step_of_replica_1({1, 2});
+  BOOST_TEST((waiting.wait_for(500ms) == std::future_status::timeout));
+  // m lowered to 1: the step completes with the one gradient in.
+  s0.run({{r0.train.aggregate, Tensor::scalar<int64_t>(1)}}, {}, {r0.train.set_aggregate});
+  BOOST_TEST(waiting.get() == 1);
+  BOOST_TEST(w() == (std::vector<float>{9, 18}));
+  // Replica 1 goes on alone.
+  BOOST_TEST(step_of_replica_1({1, 1}).get() == 2);
+  BOOST_TEST(w() == (std::vector<float>{8, 17}));
+  // Back to m: a step waits for both again, and takes the average of both.
+  s0.run({{r0.train.aggregate, Tensor::scalar<int64_t>(0)}}, {}, {r0.train.set_aggregate});
+  auto again = step_of_replica_1({1, 1});
+  BOOST_TEST((again.wait_for(500ms) == std::future_status::timeout));
+  BOOST_TEST(s0.run({{r0.x, Tensor::from_vector<float>({3, 3})}}, {r0.train.next_step}, {r0.train.op})[0]
+                 .scalar_value<int64_t>() == 3);
+  BOOST_TEST(again.get() == 3);
+  BOOST_TEST(w() == (std::vector<float>{6, 15}));
+}

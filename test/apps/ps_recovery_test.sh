@@ -6,7 +6,8 @@
 # task, the checkpoint's step, the global steps lost); sync on 2 ps + 3 workers with a backup
 # (ps:0 killed) ends every global step; a stopped (SIGSTOP) ps is killed by --hang-timeout and
 # recovered the same way; in sync with a backup a killed worker, then the killed chief, are
-# started again (--restart-workers) and rejoin at the current global step. Each signal comes once
+# started again (--restart-workers) and rejoin at the current global step; in sync without a
+# backup a stopped worker makes the chief lower m until it is back. Each signal comes once
 # a new checkpoint is published (polled, bounded); every process is started and stopped by
 # troupe-launch (by pid), each job bounded by `timeout`.
 # Usage: ps_recovery_test.sh TROUPE_LAUNCH TROUPE_FASHION_MNIST   (about 80 s on 2 cores)
@@ -102,4 +103,16 @@ for k in 1 0; do
 done
 [[ $(field global_steps "$work/workers.out") == 1500 ]] || fail "workers: not 1500 global steps"
 echo "sync, worker:1 and the chief killed and rejoined: test accuracy $(field test_accuracy "$work/workers.out")"
+# Sync without a backup: a stopped worker is seen lost by the chief, whose supervisor lets steps
+# complete with the one replica alive (no pause until the worker is back); troupe-launch kills it
+# (--hang-timeout) and starts it again, it rejoins, and steps take both gradients again.
+run_job nobackup STOP:worker:1 --ps 1 --workers 2 -- "$app" --model mlp --threads 1 --mode sync --steps 1500 --json
+grep -q "^\[worker:0\] worker:0: replica task(s) worker:1 lost: synchronous steps now complete with the gradients of the 1 replica(s) alive instead of 2" \
+  "$work/nobackup.out" || { cat "$work/nobackup.out"; fail "nobackup: the chief did not lower m"; }
+grep -q "^\[worker:0\] worker:0: every replica's task is back: synchronous steps complete with 2 gradients again" \
+  "$work/nobackup.out" || { cat "$work/nobackup.out"; fail "nobackup: the chief did not raise m again"; }
+grep -q "^\[worker:1\] worker:1: rejoined the job at global step [1-9]" "$work/nobackup.out" \
+  || { cat "$work/nobackup.out"; fail "nobackup: worker:1 did not rejoin"; }
+[[ $(field global_steps "$work/nobackup.out") == 1500 ]] || fail "nobackup: not 1500 global steps"
+echo "sync without backups, worker:1 stopped, lost and rejoined: test accuracy $(field test_accuracy "$work/nobackup.out")"
 echo "ps_recovery_test: passed"
