@@ -1,8 +1,15 @@
 #include "actors/param_shard.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <optional>
+#include <stdexcept>
+#include <type_traits>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/failpoint.hpp"
 #include "devices/cpu_threads.hpp"
 #include "ops/state/variable.hpp"
 
@@ -35,20 +42,20 @@ void fit_slots(ParamShardState::Slots& slots, const OptimizerSpec& spec, const T
     if (s.shape() != value.shape()) s = Tensor::zeros(value.dtype(), value.shape());
 }
 
-std::string slots_key(const std::string& variable, const OptimizerSpec& spec) {
-  return variable + "/" + spec.name();
-}
+std::string slots_key(const std::string& variable, const OptimizerSpec& spec) { return variable + "/" + spec.name(); }
 
 // Takes `delta` bytes of the process's variable memory for `what` of variable `name`; the
 // error to answer when it does not fit.
 std::optional<ShardReply> reserve(ParamShardState& state, int64_t delta, const std::string& name, const char* what) {
   if (!state.memory || state.memory->reserve(delta)) return std::nullopt;
   const auto& m = *state.memory;
-  return ShardReply{{}, ErrorCode::resource_exhausted,
-                    fmt::format("{} of variable '{}' ({} bytes) do not fit in the variable memory of {}: {} of {} bytes "
-                                "in use; split the variable over more ps tasks (ops::partitioned_variable) or raise "
-                                "the budget (troupe-node --variable-memory-mb)",
-                                what, name, delta, m.owner(), m.used(), m.limit())};
+  return ShardReply{
+      {},
+      ErrorCode::resource_exhausted,
+      fmt::format("{} of variable '{}' ({} bytes) do not fit in the variable memory of {}: {} of {} bytes "
+                  "in use; split the variable over more ps tasks (ops::partitioned_variable) or raise "
+                  "the budget (troupe-node --variable-memory-mb)",
+                  what, name, delta, m.owner(), m.used(), m.limit())};
 }
 
 int64_t bytes_of(const std::vector<Tensor>& tensors) {
@@ -107,6 +114,8 @@ ShardReply sparse_optimizer_step(ParamShardState& state, const std::string& name
 // One optimizer step on the variable and its slots, in place.
 ShardReply optimizer_step(ParamShardState& state, const std::string& name, const OptimizerSpec& spec,
                           const Tensor& grad, double learning_rate) {
+  if (failpoint("param_shard.optimizer_step", name))
+    throw std::runtime_error(fmt::format("failpoint param_shard.optimizer_step of variable '{}'", name));
   std::optional<ShardReply> error;
   auto [found, found_slots] = updatable(state, name, spec, error);
   if (!found) return *error;
@@ -159,7 +168,9 @@ ShardReply accumulate(ParamShardState& state, const std::string& name, const Opt
                       double learning_rate, int64_t local_step, int replicas) {
   if (!state.variables.count(name)) return uninitialised(name);
   if (replicas < 1)
-    return {{}, ErrorCode::invalid_argument, fmt::format("variable '{}': replicas to aggregate must be positive, got {}", name, replicas)};
+    return {{},
+            ErrorCode::invalid_argument,
+            fmt::format("variable '{}': replicas to aggregate must be positive, got {}", name, replicas)};
   auto& acc = state.accumulators[name];
   if (local_step < acc.step) return {Tensor::scalar<int64_t>(1), ErrorCode::ok, {}};
   if (local_step > acc.step) acc = {local_step, 0, {}, {}, 0};  // the first gradient of a newer step
@@ -199,13 +210,16 @@ caf::result<ShardReply> sync_step(caf::stateful_actor<ParamShardState>* self, co
   auto it = state.variables.find(name);
   if (it == state.variables.end()) return uninitialised(name);
   if (it->second.dtype() != DType::int64 || it->second.num_elements() != 1)
-    return ShardReply{{}, ErrorCode::invalid_argument,
+    return ShardReply{{},
+                      ErrorCode::invalid_argument,
                       fmt::format("the global step '{}' must be an int64 scalar, not {}", name, it->second.describe())};
   const int64_t current = it->second.scalar_value<int64_t>();
   if (local_step < current) return ShardReply{it->second, ErrorCode::ok, {}};  // stale: go on at once
   if (local_step > current)
-    return ShardReply{{}, ErrorCode::failed_precondition,
-                      fmt::format("a replica voted for step {} of '{}', which is only at step {}", local_step, name, current)};
+    return ShardReply{
+        {},
+        ErrorCode::failed_precondition,
+        fmt::format("a replica voted for step {} of '{}', which is only at step {}", local_step, name, current)};
   auto& barrier = state.barriers[name];
   if (barrier.stopped) return ShardReply{it->second, ErrorCode::ok, {}};
   if (barrier.step != current) barrier = {current, 0, std::move(barrier.waiting), false};
@@ -255,8 +269,10 @@ void forget_sync_state(ParamShardState& state, const std::string& name) {
   auto b = state.barriers.find(name);
   if (b == state.barriers.end()) return;
   for (auto& waiting : b->second.waiting)
-    waiting.deliver(ShardReply{{}, ErrorCode::aborted,
-                               fmt::format("the global step '{}' was assigned while this replica waited for the next step", name)});
+    waiting.deliver(
+        ShardReply{{},
+                   ErrorCode::aborted,
+                   fmt::format("the global step '{}' was assigned while this replica waited for the next step", name)});
   state.barriers.erase(b);
 }
 }  // namespace
@@ -273,121 +289,201 @@ bool VariableMemory::reserve(int64_t delta) {
   return true;
 }
 
+namespace {
+
+using Shard = caf::stateful_actor<ParamShardState>;
+
+// What a shard holds takes from the process's variable budget; given back when it is dropped.
+void release_budget(ParamShardState& st) {
+  if (!st.memory) return;
+  int64_t held = 0;
+  for (auto& [name, value] : st.variables) held += int64_t(value.byte_size());
+  for (auto& [key, slots] : st.slots) held += bytes_of(slots.tensors);
+  st.memory->reserve(-held);
+}
+
+// An exception other than the errors a handler answers with (std::bad_alloc, a bug) left the
+// shard's state in doubt: a variable may be half updated. CAF would end the actor, and every
+// node built with its handle would then fail until the process ended; instead the shard starts
+// again in place, empty, under the same handle: its variables read as not initialised, so the
+// chief's Supervisor restores them from the newest checkpoint (actors/supervisor.hpp).
+std::string restart_in_place(Shard* self, const std::string& what) {
+  auto& st = self->state;
+  std::vector<std::string> lost;
+  for (auto& [name, value] : st.variables) lost.push_back(name);
+  std::sort(lost.begin(), lost.end());
+  const std::string message = fmt::format(
+      "the parameter shard failed ({}) and was restarted empty in place; its variable(s) {} must be "
+      "initialised or restored again",
+      what, lost.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(lost, ", ")));
+  for (auto& [name, barrier] : st.barriers)
+    for (auto& waiting : barrier.waiting) waiting.deliver(ShardReply{{}, ErrorCode::unavailable, message});
+  release_budget(st);
+  st.variables.clear();
+  st.slots.clear();
+  st.accumulators.clear();
+  st.barriers.clear();
+  st.aggregate.clear();
+  std::fprintf(stderr, "troupe: %s\n", message.c_str());
+  std::fflush(stderr);
+  return message;
+}
+
+template <class T>
+struct is_result : std::false_type {};
+template <class T>
+struct is_result<caf::result<T>> : std::true_type {};
+
+// `handler` with the same message signature, its exceptions contained (restart_in_place); the
+// request that met one fails with the shard's message.
+template <class F, class R, class... Ts>
+auto contained(Shard* self, F handler, R (F::*)(Ts...) const) {
+  using Out = std::conditional_t<is_result<R>::value, R, caf::result<R>>;
+  return [self, handler](Ts... xs) -> Out {
+    std::string what;
+    try {
+      return handler(std::forward<Ts>(xs)...);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+      what = "an unknown exception";
+    }
+    return caf::make_error(caf::sec::runtime_error, restart_in_place(self, what));
+  };
+}
+
+template <class F>
+auto contain(Shard* self, F handler) {
+  return contained(self, std::move(handler), &F::operator());
+}
+
+}  // namespace
+
 caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) { return budgeted_param_shard(self, nullptr); }
 
 caf::behavior budgeted_param_shard(caf::stateful_actor<ParamShardState>* self, std::shared_ptr<VariableMemory> memory) {
   self->state.memory = std::move(memory);
   // The bytes a shard holds go back to the budget when it ends.
-  self->attach_functor([self] {
-    auto& st = self->state;
-    if (!st.memory) return;
-    int64_t held = 0;
-    for (auto& [name, value] : st.variables) held += int64_t(value.byte_size());
-    for (auto& [key, slots] : st.slots) held += bytes_of(slots.tensors);
-    st.memory->reserve(-held);
-  });
+  self->attach_functor([self] { release_budget(self->state); });
   return {
-      [self](read_atom, const std::string& name) -> ShardReply {
-        auto it = self->state.variables.find(name);
-        if (it == self->state.variables.end())
-          return {{}, ErrorCode::failed_precondition,
-                  "variable '" + name + "' is not initialised (run its initializer first)"};
-        return {it->second, ErrorCode::ok, {}};
-      },
-      [self](update_atom, const std::string& name, int32_t kind, Tensor& value,
-             bool validate_shape) -> ShardReply {
-        auto& vars = self->state.variables;
-        auto update = VariableUpdate(kind);
-        auto it = vars.find(name);
-        if (update == VariableUpdate::assign) {
-          if (it != vars.end() && validate_shape && it->second.shape() != value.shape())
-            return {{}, ErrorCode::invalid_argument,
-                    "cannot assign " + value.describe() + " to variable '" + name + "' of " +
-                        it->second.describe()};
-          const int64_t held = it == vars.end() ? 0 : int64_t(it->second.byte_size());
-          if (auto full = reserve(self->state, int64_t(value.byte_size()) - held, name, "the value")) return *full;
-          // Own the bytes: the value may be a feed or another node's output that others hold.
-          Tensor owned = value.buffer_use_count() == 1 ? std::move(value) : value.copy();
-          vars[name] = owned;
-          forget_sync_state(self->state, name);
-          return {owned, ErrorCode::ok, {}};
-        }
-        if (it == vars.end())
-          return {{}, ErrorCode::failed_precondition,
-                  "variable '" + name + "' is not initialised (run its initializer first)"};
-        Tensor& current = it->second;
-        if (current.buffer_use_count() > 1) current = current.copy();
-        try {
-          apply_variable_update(current, value, update);
-        } catch (const Error& e) {
-          return {{}, e.code(), "variable '" + name + "': " + e.what()};
-        }
-        return {current, ErrorCode::ok, {}};
-      },
-      [self](apply_atom, const std::string& name, const OptimizerSpec& spec, const Tensor& grad,
-             double learning_rate) -> ShardReply { return optimizer_step(self->state, name, spec, grad, learning_rate); },
-      [self](sparse_apply_atom, const std::string& name, const OptimizerSpec& spec, const Tensor& values,
-             const Tensor& indices, double learning_rate) -> ShardReply {
-        return sparse_optimizer_step(self->state, name, spec, values, indices, learning_rate);
-      },
-      [self](accumulate_atom, const std::string& name, const OptimizerSpec& spec, const Tensor& grad,
-             double learning_rate, int64_t local_step, int32_t replicas) -> ShardReply {
-        return accumulate(self->state, name, spec, grad, learning_rate, local_step, replicas);
-      },
-      [self](sync_step_atom, const std::string& name, int64_t local_step, int32_t replicas) -> caf::result<ShardReply> {
-        return sync_step(self, name, local_step, replicas);
-      },
-      [self](sync_stop_atom, const std::string& name) -> ShardReply { return sync_stop(self->state, name); },
-      [self](sync_aggregate_atom, const std::string& name, int32_t m) -> ShardReply {
-        return sync_aggregate(self->state, name, m);
-      },
-      [self](snapshot_atom, const std::vector<OptimizerState>& wanted) {
-        ShardContents out;
-        for (auto& [name, value] : self->state.variables) out.variables.emplace_back(name, value);
-        for (auto& w : wanted) {
-          auto var = self->state.variables.find(w.variable);
-          if (var == self->state.variables.end()) continue;
-          OptimizerState state{w.variable, w.spec, {}, 0};
-          auto it = self->state.slots.find(slots_key(w.variable, w.spec));
-          if (it != self->state.slots.end()) {
-            state.step = it->second.step;
-            state.slots = it->second.tensors;
-          }
-          bool fits = int(state.slots.size()) == w.spec.num_slots();
-          for (auto& t : state.slots) fits = fits && t.shape() == var->second.shape();
-          if (!fits) state.slots = initial_slots(w.spec, var->second);
-          out.optimizers.push_back(std::move(state));
-        }
-        return out;
-      },
-      [self](restore_atom, ShardContents& contents) -> ShardReply {
-        auto& st = self->state;
-        int64_t delta = 0;
-        for (auto& [name, value] : contents.variables) {
-          auto it = st.variables.find(name);
-          delta += int64_t(value.byte_size()) - (it == st.variables.end() ? 0 : int64_t(it->second.byte_size()));
-        }
-        for (auto& o : contents.optimizers) {
-          auto it = st.slots.find(slots_key(o.variable, o.spec));
-          delta += bytes_of(o.slots) - (it == st.slots.end() ? 0 : bytes_of(it->second.tensors));
-        }
-        if (auto full = reserve(st, delta, contents.variables.empty() ? std::string() : contents.variables[0].first,
-                                "the restored values"))
-          return *full;
-        for (auto& [name, value] : contents.variables) {
-          forget_sync_state(self->state, name);
-          self->state.variables[name] = std::move(value);
-        }
-        for (auto& o : contents.optimizers)
-          self->state.slots[slots_key(o.variable, o.spec)] = {std::move(o.slots), o.step};
-        return {};
-      },
-      [self](names_atom) {
-        std::vector<std::string> names;
-        for (auto& [name, value] : self->state.variables) names.push_back(name);
-        std::sort(names.begin(), names.end());
-        return names;
-      },
+      contain(self,
+              [self](read_atom, const std::string& name) -> ShardReply {
+                auto it = self->state.variables.find(name);
+                if (it == self->state.variables.end())
+                  return {{},
+                          ErrorCode::failed_precondition,
+                          "variable '" + name + "' is not initialised (run its initializer first)"};
+                return {it->second, ErrorCode::ok, {}};
+              }),
+      contain(
+          self,
+          [self](update_atom, const std::string& name, int32_t kind, Tensor& value, bool validate_shape) -> ShardReply {
+            auto& vars = self->state.variables;
+            auto update = VariableUpdate(kind);
+            auto it = vars.find(name);
+            if (update == VariableUpdate::assign) {
+              if (it != vars.end() && validate_shape && it->second.shape() != value.shape())
+                return {
+                    {},
+                    ErrorCode::invalid_argument,
+                    "cannot assign " + value.describe() + " to variable '" + name + "' of " + it->second.describe()};
+              const int64_t held = it == vars.end() ? 0 : int64_t(it->second.byte_size());
+              if (auto full = reserve(self->state, int64_t(value.byte_size()) - held, name, "the value")) return *full;
+              // Own the bytes: the value may be a feed or another node's output that others hold.
+              Tensor owned = value.buffer_use_count() == 1 ? std::move(value) : value.copy();
+              vars[name] = owned;
+              forget_sync_state(self->state, name);
+              return {owned, ErrorCode::ok, {}};
+            }
+            if (it == vars.end())
+              return {{},
+                      ErrorCode::failed_precondition,
+                      "variable '" + name + "' is not initialised (run its initializer first)"};
+            Tensor& current = it->second;
+            if (current.buffer_use_count() > 1) current = current.copy();
+            try {
+              apply_variable_update(current, value, update);
+            } catch (const Error& e) {
+              return {{}, e.code(), "variable '" + name + "': " + e.what()};
+            }
+            return {current, ErrorCode::ok, {}};
+          }),
+      contain(self,
+              [self](apply_atom, const std::string& name, const OptimizerSpec& spec, const Tensor& grad,
+                     double learning_rate) -> ShardReply {
+                return optimizer_step(self->state, name, spec, grad, learning_rate);
+              }),
+      contain(self,
+              [self](sparse_apply_atom, const std::string& name, const OptimizerSpec& spec, const Tensor& values,
+                     const Tensor& indices, double learning_rate) -> ShardReply {
+                return sparse_optimizer_step(self->state, name, spec, values, indices, learning_rate);
+              }),
+      contain(self,
+              [self](accumulate_atom, const std::string& name, const OptimizerSpec& spec, const Tensor& grad,
+                     double learning_rate, int64_t local_step, int32_t replicas) -> ShardReply {
+                return accumulate(self->state, name, spec, grad, learning_rate, local_step, replicas);
+              }),
+      contain(self,
+              [self](sync_step_atom, const std::string& name, int64_t local_step, int32_t replicas)
+                  -> caf::result<ShardReply> { return sync_step(self, name, local_step, replicas); }),
+      contain(self,
+              [self](sync_stop_atom, const std::string& name) -> ShardReply { return sync_stop(self->state, name); }),
+      contain(self,
+              [self](sync_aggregate_atom, const std::string& name, int32_t m) -> ShardReply {
+                return sync_aggregate(self->state, name, m);
+              }),
+      contain(self,
+              [self](snapshot_atom, const std::vector<OptimizerState>& wanted) {
+                ShardContents out;
+                for (auto& [name, value] : self->state.variables) out.variables.emplace_back(name, value);
+                for (auto& w : wanted) {
+                  auto var = self->state.variables.find(w.variable);
+                  if (var == self->state.variables.end()) continue;
+                  OptimizerState state{w.variable, w.spec, {}, 0};
+                  auto it = self->state.slots.find(slots_key(w.variable, w.spec));
+                  if (it != self->state.slots.end()) {
+                    state.step = it->second.step;
+                    state.slots = it->second.tensors;
+                  }
+                  bool fits = int(state.slots.size()) == w.spec.num_slots();
+                  for (auto& t : state.slots) fits = fits && t.shape() == var->second.shape();
+                  if (!fits) state.slots = initial_slots(w.spec, var->second);
+                  out.optimizers.push_back(std::move(state));
+                }
+                return out;
+              }),
+      contain(
+          self,
+          [self](restore_atom, ShardContents& contents) -> ShardReply {
+            auto& st = self->state;
+            int64_t delta = 0;
+            for (auto& [name, value] : contents.variables) {
+              auto it = st.variables.find(name);
+              delta += int64_t(value.byte_size()) - (it == st.variables.end() ? 0 : int64_t(it->second.byte_size()));
+            }
+            for (auto& o : contents.optimizers) {
+              auto it = st.slots.find(slots_key(o.variable, o.spec));
+              delta += bytes_of(o.slots) - (it == st.slots.end() ? 0 : bytes_of(it->second.tensors));
+            }
+            if (auto full = reserve(st, delta, contents.variables.empty() ? std::string() : contents.variables[0].first,
+                                    "the restored values"))
+              return *full;
+            for (auto& [name, value] : contents.variables) {
+              forget_sync_state(self->state, name);
+              self->state.variables[name] = std::move(value);
+            }
+            for (auto& o : contents.optimizers)
+              self->state.slots[slots_key(o.variable, o.spec)] = {std::move(o.slots), o.step};
+            return {};
+          }),
+      contain(self,
+              [self](names_atom) {
+                std::vector<std::string> names;
+                for (auto& [name, value] : self->state.variables) names.push_back(name);
+                std::sort(names.begin(), names.end());
+                return names;
+              }),
+
   };
 }
 

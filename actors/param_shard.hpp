@@ -25,6 +25,11 @@
 //   (sync_stop_atom, name)                          -> ShardReply{the global step}: training has
 //                                                      ended; every replica waiting, and every
 //                                                      later vote, is answered at once
+// A handler that throws anything but the errors it answers with (a bug, std::bad_alloc) leaves
+// the shard's state in doubt: the shard drops it and goes on, empty, under the same handle
+// ("restarted in place"; the request fails with a runtime_error naming the variables lost, and
+// the process's standard error says so), so its variables read as not initialised until the
+// chief's Supervisor restores them.
 // Synchronous replicas (ops/state/sync_replicas.hpp): accumulate_atom adds a replica's gradient,
 // computed at global step local_step, to the variable's accumulator; a gradient of an older step
 // than the accumulator's is dropped (and said so in the reply). The m-th gradient of a step

@@ -34,9 +34,11 @@ void configure_network(caf::actor_system_config& config, const NetworkOptions& n
     config.openssl_certificate = network.tls.certificate;
     config.openssl_key = network.tls.key;
     watch_tls_handshakes();
+    // Without the watch, one peer leaving would drop this process's other TLS connections.
     if (!tls_handshakes_watched())
-      std::fprintf(stderr, "troupe: warning: TLS handshakes are not watched in this process (libssl's SSL_accept "
-                           "comes first): refused peers go unlogged and a silent peer is not cut off\n");
+      fail(ErrorCode::failed_precondition,
+           "TLS needs Troupe's OpenSSL workarounds (actors/cluster/tls_watch.hpp), but this program finds libssl's "
+           "SSL_read first: link libtroupe_actors before libssl (or do not link libssl yourself)");
   }
 }
 

@@ -207,7 +207,15 @@ void SSL_free(SSL* ssl) {
 namespace troupe {
 
 bool tls_handshakes_watched() {
-  return ::dlsym(RTLD_DEFAULT, "SSL_accept") == reinterpret_cast<void*>(&::SSL_accept);
+  // Where the process's lookup finds each function, against where this library is (taking the
+  // address of ::SSL_read here would give whatever the lookup finds, too).
+  Dl_info here{}, found{};
+  if (::dladdr(reinterpret_cast<void*>(&watched), &here) == 0) return false;
+  for (const char* name : {"SSL_accept", "SSL_connect", "SSL_read", "SSL_write", "SSL_free"}) {
+    void* f = ::dlsym(RTLD_DEFAULT, name);
+    if (!f || ::dladdr(f, &found) == 0 || found.dli_fbase != here.dli_fbase) return false;
+  }
+  return true;
 }
 
 }  // namespace troupe

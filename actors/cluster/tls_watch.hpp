@@ -33,8 +33,10 @@ void watch_tls_handshakes();
 // "troupe: ". A ClusterMember sets its own log while it lives.
 void set_tls_event_log(std::function<void(const std::string&)> log);
 
-// Whether OpenSSL's handshakes of this process come through the functions above (false where
-// the process was linked so that libssl's own are found first; then refusals go unlogged).
+// Whether OpenSSL's calls in this process come through the functions above: false where the
+// program was linked with libssl ahead of libtroupe_actors, so that libssl's own are found
+// first. A network layer with TLS is then refused (configure_network): without the workarounds
+// one peer leaving drops the process's other connections (the test binary once showed it).
 bool tls_handshakes_watched();
 
 }  // namespace troupe

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "actors/saver.hpp"
@@ -240,4 +241,45 @@ BOOST_AUTO_TEST_CASE(a_ps_that_does_not_come_back_or_has_no_checkpoint_fails_the
   c.start("ps:1");
   auto m2 = error_of([&] { supervisor.run([&] { return m.train_step(session); }); }, ErrorCode::data_loss);
   BOOST_TEST(contains(m2, "task(s) ps:1 run a new process and their variables are lost, with no checkpoint in"), m2);
+}
+
+BOOST_AUTO_TEST_CASE(a_parameter_shard_that_throws_is_restarted_in_place_and_its_task_restored_from_the_checkpoint) {
+  // The 4th optimizer step of 'b' throws inside its shard (a failpoint, in the nodes' processes only).
+  BOOST_REQUIRE(setenv("TROUPE_FAILPOINTS", "param_shard.optimizer_step:b:4", 1) == 0);
+  std::optional<TwoPsCluster> started;
+  try {
+    started.emplace();
+  } catch (...) {
+    unsetenv("TROUPE_FAILPOINTS");
+    throw;
+  }
+  BOOST_REQUIRE(unsetenv("TROUPE_FAILPOINTS") == 0);
+  TwoPsCluster& c = *started;
+  Model m;
+  Session session(m.root, c.session());
+  session.run({}, {}, {m.init});
+  for (int i = 0; i < 3; ++i) m.train_step(session);
+  Saver saver(session);
+  const std::string dir = c.dir().file("ckpt");
+  saver.save(dir, m.step.value);
+  const std::string b_task = m.b.node()->requested_device.find("task:1") != std::string::npos ? "ps:1" : "ps:0";
+  std::vector<Recovery> told;
+  Supervisor supervisor(session, &saver,
+                        {.checkpoint_dir = dir, .grace = 20s, .on_recovery = [&](const Recovery& r) { told.push_back(r); }});
+  supervisor.saw_global_step(3);
+  // The 4th step fails in b's shard; the shard starts again empty, the same process and handle,
+  // and the supervisor restores b's task from ckpt-3 and runs the step again.
+  for (int i = 0; i < 3; ++i) BOOST_TEST(std::isfinite(supervisor.run([&] { return m.train_step(session); })));
+  BOOST_TEST(c.node(b_task).wait_for_output("started on", 1s));  // still the first process
+  const std::string err = c.node(b_task).err();
+  BOOST_TEST(contains(err, "the parameter shard failed (failpoint param_shard.optimizer_step of variable 'b') and was "
+                           "restarted empty in place"),
+             err);
+  BOOST_TEST_REQUIRE(told.size() == 1u);
+  BOOST_TEST((told[0].tasks == std::vector<std::string>{b_task}), told[0].describe());
+  BOOST_TEST(told[0].checkpoint == dir + "/ckpt-3");
+  BOOST_TEST_MESSAGE(told[0].describe());
+  BOOST_TEST(told[0].variables >= 1u);
+  // Training goes on from the restored values: three more steps after the failure.
+  BOOST_TEST(session.run({m.step.value})[0].scalar_value<int64_t>() >= 5);
 }
