@@ -65,6 +65,14 @@ struct Model {
   }
   float train_step(Session& s) const { return s.run({}, {loss}, {train})[0].scalar_value<float>(); }
   std::vector<float> weights(Session& s) const { return values_of(s.run({w})[0]); }
+  // Initialised, three steps trained and saved in the cluster's ckpt/ (ckpt-3): its directory.
+  std::string three_steps_saved(Session& s, Saver& saver, troupe::testing::NodeCluster& c) const {
+    s.run({}, {}, {init});
+    for (int i = 0; i < 3; ++i) train_step(s);
+    const std::string dir = c.dir().file("ckpt");
+    saver.save(dir, step.value);
+    return dir;
+  }
 };
 
 }  // namespace
@@ -190,11 +198,8 @@ BOOST_AUTO_TEST_CASE(a_killed_ps_started_again_gets_its_variables_back_alone_and
   TwoPsCluster c;
   Model m;
   Session session(m.root, c.session());
-  session.run({}, {}, {m.init});
-  for (int i = 0; i < 3; ++i) m.train_step(session);
   Saver saver(session);
-  const std::string dir = c.dir().file("ckpt");
-  saver.save(dir, m.step.value);
+  const std::string dir = m.three_steps_saved(session, saver, c);
   std::vector<Recovery> told;
   Supervisor supervisor(session, &saver,
                         {.checkpoint_dir = dir, .grace = 20s, .on_recovery = [&](const Recovery& r) { told.push_back(r); }});
@@ -257,11 +262,8 @@ BOOST_AUTO_TEST_CASE(a_parameter_shard_that_throws_is_restarted_in_place_and_its
   TwoPsCluster& c = *started;
   Model m;
   Session session(m.root, c.session());
-  session.run({}, {}, {m.init});
-  for (int i = 0; i < 3; ++i) m.train_step(session);
   Saver saver(session);
-  const std::string dir = c.dir().file("ckpt");
-  saver.save(dir, m.step.value);
+  const std::string dir = m.three_steps_saved(session, saver, c);
   const std::string b_task = m.b.node()->requested_device.find("task:1") != std::string::npos ? "ps:1" : "ps:0";
   std::vector<Recovery> told;
   Supervisor supervisor(session, &saver,
