@@ -37,7 +37,8 @@ std::vector<std::string> tasks_named_in(const std::string& message) {
 std::string Recovery::describe() const {
   std::string where;
   for (std::size_t i = 0; i < tasks.size(); ++i)
-    where += fmt::format("{}{} (again at {})", i ? ", " : "", tasks[i], i < addresses.size() ? addresses[i] : "?");
+    where += fmt::format("{}{} (again at {}{})", i ? ", " : "", tasks[i], i < addresses.size() ? addresses[i] : "?",
+                         i < spares.size() && !spares[i].empty() ? ", on " + spares[i] + ", which took it over" : "");
   std::string restored =
       checkpoint.empty()
           ? std::string("no variable restored here (the chief restores a restarted task's)")
@@ -59,6 +60,7 @@ struct Supervisor::Impl {
   int64_t global_step = 0;
   std::optional<Clock::time_point> failing_since;  // the first failure of the step being retried
   std::optional<Recovery> pending;                 // reported once a step has run again
+  std::vector<std::pair<std::string, std::string>> took_over;  // (task, spare) of the recovery under way
   std::vector<Recovery> done;
 
   // The replicas' watch (options.sync).
@@ -187,7 +189,8 @@ void Supervisor::try_to_recover(const Error& failed) {
   if (!im.failing_since) im.failing_since = now;
   const bool chief = im.saver != nullptr;
   // A worker also waits for the chief's restore after the task is back.
-  const auto deadline = *im.failing_since + (chief ? 1 : 2) * im.options.grace;
+  // (and, should the task not come back, for the chief to give it to a spare and restore it there)
+  const auto deadline = *im.failing_since + (chief ? im.options.grace : 2 * im.options.grace + std::chrono::seconds(10));
 
   // Every task reachable again (a lost one is reconnected, each try bounded)?
   std::vector<Master::TaskWorker> tasks;
@@ -196,9 +199,18 @@ void Supervisor::try_to_recover(const Error& failed) {
       tasks = im.master.task_workers();
       break;
     } catch (const Error& e) {
+      // Not back within the grace period: the chief gives a lost ps task's shards to a spare
+      // (the spec's "spare" job), restored below like a restarted process's.
+      if (Clock::now() > deadline && chief) {
+        if (auto moved = im.master.take_over_with_spare()) {
+          im.took_over.push_back(*moved);
+          continue;
+        }
+      }
       if (Clock::now() > deadline)
-        fail(ErrorCode::unavailable, "{}; the job cannot go on: a lost task did not come back within {} s: {}",
-             failed.what(), std::chrono::duration<double>(im.options.grace).count(), e.what());
+        fail(ErrorCode::unavailable, "{}; the job cannot go on: a lost task did not come back within {} s{}: {}",
+             failed.what(), std::chrono::duration<double>(im.options.grace).count(),
+             chief ? " and no spare took it over" : "", e.what());
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
@@ -235,6 +247,12 @@ void Supervisor::try_to_recover(const Error& failed) {
   Recovery r;
   r.tasks = restarted;
   r.addresses = addresses;
+  for (auto& task : restarted) {
+    r.spares.emplace_back();
+    for (auto& [moved, spare] : im.took_over)
+      if (moved == task) r.spares.back() = spare;
+  }
+  im.took_over.clear();
   r.cause = failed.what();
   r.seconds_back = seconds_between(*im.failing_since, Clock::now());
   auto latest = chief ? latest_checkpoint(im.options.checkpoint_dir) : std::nullopt;
@@ -264,6 +282,7 @@ void Supervisor::try_to_recover(const Error& failed) {
     for (std::size_t i = 0; i < r.tasks.size(); ++i) {
       im.pending->tasks.push_back(r.tasks[i]);
       im.pending->addresses.push_back(r.addresses[i]);
+      im.pending->spares.push_back(r.spares[i]);
     }
     if (!r.checkpoint.empty()) {
       im.pending->checkpoint = r.checkpoint;

@@ -35,6 +35,7 @@ namespace troupe {
 struct Recovery {
   std::vector<std::string> tasks;      // what died ("ps:1"), and where each runs again
   std::vector<std::string> addresses;  // ("127.0.0.1:2222")
+  std::vector<std::string> spares;     // per task, the spare that took it over ("spare:0"), or ""
   std::string cause;                   // the error of the step that saw the loss
   std::string checkpoint;              // what the chief restored from ("": nothing restored here)
   int64_t restored_step = 0;           // that checkpoint's global step
@@ -49,7 +50,8 @@ struct Recovery {
 struct SupervisorOptions {
   // The chief's checkpoints; empty: this process does not restore (it waits for the chief).
   std::string checkpoint_dir;
-  // How long a lost task may take to come back (a worker waits twice as long: the chief restores after).
+  // How long a lost task may take to come back, before the chief gives a lost ps task to a spare
+  // (a worker waits twice as long and 10 s more: the chief restores after, or moves it).
   std::chrono::milliseconds grace{30000};
   // Told of each recovery once the first step after it ran; default: nothing.
   std::function<void(const Recovery&)> on_recovery;

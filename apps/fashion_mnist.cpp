@@ -90,6 +90,12 @@ Args parse_args(int argc, char** argv) {
       ->check(troupe::cli::non_negative)
       ->group("Cluster");
   app.add_flag("--float16", a.float16, "allreduce: float16 gradients on the wire")->group("Cluster");
+  app.add_option("--recovery-grace-s", a.recovery_grace_s,
+                 "with --checkpoint-dir on a cluster: how long a lost ps task may take to come back before the chief "
+                 "has a spare task take it over (or, with none, the job fails)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->group("Cluster");
   app.add_flag("--rejoin", a.rejoin,
                "this worker was started again mid-job: join at the current global step (the chief too: no "
                "initialisation, no restore)")

@@ -39,6 +39,7 @@ struct Args {
   int delay_worker = -1;           // ... on this worker only (-1: the last one)
   int warmup_steps = 20;           // global steps before the timing starts
   bool float16 = false;            // allreduce: float16 on the wire
+  double recovery_grace_s = 30;    // how long a lost task may take to come back before a spare takes it over
   bool rejoin = false;             // started again mid-job: take the variables as the ps tasks hold them
 };
 

@@ -52,7 +52,6 @@ constexpr auto kInitTimeout = std::chrono::seconds(120);
 // fastest of them; beyond this the job has lost too many workers to go on.
 constexpr auto kStepTimeout = std::chrono::seconds(120);
 // How long a lost ps task may take to come back before the job gives up (with --checkpoint-dir).
-constexpr auto kRecoveryGrace = std::chrono::seconds(30);
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -344,7 +343,7 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
   std::optional<Supervisor> supervisor;
   if (!a.checkpoint_dir.empty()) {
     SupervisorOptions options{.checkpoint_dir = job.chief ? a.checkpoint_dir : std::string(),
-                              .grace = kRecoveryGrace,
+                              .grace = std::chrono::milliseconds(int64_t(a.recovery_grace_s * 1000)),
                               .on_recovery = [&](const Recovery& r) {
                                 std::printf("worker:%d: %s\n", job.me.index, r.describe().c_str());
                                 std::fflush(stdout);

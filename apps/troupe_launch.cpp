@@ -18,6 +18,9 @@
 // by default when either restart is on) a task that answered once and then does not answer for S
 // seconds (stopped, hung) is killed (and then restarted as above): a thread asks every task who
 // it is (identify_member, bounded) in turn.
+// With --spares N, N standby tasks (spare:0..) run troupe-node too: a ps task that dies and is not
+// started again (--restart-ps spent or 0) does not fail the job; the chief's Supervisor has a spare
+// take it over and restores its variables there.
 // With --tls every connection of the cluster is mutual TLS: a CA and certificates are made in
 // DIR/tls (troupe-node --make-certs) and the tasks get DIR/tls/cluster.json as their spec.
 // Every process's pid is kept in DIR/<job>-<index>.pid (for scripts that kill one). Exit code: 0
@@ -40,6 +43,7 @@
 #include <fstream>
 #include <atomic>
 #include <map>
+#include <set>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -300,6 +304,11 @@ int main(int argc, char** argv) {
                  "kill a task that answered and then stays silent this many seconds (stopped, hung); 0: never "
                  "(default: 10 with --restart-ps or --restart-workers, else 0)")
       ->check(troupe::cli::non_negative);
+  int spares = 0;
+  app.add_option("--spares", spares,
+                 "start N standby tasks (spare:0.., troupe-node): a ps task that dies and is not started again "
+                 "(--restart-ps spent) is taken over by one, the chief restoring its variables there")
+      ->check(troupe::cli::non_negative);
   bool tls = false;
   app.add_flag("--tls", tls,
                "mutual TLS between all tasks: a CA and certificates for the cluster in DIR/tls (troupe-node "
@@ -330,6 +339,7 @@ int main(int argc, char** argv) {
     spec = (std::filesystem::path(dir) / "cluster.json").string();
     std::vector<std::pair<std::string, int>> jobs{{"worker", workers}};
     if (ps > 0) jobs.push_back({"ps", ps});
+    if (spares > 0) jobs.push_back({"spare", spares});
     std::ofstream(spec) << troupe::local_cluster_json(jobs) << "\n";
     if (tls) spec = troupe::make_cluster_certificates(spec, (std::filesystem::path(dir) / "tls").string());
     std::printf("troupe-launch: %d ps and %d worker task(s), spec %s\n", ps, workers, spec.c_str());
@@ -337,6 +347,9 @@ int main(int argc, char** argv) {
     for (int k = 0; k < ps; ++k)
       all.push_back(spawn("ps:" + std::to_string(k),
                           {node_binary(node), "--cluster", spec, "--task", "ps:" + std::to_string(k)}));
+    for (int k = 0; k < spares; ++k)
+      all.push_back(spawn("spare:" + std::to_string(k),
+                          {node_binary(node), "--cluster", spec, "--task", "spare:" + std::to_string(k)}));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     for (;;) {
       pump(all, 50);
@@ -368,6 +381,8 @@ int main(int argc, char** argv) {
 
   std::string failure;
   std::map<std::string, int> restarts;  // per task
+  std::set<std::string> gone;           // tasks dead for good, the job going on without them
+  std::size_t handed_over = 0;          // ps tasks left to spares
   std::optional<HealthProbe> probe;
   // A hung task is worth finding only where something starts it again.
   if (hang_timeout < 0) hang_timeout = restart_ps > 0 || restart_workers > 0 ? 10 : 0;
@@ -407,7 +422,20 @@ int main(int argc, char** argv) {
         if (probe) probe->forget(p.task);
         continue;
       }
-      if (!is_worker && p.exit_code && failure.empty())
+      // A ps task that stays dead is a spare's to take over, while spares last; a spare that
+      // dies is one fewer.
+      if (!is_worker && p.exit_code && !gone.count(p.task) && failure.empty()) {
+        const bool spare = p.task.rfind("spare:", 0) == 0;
+        if (spare || int(handed_over) < spares) {
+          gone.insert(p.task);
+          if (!spare) ++handed_over;
+          std::fprintf(stderr, "troupe-launch: %s (pid %d) exited with %d while the workers ran%s\n", p.task.c_str(),
+                       int(p.pid), *p.exit_code,
+                       spare ? ": one spare fewer" : ": not started again; a spare takes it over (the chief's supervisor)");
+          continue;
+        }
+      }
+      if (!is_worker && p.exit_code && !gone.count(p.task) && failure.empty())
         failure = p.task + " exited with " + std::to_string(*p.exit_code) + " while the workers ran";
       // A failed worker fails the job at once: the others may be waiting for it (a synchronous
       // step, the chief's initialisation) and would wait until their deadlines.

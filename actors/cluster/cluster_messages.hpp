@@ -132,6 +132,11 @@ using transfer_atom = caf::atom_constant<caf::atom("transfer")>;
 using ack_atom = caf::atom_constant<caf::atom("ack")>;
 using transfer_stats_atom = caf::atom_constant<caf::atom("xstats")>;
 using collective_atom = caf::atom_constant<caf::atom("collect")>;
+// (take_over_atom, task) -> (task, incarnation, devices): a spare ("spare:0") becomes `task`,
+// whose process is gone for good; (moved_atom, task, address, retired) tells a member that
+// `task` now runs at `address` and that the spare `retired` is no task of its own any more.
+using take_over_atom = caf::atom_constant<caf::atom("takeover")>;
+using moved_atom = caf::atom_constant<caf::atom("moved")>;
 // (step_waits_atom, handle, step) -> vector<WaitReport>: the task's nodes still waiting in that
 // step of that registration (actors/wait_chain.hpp follows them across tasks).
 using step_waits_atom = caf::atom_constant<caf::atom("stepwaits")>;

@@ -60,6 +60,7 @@ struct TaskLink {
   uint64_t incarnation = 0;
   std::vector<std::string> devices;
   std::string lost;  // why it is unreachable; empty while connected
+  bool retired = false;  // a spare that took over another task: no task of its own any more
 };
 
 struct Links {
@@ -165,6 +166,7 @@ struct Master::Impl {
 
   // Connects to task `i` and asks who it is; throws unavailable naming it.
   void connect(int i);
+  TaskAddress current_address(int i);
   std::mutex connecting;  // held by connect()
   void register_signature(Signature& sig);
   void deregister(const Signature& sig, uint64_t handle);
@@ -188,11 +190,54 @@ struct Master::Impl {
   }
 };
 
+// Where the cluster says task `i` runs now: a spare may have taken it over, and the members then
+// running were told (a member started since was not). The target member is asked first, then
+// every other one connected, each within the connect bound; the first other address wins. The
+// address as it was when none knows another.
+TaskAddress Master::Impl::current_address(int i) {
+  const TaskLink& t = links->tasks[std::size_t(i)];
+  const std::string name = t.id.to_string();
+  std::vector<caf::actor> ask;
+  {
+    std::lock_guard<std::mutex> lock(links->mutex);
+    const TaskLink& target = links->tasks[std::size_t(target_task)];
+    if (target.worker && target.lost.empty()) ask.push_back(target.worker);
+    for (auto& other : links->tasks)
+      if (&other != &t && &other != &target && !other.retired && other.worker && other.lost.empty())
+        ask.push_back(other.worker);
+  }
+  caf::scoped_actor self{system()};
+  for (auto& member : ask) {
+    TaskAddress said = t.address;
+    self->request(member, caf::duration{connect_bound()}, spec_atom::value)
+        .receive(
+            [&](std::vector<std::string>& tasks, std::vector<std::string>& addresses) {
+              for (std::size_t k = 0; k < tasks.size() && k < addresses.size(); ++k)
+                if (tasks[k] == name) said = parse_task_address(addresses[k], "the cluster spec");
+            },
+            [](caf::error&) {});
+    if (!(said == t.address)) return said;
+  }
+  return t.address;
+}
+
 void Master::Impl::connect(int i) {
   // One connection attempt at a time: two to the same node would make CAF drop both.
   std::lock_guard<std::mutex> one_at_a_time(connecting);
   TaskLink& t = links->tasks[std::size_t(i)];
-  caf::actor worker = connect_member(system(), t.address, connect_bound());
+  if (t.retired) fail(ErrorCode::failed_precondition, "{} took over another task: it is no task of its own", describe(i));
+  caf::actor worker;
+  try {
+    worker = connect_member(system(), t.address, connect_bound());
+  } catch (const Error&) {
+    const TaskAddress now = current_address(i);
+    if (now == t.address) throw;
+    {
+      std::lock_guard<std::mutex> lock(links->mutex);
+      t.address = now;  // taken over by a spare
+    }
+    worker = connect_member(system(), t.address, connect_bound());
+  }
   caf::scoped_actor self{system()};
   std::string task, devices;
   uint64_t incarnation = 0;
@@ -214,9 +259,17 @@ void Master::Impl::connect(int i) {
                  fail(ErrorCode::unavailable, "{} did not name its inbox within {} ms: {}", describe(i),
                       connect_bound().count(), system().render(e));
                });
-  if (task != t.id.to_string())
+  if (task != t.id.to_string()) {
+    if (t.id.job == "spare") {  // it took that task over: no task of its own any more
+      std::lock_guard<std::mutex> lock(links->mutex);
+      t.retired = true;
+      t.devices.clear();
+      t.lost = fmt::format("it took over {}", task);
+      return;
+    }
     fail(ErrorCode::failed_precondition, "the member at {} says it is task {}, but the spec has {} there",
          t.address.to_string(), task, t.id.to_string());
+  }
   self->send(owner, worker);
   std::lock_guard<std::mutex> lock(links->mutex);
   t.worker = worker;
@@ -314,6 +367,7 @@ std::vector<Master::TaskWorker> Master::task_workers() {
     bool lost = false;
     {
       std::lock_guard<std::mutex> lock(im.links->mutex);
+      if (im.links->tasks[std::size_t(i)].retired) continue;
       lost = !im.links->tasks[std::size_t(i)].lost.empty() || !im.links->tasks[std::size_t(i)].worker;
     }
     if (lost) im.connect(i);
@@ -332,6 +386,7 @@ bool Master::task_alive(const std::string& task) {
     for (int i = 0; i < int(im.links->tasks.size()); ++i) {
       const TaskLink& t = im.links->tasks[std::size_t(i)];
       if (t.id.to_string() != task) continue;
+      if (t.retired) return false;
       if (t.lost.empty() && t.worker) return true;
       index = i;
     }
@@ -343,6 +398,67 @@ bool Master::task_alive(const std::string& task) {
   } catch (const Error&) {
     return false;
   }
+}
+
+std::optional<std::pair<std::string, std::string>> Master::take_over_with_spare() {
+  Impl& im = *impl_;
+  int lost = -1;
+  std::vector<int> spares;
+  {
+    std::lock_guard<std::mutex> lock(im.links->mutex);
+    for (int i = 0; i < int(im.links->tasks.size()); ++i) {
+      const TaskLink& t = im.links->tasks[std::size_t(i)];
+      if (t.retired) continue;
+      if (t.id.job == "spare") spares.push_back(i);
+      else if (t.id.job == "ps" && lost < 0 && (!t.lost.empty() || !t.worker)) lost = i;
+    }
+  }
+  if (lost < 0) return std::nullopt;
+  const std::string task = im.links->tasks[std::size_t(lost)].id.to_string();
+  for (int s : spares) {
+    const TaskLink& spare = im.links->tasks[std::size_t(s)];
+    const std::string spare_task = spare.id.to_string();
+    const TaskAddress at = spare.address;
+    try {
+      caf::actor worker = connect_member(im.system(), at, im.connect_bound());
+      caf::scoped_actor self{im.system()};
+      self->request(worker, caf::duration{im.connect_bound()}, take_over_atom::value, task)
+          .receive([](std::string&, uint64_t, std::string&) {},
+                   [&](caf::error& e) {
+                     fail(ErrorCode::unavailable, "spare {} did not take over {}: {}", spare_task, task, im.system().render(e));
+                   });
+    } catch (const Error&) {
+      continue;  // that spare is lost or busy: the next
+    }
+    {
+      std::lock_guard<std::mutex> lock(im.links->mutex);
+      auto& s_link = im.links->tasks[std::size_t(s)];
+      s_link.retired = true;
+      s_link.devices.clear();
+      s_link.lost = fmt::format("it took over {}", task);
+      im.links->tasks[std::size_t(lost)].address = at;
+    }
+    // Every member learns where the task runs now (best effort, each bounded): a master that
+    // reconnects it asks its own target member.
+    std::vector<std::pair<std::string, TaskAddress>> members;
+    {
+      std::lock_guard<std::mutex> lock(im.links->mutex);
+      for (auto& t : im.links->tasks)
+        if (!t.retired) members.push_back({t.id.to_string(), t.address});
+    }
+    caf::scoped_actor self{im.system()};
+    for (auto& [name, address] : members) {
+      try {
+        caf::actor w = connect_member(im.system(), address, im.connect_bound());
+        self->request(w, caf::duration{im.connect_bound()}, moved_atom::value, task, at.to_string(), spare_task)
+            .receive([] {}, [](caf::error&) {});
+      } catch (const Error&) {
+      }
+    }
+    im.connect(lost);
+    return std::make_pair(task, spare_task);
+  }
+  return std::nullopt;
 }
 
 std::string Master::target_task() const { return impl_->links->tasks.at(std::size_t(impl_->target_task)).id.to_string(); }
@@ -479,12 +595,14 @@ void Master::Impl::register_signature(Signature& sig) {
   caf::scoped_actor self{system()};
   std::map<std::string, uint64_t> incarnation_of;
   std::map<std::string, caf::actor> inbox_of;
+  std::map<std::string, TaskAddress> address_of;  // where each runs now (a spare's, after a take-over)
   std::vector<caf::actor> workers;
   {
     std::lock_guard<std::mutex> lock(links->mutex);
     for (auto& t : links->tasks) {
       incarnation_of[t.id.to_string()] = t.incarnation;
       inbox_of[t.id.to_string()] = t.inbox;
+      address_of[t.id.to_string()] = t.address;
     }
     for (auto& share : sig.shares) workers.push_back(links->tasks[std::size_t(share.task)].worker);
   }
@@ -496,6 +614,8 @@ void Master::Impl::register_signature(Signature& sig) {
     for (auto& peer : share.request.peers) {
       peer.incarnation = incarnation_of[peer.task];
       peer.inbox = inbox_of[peer.task];
+      peer.host = address_of[peer.task].host;
+      peer.port = address_of[peer.task].port;
     }
     share.incarnation = incarnation_of[links->tasks[std::size_t(share.task)].id.to_string()];
     self->monitor(workers[i]);

@@ -77,6 +77,11 @@ class Master {
   // stopped answering heartbeats), and then true once it is connected again (one attempt,
   // bounded as connecting is). Throws invalid_argument for a task the cluster lacks.
   bool task_alive(const std::string& task);
+  // A ps task lost for good gets a spare: the first task of the "spare" job that answers takes
+  // it over (its process becomes that task, empty; every member is told where it runs now), and
+  // the task is connected there. Returns (the task, the spare), or nullopt when no ps task is
+  // lost or no spare could take it over.
+  std::optional<std::pair<std::string, std::string>> take_over_with_spare();
   std::string target_task() const;
   caf::actor_system& system();
 

@@ -343,6 +343,57 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         }
         return {std::move(tasks), std::move(addresses)};
       },
+      // A spare becomes a task whose process is gone for good (Master::take_over_with_spare): it
+      // answers as that task from now on, with its devices under that task's name, and holds
+      // nothing yet (the chief restores the task's variables from its checkpoint). Once, and only
+      // while nothing is registered with it. (The inbox and outboxes read the task's name only
+      // in messages of failed steps; none run here before.)
+      [self](take_over_atom, const std::string& task) -> caf::result<std::string, uint64_t, std::string> {
+        auto& c = *self->state.context;
+        TaskId to;
+        try {
+          to = parse_task_id(task);
+        } catch (const Error& e) {
+          return caf::make_error(caf::sec::runtime_error, e.what());
+        }
+        {
+          std::lock_guard<std::mutex> lock(c.mutex);
+          if (c.task.job != "spare" || !c.registrations.empty())
+            return caf::make_error(caf::sec::runtime_error,
+                                   fmt::format("task {} cannot take over {}: it is {}", c.task.to_string(), task,
+                                               c.task.job != "spare" ? "no spare" : "running graphs already"));
+        }
+        const std::string from = fmt::format("/job:{}/task:{}/", c.task.job, c.task.index);
+        const std::string into = fmt::format("/job:{}/task:{}/", to.job, to.index);
+        std::string devices = c.devices;
+        for (auto at = devices.find(from); at != std::string::npos; at = devices.find(from, at + into.size()))
+          devices.replace(at, from.size(), into);
+        c.log(fmt::format("takes over task {}, whose process is gone (devices {})", task, devices));
+        const TaskId was = c.task;
+        c.task = to;
+        c.devices = devices;
+        TaskAddress mine;
+        for (auto& [t, a] : c.cluster)
+          if (t == was) mine = a;
+        for (auto& [t, a] : c.cluster)
+          if (t == to) a = mine;
+        std::erase_if(c.cluster, [&](const auto& entry) { return entry.first == was; });
+        return {task, c.incarnation, c.devices};
+      },
+      // Where a task runs now, and the spare that took it over (no task of its own any more).
+      [self](moved_atom, const std::string& task, const std::string& address, const std::string& retired) {
+        auto& c = *self->state.context;
+        try {
+          const TaskId moved = parse_task_id(task), gone = parse_task_id(retired);
+          const TaskAddress at = parse_task_address(address, "a task's new address");
+          for (auto& [t, a] : c.cluster)
+            if (t == moved) a = at;
+          std::erase_if(c.cluster, [&](const auto& entry) { return entry.first == gone; });
+          c.log(fmt::format("task {} runs at {} now (spare {} took it over)", task, address, retired));
+        } catch (const Error& e) {
+          c.log(fmt::format("ignored a move of task {} to {}: {}", task, address, e.what()));
+        }
+      },
       [self](inbox_atom) { return self->state.inbox; },
       // The all-reduce actor of this process, for a peer of its ring (actors/cluster/allreduce.hpp).
       [self](collective_atom) -> caf::result<caf::actor> {

@@ -285,3 +285,42 @@ BOOST_AUTO_TEST_CASE(a_parameter_shard_that_throws_is_restarted_in_place_and_its
   // Training goes on from the restored values: three more steps after the failure.
   BOOST_TEST(session.run({m.step.value})[0].scalar_value<int64_t>() >= 5);
 }
+
+BOOST_AUTO_TEST_CASE(a_ps_that_does_not_come_back_is_taken_over_by_a_spare_and_training_goes_on) {
+  troupe::testing::NodeCluster c({{"worker", 1}, {"ps", 2}, {"spare", 1}});
+  Model m;
+  Session session(m.root, c.session_on("worker:0", {}));
+  Saver saver(session);
+  const std::string dir = m.three_steps_saved(session, saver, c);
+  const std::string on_ps1 = m.w.node()->requested_device.find("task:1") != std::string::npos ? "w" : "b";
+  std::vector<Recovery> told;
+  Supervisor supervisor(session, &saver,
+                        {.checkpoint_dir = dir, .grace = 2s, .on_recovery = [&](const Recovery& r) { told.push_back(r); }});
+  supervisor.saw_global_step(3);
+  const std::vector<float> kept = values_of(session.run({on_ps1 == "w" ? m.b : m.w})[0]);
+  c.node("ps:1").signal(SIGKILL);  // and never started again
+  BOOST_TEST(c.node("ps:1").wait_exit(10s).has_value());
+  for (int i = 0; i < 2; ++i) BOOST_TEST(std::isfinite(supervisor.run([&] { return m.train_step(session); })));
+  BOOST_TEST_REQUIRE(told.size() == 1u);
+  const Recovery& r = told[0];
+  BOOST_TEST_MESSAGE(r.describe());
+  BOOST_TEST((r.tasks == std::vector<std::string>{"ps:1"}));
+  BOOST_TEST((r.spares == std::vector<std::string>{"spare:0"}));
+  BOOST_TEST(r.addresses[0] == fmt::format("127.0.0.1:{}", c.port("spare:0")));
+  BOOST_TEST(r.checkpoint == dir + "/ckpt-3");
+  BOOST_TEST(contains(r.describe(), "on spare:0, which took it over"), r.describe());
+  BOOST_TEST(c.node("spare:0").wait_for_output("takes over task ps:1", 1s), c.node("spare:0").out());
+  BOOST_TEST(c.node("ps:0").wait_for_output("task ps:1 runs at 127.0.0.1:", 1s), c.node("ps:0").out());
+  // ps:0's variable went on (one more step than before the loss), and a new session (another
+  // master) finds ps:1 where the spare runs it.
+  BOOST_TEST(values_of(session.run({on_ps1 == "w" ? m.b : m.w})[0]) != kept);
+  Session later(m.root, c.session_on("worker:0", {}));
+  BOOST_TEST(std::isfinite(m.train_step(later)));
+  // A member started after the move reads the old spec: its session still finds ps:1 on the
+  // spare (ps:0 knows), and the spare is no task of its own.
+  c.node("worker:0").signal(SIGKILL);
+  BOOST_TEST(c.node("worker:0").wait_exit(10s).has_value());
+  c.start("worker:0");
+  Session fresh(m.root, c.session_on("worker:0", {}));
+  BOOST_TEST(std::isfinite(m.train_step(fresh)));
+}

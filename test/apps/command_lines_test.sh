@@ -41,8 +41,8 @@ help "$bench allreduce" "--procs" "--mib" "--float16"
 help "$bench executor" "--shape" "=chain" "--nodes" "=10000"
 help "$bench transfer" "--sizes" "--window"
 help "$node" "--cluster" "--task" "--variable-memory-mb" "=0" "--status" "--make-certs"
-help "$launch" "--ps" "=1" "--workers" "--backup-workers" "--tls"
-help "$app" "--mode" "=async" "--backup-workers" "--steps" "--batch" "=64"
+help "$launch" "--ps" "=1" "--workers" "--backup-workers" "--tls" "--spares"
+help "$app" "--mode" "=async" "--backup-workers" "--steps" "--batch" "=64" "--recovery-grace-s"
 
 refused "$bench nosuch" nosuch
 refused "$bench convnet --no-such-option" --no-such-option

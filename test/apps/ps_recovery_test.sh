@@ -7,7 +7,8 @@
 # (ps:0 killed) ends every global step; a stopped (SIGSTOP) ps is killed by --hang-timeout and
 # recovered the same way; in sync with a backup a killed worker, then the killed chief, are
 # started again (--restart-workers) and rejoin at the current global step; in sync without a
-# backup a stopped worker makes the chief lower m until it is back. Each signal comes once
+# backup a stopped worker makes the chief lower m until it is back; a ps task killed for good is
+# taken over by a spare. Each signal comes once
 # a new checkpoint is published (polled, bounded); every process is started and stopped by
 # troupe-launch (by pid), each job bounded by `timeout`.
 # Usage: ps_recovery_test.sh TROUPE_LAUNCH TROUPE_FASHION_MNIST   (about 80 s on 2 cores)
@@ -33,7 +34,7 @@ run_job() {
   shift 2
   local dir=$work/$name
   mkdir -p "$dir"
-  timeout 240 "$launch" --dir "$dir" --restart-ps 2 --restart-workers 2 --hang-timeout 3 "$@" \
+  timeout 240 "$launch" --dir "$dir" --restart-ps "${RESTART_PS:-2}" --restart-workers 2 --hang-timeout 3 "$@" \
     --checkpoint-dir "$dir/ckpt" --save-every-steps 100 > "$work/$name.out" 2>&1 &
   job_pid=$!
   local seen="" action
@@ -115,4 +116,15 @@ grep -q "^\[worker:1\] worker:1: rejoined the job at global step [1-9]" "$work/n
   || { cat "$work/nobackup.out"; fail "nobackup: worker:1 did not rejoin"; }
 [[ $(field global_steps "$work/nobackup.out") == 1500 ]] || fail "nobackup: not 1500 global steps"
 echo "sync without backups, worker:1 stopped, lost and rejoined: test accuracy $(field test_accuracy "$work/nobackup.out")"
+# A ps task that is not started again (--restart-ps 0): after the grace period the chief has the
+# spare take it over, restores its variables there, and the job goes on.
+RESTART_PS=0 run_job spare KILL:ps:1 --ps 2 --spares 1 --workers 2 -- "$app" --model mlp --threads 1 --mode async \
+  --steps 1500 --recovery-grace-s 2 --json
+line=$(grep '^\[worker:0\] worker:0: recovered from the loss of ps:1 (again at [0-9.:]*, on spare:0, which took it over)' \
+  "$work/spare.out" || true)
+[[ -n $line ]] || { cat "$work/spare.out"; fail "spare: the chief reported no take-over of ps:1"; }
+echo "$line"
+grep -q '^\[spare:0\] .* spare:0: takes over task ps:1' "$work/spare.out" || { cat "$work/spare.out"; fail "spare: no take-over logged"; }
+[[ $(field global_steps "$work/spare.out") -ge 1500 ]] || fail "spare: fewer global steps than asked"
+echo "async, ps:1 killed for good and taken over by spare:0: test accuracy $(field test_accuracy "$work/spare.out")"
 echo "ps_recovery_test: passed"
