@@ -426,6 +426,13 @@ int main(int argc, char** argv) {
       // dies is one fewer.
       if (!is_worker && p.exit_code && !gone.count(p.task) && failure.empty()) {
         const bool spare = p.task.rfind("spare:", 0) == 0;
+        // The chief gives lost tasks to the spares in order: the first handed_over ones serve a
+        // ps task now, and such a one dying loses that task for good.
+        if (spare && std::stoi(p.task.substr(6)) < int(handed_over)) {
+          failure = p.task + ", which took over a lost ps task, exited with " + std::to_string(*p.exit_code) +
+                    ": that task is lost for good";
+          continue;
+        }
         if (spare || int(handed_over) < spares) {
           gone.insert(p.task);
           if (!spare) ++handed_over;
