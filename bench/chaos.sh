@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The chaos run (issue 16): a local cluster (2 ps, 3 workers) trains the Fashion-MNIST CNN in sync
+# The chaos run (issue 16): a local cluster (2 ps, 3 workers, 1 spare) trains the Fashion-MNIST CNN in sync
 # mode with one backup worker, by troupe-launch with every recovery on (--restart-ps,
-# --restart-workers, --hang-timeout 3), while this script sends a random ps or worker SIGKILL or
+# --restart-workers, --hang-timeout 3; the spare stands by, since every ps task is started
+# again), while this script sends a random ps or worker SIGKILL or
 # SIGSTOP every 30-60 s for MINUTES minutes. Then the same job runs undisturbed for the same
 # number of global steps. It reports every disruption with the time until the job went on (from
 # the signal to the chief's "recovered" line for a ps, to the worker's "rejoined" line for a
@@ -36,7 +37,7 @@ run() {
   local name=$1 chaos=$2 dir=$out/$1
   rm -rf "$dir"
   mkdir -p "$dir"
-  ( "$launch" --dir "$dir" --ps 2 --workers 3 --backup-workers 1 --restart-ps 1000 --restart-workers 1000 \
+  ( "$launch" --dir "$dir" --ps 2 --spares 1 --workers 3 --backup-workers 1 --restart-ps 1000 --restart-workers 1000 \
       --hang-timeout 3 -- "$app" --model cnn --mode sync --threads 1 --steps "$steps" \
       --checkpoint-dir "$dir/ckpt" --save-every-steps 200 --json 2>&1 \
       | while IFS= read -r line; do printf '%s %s\n' "$EPOCHREALTIME" "$line"; done > "$dir/log" ) &
