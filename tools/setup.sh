@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   g++ cmake ninja-build ccache pkg-config
-  libcaf-dev libssl-dev capnproto libcapnp-dev libfmt-dev libboost-test-dev nlohmann-json3-dev libcli11-dev
+  libcaf-dev libssl-dev capnproto libprotobuf-dev protobuf-compiler libcapnp-dev libfmt-dev libboost-test-dev nlohmann-json3-dev libcli11-dev
   libdnnl-dev ocl-icd-opencl-dev libopenblas-dev libeigen3-dev
   zlib1g-dev dataset-fashion-mnist
   python3
