@@ -26,6 +26,7 @@
 #include <optional>
 
 #include "actors/prefetch.hpp"
+#include "core/summary/event_writer.hpp"
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
 #include "apps/cli_checks.hpp"
@@ -67,6 +68,10 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--stop-after-steps", a.stop_after_steps, "save and stop at this global step (0: no stop)")
       ->check(troupe::cli::non_negative);
   app.add_flag("--json", a.json, "one JSON line per epoch (on a cluster: the chief's summary)");
+  app.add_option("--logdir", a.logdir,
+                 "write TensorBoard event files here: train/loss, train/examples_per_s, train/learning_rate every 20 "
+                 "steps, test/accuracy after each epoch and at the end (on a cluster: the chief's, with "
+                 "train/dropped_gradients)");
   auto* cluster = app.add_option("--cluster", a.cluster, "cluster spec (JSON): train as one worker of a cluster job")
                       ->check(CLI::ExistingFile)
                       ->group("Cluster");
@@ -259,6 +264,13 @@ int main(int argc, char** argv) {
                   a.model.c_str(), (long long)model.num_parameters(), a.epochs, (long long)steps, a.batch,
                   a.optimizer.c_str(), a.lr);
     double total_seconds = 0, last_accuracy = 0;
+    // TensorBoard's scalars: every kLogEvery steps the mean loss and the rate over them.
+    constexpr int64_t kLogEvery = 20;
+    std::optional<EventWriter> events;
+    if (!a.logdir.empty()) events.emplace(a.logdir);
+    double logged_loss = 0;
+    int64_t logged_steps = 0;
+    auto logged_since = std::chrono::steady_clock::now();
     int64_t stop_step = int64_t(a.stop_after_epochs > 0 ? std::min(a.epochs, a.stop_after_epochs) : a.epochs) * steps;
     if (a.stop_after_steps > 0) stop_step = std::min(stop_step, a.stop_after_steps);
     for (int epoch = int(from.epoch) + 1; epoch <= a.epochs && global_step < stop_step; ++epoch) {
@@ -274,6 +286,17 @@ int main(int argc, char** argv) {
         if (a.save_every_steps > 0 && global_step % a.save_every_steps == 0) save(false);
         loss_sum += double(l) * double(b);
         seen += b;
+        if (events) {
+          logged_loss += double(l);
+          if (++logged_steps == kLogEvery) {
+            const auto now = std::chrono::steady_clock::now();
+            const double rate = double(kLogEvery * a.batch) / std::chrono::duration<double>(now - logged_since).count();
+            events->scalar("train/loss", logged_loss / double(kLogEvery), global_step);
+            events->scalar("train/examples_per_s", rate, global_step);
+            events->scalar("train/learning_rate", a.lr, global_step);
+            logged_loss = 0, logged_steps = 0, logged_since = now;
+          }
+        }
         double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         bool report = tty ? (step % 10 == 0 || step == steps) : (!a.json && (step % (steps / 5 + 1) == 0));
         if (report) {
@@ -292,6 +315,7 @@ int main(int argc, char** argv) {
       double hits = 0;
       for (int64_t i = 0; i < test_size / test_batch; ++i) hits += session.run({correct})[0].scalar_value<float>();
       last_accuracy = hits / double(test_size);
+      if (events) events->scalar("test/accuracy", last_accuracy, global_step);
       if (a.json) {
         std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"epoch\":%d,\"batch\":%d,\"threads\":%d,\"prefetch\":%d,"
                     "\"global_step\":%lld,\"train_loss\":%.9g,\"test_accuracy\":%.4f,\"epoch_seconds\":%.3f,\"examples_per_s\":%.1f}\n",
@@ -314,6 +338,7 @@ int main(int argc, char** argv) {
       if (global_step % steps != 0 || last_accuracy == 0) {
         for (int64_t i = 0; i < test_size / test_batch; ++i) hits += session.run({correct})[0].scalar_value<float>();
         last_accuracy = hits / double(test_size);
+        if (events) events->scalar("test/accuracy", last_accuracy, global_step);
       }
       if (a.json)
         std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"stopped\":true,\"global_step\":%lld,\"batch\":%d,"

@@ -19,6 +19,7 @@ struct Args {
   int64_t seed = 1;
   int threads = 0;
   bool json = false;
+  std::string logdir;              // TensorBoard event files here; empty: none
   std::string data = "/usr/share/datasets/fashion-mnist";
   int prefetch = 8;  // batches read ahead; 0: read in the training loop
   // Examples; the whole training set by default, so each epoch is a uniform reshuffle as in

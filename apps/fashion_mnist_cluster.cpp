@@ -31,6 +31,7 @@
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
 #include "actors/supervisor.hpp"
+#include "core/summary/event_writer.hpp"
 #include "apps/fashion_mnist.hpp"
 #include "devices/cpu_threads.hpp"
 #include "graph/gradients.hpp"
@@ -228,6 +229,9 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
   auto last_report = Clock::now();
   int64_t last_report_step = global;
   double loss_avg = 0;  // moving average of this worker's losses
+  // The chief's TensorBoard scalars, at every progress report (every 2 s) and at the end.
+  std::optional<EventWriter> events;
+  if (job.chief && !a.logdir.empty()) events.emplace(a.logdir);
   int64_t saved_step = global;
   std::future<std::string> saving;
   while (global < job.steps) {
@@ -252,8 +256,15 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
     }
     const double since = seconds_since(last_report);
     if (since >= 2.0 || global >= job.steps) {
-      print_progress(job, {global, double(global - last_report_step) * a.batch * job.replicas_per_step / since,
-                           loss_avg, total(dropped_now())});
+      const Progress p{global, double(global - last_report_step) * a.batch * job.replicas_per_step / since, loss_avg,
+                       total(dropped_now())};
+      print_progress(job, p);
+      if (events) {
+        events->scalar("train/loss", p.loss, global);
+        events->scalar("train/examples_per_s", p.examples_per_s, global);
+        events->scalar("train/learning_rate", a.lr, global);
+        if (a.mode == "sync") events->scalar("train/dropped_gradients", double(p.dropped), global);
+      }
       last_report = Clock::now();
       last_report_step = global;
     }
@@ -270,6 +281,7 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
     if (saved_step != global) t.supervised([&] { t.saver->save(a.checkpoint_dir, global); });
   }
   const double accuracy = t.supervised([&] { return test_accuracy(*t.session, t.correct); });
+  if (events) events->scalar("test/accuracy", accuracy, global);
   print_summary(a, job, global, global - timed_from_step, seconds, loss_avg, accuracy, dropped_now());
   return 0;
 }
