@@ -1,7 +1,6 @@
 #include "actors/param_shard.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -10,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "core/failpoint.hpp"
+#include "core/report.hpp"
 #include "devices/cpu_threads.hpp"
 #include "ops/state/variable.hpp"
 
@@ -137,8 +137,6 @@ ShardReply optimizer_step(ParamShardState& state, const std::string& name, const
   return {};
 }
 
-// A replica's gradient for global step local_step: dropped when the accumulator has moved past
-// that step, else added; the replicas-th of a step applies their average.
 // The gradients (votes) `name` completes a step with: its ops' m, or fewer while lowered.
 int aggregated(const ParamShardState& state, const std::string& name, int replicas) {
   auto it = state.aggregate.find(name);
@@ -164,6 +162,8 @@ ShardReply apply_accumulated(ParamShardState& state, const std::string& name) {
   return optimizer_step(state, name, spec, average, learning_rate);
 }
 
+// A replica's gradient for global step local_step: dropped when the accumulator has moved past
+// that step, else added; the replicas-th of a step (fewer while lowered) applies their average.
 ShardReply accumulate(ParamShardState& state, const std::string& name, const OptimizerSpec& spec, const Tensor& grad,
                       double learning_rate, int64_t local_step, int replicas) {
   if (!state.variables.count(name)) return uninitialised(name);
@@ -293,6 +293,14 @@ namespace {
 
 using Shard = caf::stateful_actor<ParamShardState>;
 
+// The names of the variables a shard holds, sorted.
+std::vector<std::string> variable_names(const ParamShardState& st) {
+  std::vector<std::string> names;
+  for (auto& [name, value] : st.variables) names.push_back(name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 // What a shard holds takes from the process's variable budget; given back when it is dropped.
 void release_budget(ParamShardState& st) {
   if (!st.memory) return;
@@ -309,9 +317,7 @@ void release_budget(ParamShardState& st) {
 // chief's Supervisor restores them from the newest checkpoint (actors/supervisor.hpp).
 std::string restart_in_place(Shard* self, const std::string& what) {
   auto& st = self->state;
-  std::vector<std::string> lost;
-  for (auto& [name, value] : st.variables) lost.push_back(name);
-  std::sort(lost.begin(), lost.end());
+  const std::vector<std::string> lost = variable_names(st);
   const std::string message = fmt::format(
       "the parameter shard failed ({}) and was restarted empty in place; its variable(s) {} must be "
       "initialised or restored again",
@@ -324,8 +330,7 @@ std::string restart_in_place(Shard* self, const std::string& what) {
   st.accumulators.clear();
   st.barriers.clear();
   st.aggregate.clear();
-  std::fprintf(stderr, "troupe: %s\n", message.c_str());
-  std::fflush(stderr);
+  report_to_stderr(message);
   return message;
 }
 
@@ -477,12 +482,7 @@ caf::behavior budgeted_param_shard(caf::stateful_actor<ParamShardState>* self, s
             return {};
           }),
       contain(self,
-              [self](names_atom) {
-                std::vector<std::string> names;
-                for (auto& [name, value] : self->state.variables) names.push_back(name);
-                std::sort(names.begin(), names.end());
-                return names;
-              }),
+              [self](names_atom) { return variable_names(self->state); }),
 
   };
 }

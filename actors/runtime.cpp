@@ -28,7 +28,7 @@ void configure_network(caf::actor_system_config& config, const NetworkOptions& n
   // Off in CAF 0.17 already; said here because such connections would be plain TCP.
   config.set("middleman.enable-automatic-connections", false);
   if (!network.tls.empty()) {
-    check_tls_files(network.tls, "this process");
+    check_tls_files(network.tls, network.tls_holder);
     config.load<caf::openssl::manager>();
     config.openssl_cafile = network.tls.ca;
     config.openssl_certificate = network.tls.certificate;

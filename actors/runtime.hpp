@@ -23,6 +23,7 @@ struct NetworkOptions {
   std::chrono::milliseconds heartbeat{200};
   std::chrono::milliseconds connection_timeout{1000};
   TlsFiles tls;
+  std::string tls_holder = "this process";  // who the TLS files are, in their errors ("task ps:0")
 };
 
 // CAF's network layer as every networked Troupe process sets it up: the middleman, the message

@@ -14,6 +14,7 @@
 #include "actors/slow_step_watch.hpp"
 #include "actors/timeouts.hpp"
 #include "actors/wait_chain.hpp"
+#include "core/report.hpp"
 
 namespace troupe {
 
@@ -189,10 +190,8 @@ Session::Session(std::shared_ptr<Graph> graph, SessionOptions options) : impl_(n
     impl_->master = std::make_unique<Master>(options.target, m);
   }
   if (options.slow_step_report.count() > 0) {
-    auto sink = options.on_slow_step ? options.on_slow_step : [](const std::string& report) {
-      std::fprintf(stderr, "troupe: %s\n", report.c_str());
-      std::fflush(stderr);
-    };
+    std::function<void(const std::string&)> sink =
+        options.on_slow_step ? options.on_slow_step : report_to_stderr;
     // A step is watched with its executable (local) or its signature (cluster): both live as
     // long as the session, and the watch goes first.
     auto report = [im = impl_.get()](uint64_t step, const void* what) -> std::string {

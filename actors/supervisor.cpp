@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <condition_variable>
-#include <cstdio>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -12,6 +11,7 @@
 #include <thread>
 
 #include "actors/cluster/master.hpp"
+#include "core/report.hpp"
 
 namespace troupe {
 
@@ -75,12 +75,8 @@ struct Supervisor::Impl {
   }
   void watch_replicas();
   void tell(const std::string& line) const {
-    if (options.on_replicas) {
-      options.on_replicas(line);
-    } else {
-      std::fprintf(stderr, "troupe: %s\n", line.c_str());
-      std::fflush(stderr);
-    }
+    if (options.on_replicas) options.on_replicas(line);
+    else report_to_stderr(line);
   }
   static Master& master_of(Session& s) {
     if (!s.cluster_master())

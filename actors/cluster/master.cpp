@@ -61,6 +61,12 @@ struct TaskLink {
   std::vector<std::string> devices;
   std::string lost;  // why it is unreachable; empty while connected
   bool retired = false;  // a spare that took over another task: no task of its own any more
+  // A spare that now is `task`: never connected or placed on as itself again.
+  void retire(const std::string& task) {
+    retired = true;
+    devices.clear();
+    lost = fmt::format("it took over {}", task);
+  }
 };
 
 struct Links {
@@ -262,9 +268,7 @@ void Master::Impl::connect(int i) {
   if (task != t.id.to_string()) {
     if (t.id.job == "spare") {  // it took that task over: no task of its own any more
       std::lock_guard<std::mutex> lock(links->mutex);
-      t.retired = true;
-      t.devices.clear();
-      t.lost = fmt::format("it took over {}", task);
+      t.retire(task);
       return;
     }
     fail(ErrorCode::failed_precondition, "the member at {} says it is task {}, but the spec has {} there",
@@ -432,10 +436,7 @@ std::optional<std::pair<std::string, std::string>> Master::take_over_with_spare(
     }
     {
       std::lock_guard<std::mutex> lock(im.links->mutex);
-      auto& s_link = im.links->tasks[std::size_t(s)];
-      s_link.retired = true;
-      s_link.devices.clear();
-      s_link.lost = fmt::format("it took over {}", task);
+      im.links->tasks[std::size_t(s)].retire(task);
       im.links->tasks[std::size_t(lost)].address = at;
     }
     // Every member learns where the task runs now (best effort, each bounded): a master that

@@ -8,7 +8,6 @@
 #include <random>
 
 #include "actors/cluster/cluster_messages.hpp"
-#include "actors/cluster/tls.hpp"
 #include "actors/cluster/tls_watch.hpp"
 #include "actors/cluster/worker.hpp"
 #include "actors/param_shard.hpp"
@@ -21,7 +20,10 @@
 namespace troupe {
 namespace {
 
-NetworkOptions network_of(const MemberOptions& o) { return {o.heartbeat, o.connection_timeout, o.tls}; }
+// `holder`: who the TLS files are, in their errors.
+NetworkOptions network_of(const MemberOptions& o, const std::string& holder = "this process") {
+  return {o.heartbeat, o.connection_timeout, o.tls, holder};
+}
 
 uint64_t fresh_incarnation() {
   std::random_device entropy;
@@ -54,8 +56,7 @@ ClusterMember::ClusterMember(const ClusterSpec& spec, const TaskId& task, const 
     impl_->devices += (impl_->devices.empty() ? "" : ",") +
                       fmt::format("/job:{}/task:{}{}", task.job, task.index, local.substr(local.find("/device:")));
   }
-  if (!options.tls.empty()) check_tls_files(options.tls, "task " + task.to_string());
-  impl_->runtime = Runtime::get_networked(options.threads, network_of(options));
+  impl_->runtime = Runtime::get_networked(options.threads, network_of(options, "task " + task.to_string()));
   auto& system = impl_->runtime->system();
   auto context = std::make_shared<MemberContext>();
   context->task = task;

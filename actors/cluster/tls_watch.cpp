@@ -18,6 +18,9 @@
 
 #include <fmt/format.h>
 
+#include "actors/cluster/cluster_spec.hpp"
+#include "core/report.hpp"
+
 namespace troupe {
 namespace {
 
@@ -38,12 +41,8 @@ void emit(const std::string& line) {
     std::lock_guard<std::mutex> lock(watch_mutex);
     log = event_log;
   }
-  if (log) {
-    log(line);
-  } else {
-    std::fprintf(stderr, "troupe: %s\n", line.c_str());
-    std::fflush(stderr);
-  }
+  if (log) log(line);
+  else report_to_stderr(line);
 }
 
 std::string peer_of(SSL* ssl) {
@@ -52,14 +51,17 @@ std::string peer_of(SSL* ssl) {
   const int fd = SSL_get_fd(ssl);
   if (fd < 0 || ::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown peer";
   char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
   if (a.ss_family == AF_INET) {
     auto* v4 = reinterpret_cast<sockaddr_in*>(&a);
     ::inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
-    return fmt::format("{}:{}", host, ntohs(v4->sin_port));
+    port = ntohs(v4->sin_port);
+  } else {
+    auto* v6 = reinterpret_cast<sockaddr_in6*>(&a);
+    ::inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
+    port = ntohs(v6->sin6_port);
   }
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(&a);
-  ::inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
-  return fmt::format("[{}]:{}", host, ntohs(v6->sin6_port));
+  return TaskAddress{host, port}.to_string();  // "[v6]:port" for IPv6
 }
 
 // Why a handshake failed, from what OpenSSL left (its error queue stays as it is for CAF).

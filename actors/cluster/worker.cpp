@@ -90,6 +90,14 @@ namespace {
 
 using Worker = caf::stateful_actor<WorkerState>;
 
+// The member's copy of the spec after a spare took a task over: `task` runs at `address`, and
+// the spare `retired` is no task of its own any more.
+void move_task(MemberContext& c, const TaskId& task, const TaskAddress& address, const TaskId& retired) {
+  for (auto& [t, a] : c.cluster)
+    if (t == task) a = address;
+  std::erase_if(c.cluster, [&](const auto& entry) { return entry.first == retired; });
+}
+
 // The connection to a peer (CAF's own, with the network layer's heartbeats), made once per
 // incarnation, by the member of the two whose task sorts first: two members connecting to each
 // other at once make CAF drop both connections. Values then go to the peer directly, and its
@@ -375,20 +383,15 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         TaskAddress mine;
         for (auto& [t, a] : c.cluster)
           if (t == was) mine = a;
-        for (auto& [t, a] : c.cluster)
-          if (t == to) a = mine;
-        std::erase_if(c.cluster, [&](const auto& entry) { return entry.first == was; });
+        move_task(c, to, mine, was);
         return {task, c.incarnation, c.devices};
       },
       // Where a task runs now, and the spare that took it over (no task of its own any more).
       [self](moved_atom, const std::string& task, const std::string& address, const std::string& retired) {
         auto& c = *self->state.context;
         try {
-          const TaskId moved = parse_task_id(task), gone = parse_task_id(retired);
-          const TaskAddress at = parse_task_address(address, "a task's new address");
-          for (auto& [t, a] : c.cluster)
-            if (t == moved) a = at;
-          std::erase_if(c.cluster, [&](const auto& entry) { return entry.first == gone; });
+          move_task(c, parse_task_id(task), parse_task_address(address, "a task's new address"),
+                    parse_task_id(retired));
           c.log(fmt::format("task {} runs at {} now (spare {} took it over)", task, address, retired));
         } catch (const Error& e) {
           c.log(fmt::format("ignored a move of task {} to {}: {}", task, address, e.what()));

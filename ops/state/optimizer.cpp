@@ -37,11 +37,15 @@ void check_update_inputs(InferenceContext& c) {
   kind_from_name(c.attr<std::string>("optimizer"));
 }
 
+// Input `i` is an int64 scalar (`what` names it in the error).
+void check_int64_scalar_input(InferenceContext& c, int i, const char* what) {
+  if (c.input_type(i) != DType::int64 || (c.input_shape(i).rank_known() && c.input_shape(i).rank() != 0))
+    c.error("input {} must be {}, got {}{}", i, what, name_of(c.input_type(i)), c.input_shape(i).to_string());
+}
+
 // An int64 scalar input: a global step (the synchronous replicas' ops).
 void check_step_input(InferenceContext& c, int i) {
-  if (c.input_type(i) != DType::int64 || (c.input_shape(i).rank_known() && c.input_shape(i).rank() != 0))
-    c.error("input {} must be the int64 scalar global step, got {}{}", i, name_of(c.input_type(i)),
-            c.input_shape(i).to_string());
+  check_int64_scalar_input(c, i, "the int64 scalar global step");
   if (c.attr<int64_t>("replicas_to_aggregate") < 1)
     c.error("replicas_to_aggregate must be positive, got {}", c.attr<int64_t>("replicas_to_aggregate"));
 }
@@ -141,9 +145,7 @@ TROUPE_REGISTER_OP(OpDef{
     .stateful = true,
     .variable_op = true,
     .shape_fn = [](InferenceContext& c) {
-      if (c.input_type(0) != DType::int64 || (c.input_shape(0).rank_known() && c.input_shape(0).rank() != 0))
-        c.error("input 0 must be an int64 scalar (the replicas to aggregate), got {}{}", name_of(c.input_type(0)),
-                c.input_shape(0).to_string());
+      check_int64_scalar_input(c, 0, "an int64 scalar (the replicas to aggregate)");
       c.set_output(0, DType::int64, PartialShape{});
     },
     .required_attrs = {"shared_name"}});

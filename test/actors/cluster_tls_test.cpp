@@ -195,3 +195,20 @@ BOOST_AUTO_TEST_CASE(a_member_that_dies_leaves_the_other_tls_connections_of_its_
   // ps:0's connections to worker:0 and to the session stay: its steps go on.
   BOOST_TEST(counter.bumped(2) == (std::vector<float>{31.0f, 62.0f}));
 }
+
+BOOST_AUTO_TEST_CASE(a_task_whose_key_is_not_its_certificates_does_not_start_and_says_which_files) {
+  troupe::testing::ScratchDir dir;
+  const auto ports = free_loopback_ports(2);
+  std::ofstream(dir.file("spec.json")) << fmt::format(R"({{"cluster": {{"ps": ["127.0.0.1:{}"], "worker": ["127.0.0.1:{}"]}}}})",
+                                                      ports[0], ports[1]);
+  std::string spec = read_file(make_cluster_certificates(dir.file("spec.json"), dir.file("certs")));
+  spec.replace(spec.find("\"ps-0.key\""), 10, "\"worker-0.key\"");
+  std::ofstream(dir.file("certs/bad.json")) << spec;
+  ChildProcess node({TROUPE_NODE_BINARY, "--cluster", dir.file("certs/bad.json"), "--task", "ps:0"}, dir.file("out"),
+                    dir.file("err"));
+  const auto code = node.wait_exit(30s);
+  BOOST_TEST((code && *code == 1), node.err());
+  BOOST_TEST(contains(node.err(), "task ps:0: TLS key " + dir.file("certs/worker-0.key") + " does not belong to certificate " +
+                                      dir.file("certs/ps-0.pem")),
+             node.err());
+}
