@@ -143,6 +143,9 @@ using step_waits_atom = caf::atom_constant<caf::atom("stepwaits")>;
 // (status_atom) -> vector<StepStatus>: every step this task is running, with its waiting nodes
 // (troupe-node --status).
 using status_atom = caf::atom_constant<caf::atom("status")>;
+// (peer_hello_atom, task, incarnation, inbox): sent by the member that made the connection
+// between two peers, over it, to the other's worker: the other watches `inbox` from then on.
+using peer_hello_atom = caf::atom_constant<caf::atom("peerhello")>;
 
 // Registers every type above (and the tensor chunks) with a process's CAF configuration, by the
 // names every process uses.

@@ -385,6 +385,7 @@ std::vector<Master::TaskWorker> Master::task_workers() {
 bool Master::task_alive(const std::string& task) {
   Impl& im = *impl_;
   int index = -1;
+  uint64_t was = 0;
   {
     std::lock_guard<std::mutex> lock(im.links->mutex);
     for (int i = 0; i < int(im.links->tasks.size()); ++i) {
@@ -393,15 +394,17 @@ bool Master::task_alive(const std::string& task) {
       if (t.retired) return false;
       if (t.lost.empty() && t.worker) return true;
       index = i;
+      was = t.incarnation;
     }
   }
   if (index < 0) fail(ErrorCode::invalid_argument, "the cluster has no task {}", task);
   try {
     im.connect(index);
-    return true;
   } catch (const Error&) {
     return false;
   }
+  std::lock_guard<std::mutex> lock(im.links->mutex);
+  return was == 0 || im.links->tasks[std::size_t(index)].incarnation == was;
 }
 
 std::optional<std::pair<std::string, std::string>> Master::take_over_with_spare() {

@@ -75,7 +75,9 @@ class Master {
   std::vector<TaskWorker> task_workers();
   // Whether `task` ("worker:2") is up: true unless the master saw it lost (its process died or
   // stopped answering heartbeats), and then true once it is connected again (one attempt,
-  // bounded as connecting is). Throws invalid_argument for a task the cluster lacks.
+  // bounded as connecting is) to the same process. Reconnected to a new process (restarted
+  // while the attempt waited), it says false once: it was lost, and the next call says it is
+  // back. Throws invalid_argument for a task the cluster lacks.
   bool task_alive(const std::string& task);
   // A ps task lost for good gets a spare: the first task of the "spare" job that answers takes
   // it over (its process becomes that task, empty; every member is told where it runs now), and

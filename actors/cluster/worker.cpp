@@ -103,6 +103,11 @@ void move_task(MemberContext& c, const TaskId& task, const TaskAddress& address,
 // other at once make CAF drop both connections. Values then go to the peer directly, and its
 // loss is seen and logged. Only the middlemen talk here: the peer's worker may itself be busy
 // registering, and the master sent its inbox and incarnation.
+void watch(Worker* self, WorkerState::Peer& peer) {
+  self->monitor(peer.inbox);
+  peer.watched = true;
+}
+
 const WorkerState::Peer& peer_of(Worker* self, const TaskPeer& p) {
   auto& s = self->state;
   auto it = s.peers.find(p.task);
@@ -120,8 +125,13 @@ const WorkerState::Peer& peer_of(Worker* self, const TaskPeer& p) {
       fail(e.code(), "cannot reach peer task {} at {}: {}", p.task, address.to_string(), e.what());
     }
     s.context->log(fmt::format("peer connected: {} at {} (incarnation {:#x})", p.task, address.to_string(), peer.incarnation));
+    self->send(peer.worker, peer_hello_atom::value, s.context->task.to_string(), s.context->incarnation, s.inbox);
+    watch(self, peer);
+  } else if (auto c = s.connected.find(p.task); c != s.connected.end() && c->second == p.incarnation) {
+    watch(self, peer);
   }
-  self->monitor(peer.inbox);
+  // Else the peer's hello says when its connection exists: monitoring a peer this member has no
+  // route to yet (the master handed its inbox over) would report it lost at once.
   return s.peers[p.task] = std::move(peer);
 }
 
@@ -339,6 +349,14 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
     drop(self, owned);
   });
   return {
+      [self](peer_hello_atom, const std::string& task, uint64_t incarnation, caf::actor& inbox) {
+        auto& s = self->state;
+        s.connected[task] = incarnation;
+        auto it = s.peers.find(task);
+        if (it == s.peers.end() || it->second.incarnation != incarnation || it->second.watched) return;
+        it->second.inbox = std::move(inbox);
+        watch(self, it->second);
+      },
       [self](identify_atom) -> caf::result<std::string, uint64_t, std::string> {
         auto& c = *self->state.context;
         return {c.task.to_string(), c.incarnation, c.devices};

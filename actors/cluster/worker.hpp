@@ -50,11 +50,14 @@ struct WorkerState {
   caf::actor inbox;
   struct Peer {
     caf::actor worker;  // when this member made the connection
-    caf::actor inbox;   // monitored
+    caf::actor inbox;   // monitored once `watched`
     std::string address;
     uint64_t incarnation = 0;
+    bool watched = false;
   };
   std::map<std::string, Peer> peers;  // by task ("worker:1")
+  // The peers whose connection to this member exists (their hello came), by task: incarnation.
+  std::map<std::string, uint64_t> connected;
   std::map<caf::actor_addr, std::string> owners;  // the masters it monitors, by name
   static inline const char* name = "troupe.worker";
 };
