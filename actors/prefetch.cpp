@@ -3,6 +3,7 @@
 #include "actors/queue_actor.hpp"
 #include "actors/runtime.hpp"
 #include "actors/timeouts.hpp"
+#include "core/trace.hpp"
 
 #include <algorithm>
 #include <deque>
@@ -63,15 +64,32 @@ void Prefetcher::run(data::Pipeline pipeline, data::Position from) {
     using Handle = decltype(self->request(impl_->queue, timeouts::prefetch_enqueue(), enqueue_atom::value, kPrefetchStep,
                                           std::vector<Tensor>{}, false));
     std::deque<Handle> in_flight;
+    // While a step is traced (core/trace.hpp): the waits for room in the queue and the reading of
+    // each element, as events of no step, which a traced step's trace takes while it runs.
+    const std::string waits_for_room = fmt::format("input pipeline waits for room in queue '{}'", impl_->spec.name);
     auto settle_one = [&] {
       Handle oldest = std::move(in_flight.front());
       in_flight.pop_front();
+      const int64_t since = trace::on() ? trace::now_ns() : 0;
       impl_->await(oldest);
+      if (since) trace::record_wait(0, 0, waits_for_room, since, trace::now_ns());
       ++elements_;
     };
+    static const uint32_t read_name = trace::intern("read element"), pipeline_cat = trace::intern("input pipeline");
     auto it = pipeline.begin(from);
     while (!stop_) {
+      const int64_t since = trace::on() ? trace::now_ns() : 0;
       auto element = it->next();
+      if (since) {
+        trace::Event e;
+        e.ts = since;
+        e.dur = trace::now_ns() - since;
+        e.name = read_name;
+        e.cat = pipeline_cat;
+        e.detail = trace::intern(impl_->spec.name);
+        e.row = trace::thread_row();
+        trace::record(e);
+      }
       if (!element) break;
       in_flight.push_back(
           self->request(impl_->queue, timeouts::prefetch_enqueue(), enqueue_atom::value, kPrefetchStep,

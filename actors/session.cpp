@@ -6,6 +6,8 @@
 #include <mutex>
 #include <optional>
 
+#include <unistd.h>
+
 #include "actors/cluster/master.hpp"
 #include "actors/device_actor.hpp"
 #include "actors/executor/executable.hpp"
@@ -13,8 +15,10 @@
 #include "actors/runtime.hpp"
 #include "actors/slow_step_watch.hpp"
 #include "actors/timeouts.hpp"
+#include "actors/trace_file.hpp"
 #include "actors/wait_chain.hpp"
 #include "core/report.hpp"
+#include "core/trace.hpp"
 
 namespace troupe {
 
@@ -37,6 +41,20 @@ struct Session::Impl {
   // Reports steps running past options.slow_step_report; destroyed before the master.
   std::unique_ptr<SlowStepWatch> watch;
   std::map<std::string, std::shared_ptr<Master::Signature>> signatures;
+  // SessionOptions::trace: the file's events so far, and what names this session's own events
+  // (the step slices) to the tracer.
+  std::unique_ptr<TraceFile> trace;
+  uint64_t trace_key = 0;
+  bool traces(uint64_t step, const RunOptions& options) const {
+    if (options.trace && !trace)
+      fail(ErrorCode::failed_precondition, "RunOptions::trace asks to trace step {}, but SessionOptions::trace.file "
+                                           "names no file to write it to", step);
+    return trace && (options.trace || (step >= this->options.trace.first_step && step <= this->options.trace.last_step));
+  }
+  // A traced step that ended (from start to end on this process's clock): the session's slice of
+  // it and this process's events (pid 1), with the tasks' on a cluster; written when it is the
+  // last step asked for.
+  void end_traced_step(uint64_t step, int64_t start, int64_t end, Master::Signature* sig, uint64_t exe_key);
   std::shared_ptr<Master::Signature> signature_for(const std::vector<Endpoint>& feeds,
                                                    const std::vector<Endpoint>& fetches, const std::vector<int>& targets);
 
@@ -200,6 +218,48 @@ Session::Session(std::shared_ptr<Graph> graph, SessionOptions options) : impl_(n
     };
     impl_->watch = std::make_unique<SlowStepWatch>(options.slow_step_report, std::move(report), std::move(sink));
   }
+  if (!options.trace.file.empty()) {
+    TROUPE_CHECK_ARG(options.trace.first_step <= options.trace.last_step,
+                     "trace steps {}-{}: the first is after the last", options.trace.first_step, options.trace.last_step);
+    static std::atomic<uint64_t> sessions{1};
+    impl_->trace_key = (uint64_t(1) << 63) | sessions.fetch_add(1);  // apart from executables' keys
+    impl_->trace = std::make_unique<TraceFile>(options.trace.file, options.trace.max_events);
+    trace::set_limit(options.trace.max_events);
+    char host[256] = "?";
+    gethostname(host, sizeof host - 1);
+    impl_->trace->add_process(1, options.target.empty() ? fmt::format("local (pid {} on {})", getpid(), host)
+                                                        : fmt::format("session (pid {} on {})", getpid(), host));
+  }
+}
+
+void Session::Impl::end_traced_step(uint64_t step, int64_t start, int64_t end, Master::Signature* sig,
+                                    uint64_t exe_key) {
+  const int64_t base = trace->base(start);
+  trace::Event e;
+  e.key = trace_key;
+  e.step = step;
+  e.ts = start;
+  e.dur = end - start;
+  e.name = trace::intern(fmt::format("step {}", step));
+  e.cat = trace::intern("step");
+  e.row = trace::named_row("Session::run");
+  trace::record(e);
+  std::vector<std::string> events = trace::take(trace_key, step, start, end, base, 1);
+  if (exe_key) {
+    auto mine = trace::take(exe_key, step, start, end, base, 1);
+    events.insert(events.end(), std::make_move_iterator(mine.begin()), std::make_move_iterator(mine.end()));
+  }
+  if (sig) {
+    TraceParts parts = master->take_trace(*sig, step, start, end, base);
+    for (auto& p : parts.processes) {
+      trace->add_process(p.pid, fmt::format("{} at {}", p.task, p.address));
+      trace->add_clock(p.task, p.clock_offset_ns, p.clock_error_ns);
+    }
+    for (auto& m : parts.missing) trace->add_note(fmt::format("step {}: no events from {}", step, m));
+    events.insert(events.end(), std::make_move_iterator(parts.lines.begin()), std::make_move_iterator(parts.lines.end()));
+  }
+  trace->add_step(step, std::move(events));
+  if (step == options.trace.last_step) trace->write();
 }
 
 Session::Session(const Scope& scope, SessionOptions options) : Session(scope.graph_ptr(), options) {}
@@ -210,6 +270,13 @@ Session::~Session() {
     impl_->slot_free.wait(lock, [&] { return impl_->in_flight == 0; });
   }
   impl_->watch.reset();
+  if (impl_->trace && !impl_->trace->written_since_last_step()) {
+    try {
+      impl_->trace->write();
+    } catch (const std::exception& e) {
+      report_to_stderr(fmt::format("the session's trace was not written: {}", e.what()));
+    }
+  }
   impl_->executables.clear();
   impl_->signatures.clear();
   impl_->master.reset();
@@ -247,9 +314,12 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
     Impl::StepSlot slot(im);
     const auto timeout = options.timeout.count() > 0 ? options.timeout : im.options.operation_timeout;
     const uint64_t step = im.next_step.fetch_add(1);
+    const bool traced = im.traces(step, options);
     std::optional<SlowStepWatch::Watched> watched;
     if (im.watch) watched.emplace(im.watch->watch(step, sig.get()));
-    StepResult result = im.master->run(*sig, step, std::move(feed_values), timeout);
+    const int64_t start = traced ? trace::now_ns() : 0;
+    StepResult result = im.master->run(*sig, step, std::move(feed_values), timeout, traced);
+    if (traced) im.end_traced_step(step, start, trace::now_ns(), sig.get(), 0);
     if (result.code != ErrorCode::ok) throw Error(result.code, std::move(result.message));
     return std::move(result.fetches);
   }
@@ -262,6 +332,8 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
     uint64_t step = im.next_step.fetch_add(1);
     std::optional<SlowStepWatch::Watched> watched;
     if (im.watch) watched.emplace(im.watch->watch(step, exe.get()));
+    const bool traced = im.traces(step, options) && trace::begin(exe->trace_key(), step);
+    const int64_t start = traced ? trace::now_ns() : 0;
     bool timed_out = false;
     self->request(exe->step_actor(), timeouts::step(timeout), run_atom::value, step, std::move(feed_values))
         .receive([&](StepResult& r) { result = std::move(r); },
@@ -275,6 +347,11 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
                                                 im.runtime->system().render(e));
                  });
     if (timed_out) result = im.abort_late_step(*exe, step, timeout);
+    if (traced) {
+      const int64_t end = trace::now_ns();
+      trace::end(exe->trace_key(), step);
+      im.end_traced_step(step, start, end, nullptr, exe->trace_key());
+    }
   }
   if (result.code != ErrorCode::ok) throw Error(result.code, std::move(result.message));
   return std::move(result.fetches);
@@ -345,6 +422,12 @@ Session::LoopState Session::loop_state() const {
 
 std::vector<TaskTransfers> Session::transfer_stats() const {
   return impl_->master ? impl_->master->transfer_stats() : std::vector<TaskTransfers>{};
+}
+
+void Session::write_trace() {
+  if (!impl_->trace)
+    fail(ErrorCode::failed_precondition, "write_trace: the session traces nothing (SessionOptions::trace.file is empty)");
+  impl_->trace->write();
 }
 
 int Session::num_executables() const {

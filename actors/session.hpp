@@ -28,6 +28,24 @@
 
 namespace troupe {
 
+// Tracing steps into a Chrome trace (docs/observability.md): every kernel's slice with its op,
+// node, input shapes, step, frame and iteration; values crossing between processes with an arrow
+// from sender to receiver; queue and input pipeline waits; memory in use per device. On a
+// cluster, every task's share of a traced step, a process row per task, their clocks aligned to
+// this process's.
+struct TraceOptions {
+  // Where the trace goes; empty: nothing is traced.
+  std::string file;
+  // The steps traced by number: run() calls counted from 1 in the order they start, `first_step`
+  // to `last_step` (0: none; RunOptions::trace picks steps one at a time). The file is written
+  // when step `last_step` ends, by write_trace(), and when the session ends if a step traced
+  // since was not written.
+  uint64_t first_step = 0, last_step = 0;
+  // The most events kept (in the process while steps run, and in the file); more are counted
+  // as left out in the file's otherData. About 100 bytes each in memory.
+  std::size_t max_events = 1'000'000;
+};
+
 struct SessionOptions {
   // The cores Troupe may use, set by the first Session alive (later ones share them); 0: the
   // cores this process may use (its CPU affinity and cgroup quota: usable_cores()). Both kinds of threads follow from it: the scheduler's (inter-op) threads
@@ -75,6 +93,8 @@ struct SessionOptions {
   // Every float32 value crossing between tasks travels as float16 (lossy: relative error at
   // most 2^-11; TensorFlow whitepaper §5.5); Scope::with_float16_transfer does it for some ops.
   bool float16_transfer = false;
+  // Chrome traces of chosen steps (TraceOptions above); tracing nothing costs nothing measurable.
+  TraceOptions trace;
 };
 
 // Options of one run() call.
@@ -83,6 +103,8 @@ struct RunOptions {
   // operation_timeout. A step still running then is aborted on every node, and run() fails with
   // deadline_exceeded, naming the nodes that were still waiting and for what.
   std::chrono::milliseconds timeout{0};
+  // Trace this step into SessionOptions::trace.file (which must be set), whatever its number.
+  bool trace = false;
 };
 
 // "node:port", "node" (port 0), or an Output.
@@ -178,6 +200,10 @@ class Session {
   // does not answer is left out); empty for a local session.
   std::vector<TaskTransfers> transfer_stats() const;
 
+  // Writes the steps traced so far to SessionOptions::trace.file (Chrome's trace format);
+  // throws failed_precondition when the session traces nothing, or naming the file when it
+  // cannot be written.
+  void write_trace();
   int num_executables() const;
   int steps_in_flight() const;
   // Names of the variables initialised in this session's parameter shards, sorted.

@@ -146,6 +146,12 @@ using status_atom = caf::atom_constant<caf::atom("status")>;
 // (peer_hello_atom, task, incarnation, inbox): sent by the member that made the connection
 // between two peers, over it, to the other's worker: the other watches `inbox` from then on.
 using peer_hello_atom = caf::atom_constant<caf::atom("peerhello")>;
+// Tracing (core/trace.hpp): (clock_atom) -> int64_t, the member's trace::now_ns(), which the
+// master's clock offset estimate reads; (trace_atom, handle, step) marks a step traced before its
+// RunGraph; (trace_atom, handle, step, from_ns, to_ns, shift_ns, pid) -> vector<string> takes
+// that step's events as Chrome trace JSON objects (times on the member's clock; ts - shift_ns).
+using clock_atom = caf::atom_constant<caf::atom("clock")>;
+using trace_atom = caf::atom_constant<caf::atom("trace")>;
 
 // Registers every type above (and the tensor chunks) with a process's CAF configuration, by the
 // names every process uses.

@@ -1,6 +1,7 @@
 #include "actors/cluster/inbox.hpp"
 
 #include "actors/executor/executable.hpp"
+#include "core/trace.hpp"
 
 namespace troupe {
 namespace {
@@ -18,6 +19,7 @@ void drop_transfers(InboxState& s, Which which) {
       continue;
     }
     s.assembler.drop(it->first);
+    s.traced_since.erase(it->first);
     it = s.in_progress.erase(it);
   }
 }
@@ -60,11 +62,13 @@ caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr
           s.in_progress.erase(transfer);
           return;
         }
+        if (trace::traced(v.handle, v.tag.step)) s.traced_since.try_emplace(transfer, trace::now_ns());
         std::optional<Tensor> whole;
         try {
           whole = s.assembler.add(v.chunk);
         } catch (const Error& e) {
           s.in_progress.erase(transfer);
+          s.traced_since.erase(transfer);
           fail_step(*reg, v.tag, e.code(), fmt::format("task {}: {}", s.context->task.to_string(), e.what()));
           return;
         }
@@ -73,6 +77,12 @@ caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr
           return;
         }
         s.in_progress.erase(transfer);
+        if (auto since = s.traced_since.find(transfer); since != s.traced_since.end()) {
+          auto from = reg->task_of.find(v.incarnation);
+          trace::record_transfer(false, v.handle, v.tag.step, from == reg->task_of.end() ? "?" : from->second,
+                                 int64_t(whole->byte_size()), transfer, since->second, trace::now_ns());
+          s.traced_since.erase(since);
+        }
         s.context->counters.values_received.fetch_add(1, std::memory_order_relaxed);
         send_input(self->context(), recv->second, v.tag, 0, Value{std::move(*whole), false});
       },

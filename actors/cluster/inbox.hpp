@@ -35,6 +35,7 @@ struct InboxState {
   std::set<Step> aborted;  // the last 1024 steps that failed: their chunks are dropped
   std::deque<Step> aborted_order;
   uint64_t refused = 0;  // values from an incarnation no registration knows
+  std::unordered_map<uint64_t, int64_t> traced_since;  // a traced step's transfers: first chunk's time
   static inline const char* name = "troupe.inbox";
 };
 

@@ -18,6 +18,7 @@
 #include "actors/wait_chain.hpp"
 #include "devices/device_name.hpp"
 #include "graph/graph_def.hpp"
+#include "core/trace.hpp"
 #include "graph/partition.hpp"
 
 namespace troupe {
@@ -60,6 +61,9 @@ struct TaskLink {
   uint64_t incarnation = 0;
   std::vector<std::string> devices;
   std::string lost;  // why it is unreachable; empty while connected
+  // The task's clock (core/trace.hpp's now_ns) minus the master's, and how far off that can be:
+  // half the round trip of the fastest of a few pings at connection.
+  int64_t clock_offset = 0, clock_error = -1;
   bool retired = false;  // a spare that took over another task: no task of its own any more
   // A spare that now is `task`: never connected or placed on as itself again.
   void retire(const std::string& task) {
@@ -274,8 +278,27 @@ void Master::Impl::connect(int i) {
     fail(ErrorCode::failed_precondition, "the member at {} says it is task {}, but the spec has {} there",
          t.address.to_string(), task, t.id.to_string());
   }
+  // The clock offset, NTP's way: of 5 pings, the one with the shortest round trip t0 -> t2,
+  // assuming the member read its clock (t1) halfway: offset = t1 - (t0 + t2) / 2, off by at most
+  // (t2 - t0) / 2 (a member on the same host shares the clock: offset about 0).
+  int64_t offset = 0, error = -1;
+  for (int k = 0; k < 5; ++k) {
+    const int64_t t0 = trace::now_ns();
+    self->request(worker, caf::duration{connect_bound()}, clock_atom::value)
+        .receive(
+            [&](int64_t t1) {
+              const int64_t t2 = trace::now_ns();
+              if (error < 0 || (t2 - t0) / 2 < error) {
+                error = (t2 - t0) / 2;
+                offset = t1 - t0 / 2 - t2 / 2;
+              }
+            },
+            [&](caf::error&) {});
+  }
   self->send(owner, worker);
   std::lock_guard<std::mutex> lock(links->mutex);
+  t.clock_offset = offset;
+  t.clock_error = error;
   t.worker = worker;
   t.inbox = inbox;
   t.incarnation = incarnation;
@@ -727,7 +750,8 @@ std::string Master::describe_running() {
   return out;
 }
 
-StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds, std::chrono::milliseconds deadline) {
+StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds, std::chrono::milliseconds deadline,
+                       bool traced) {
   Impl& im = *impl_;
   uint64_t handle = 0;
   try {
@@ -756,6 +780,7 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
     self->monitor(workers[i]);
     std::vector<WireTensor> mine;
     for (int f : sig.shares[i].feed_index) mine.push_back(to_wire(feeds[std::size_t(f)]));
+    if (traced) self->send(workers[i], trace_atom::value, handle, step);
     self->send(workers[i], run_graph_atom::value, handle, step, std::move(mine));
   }
 
@@ -834,6 +859,41 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
   for (std::size_t i = 0; i < workers.size(); ++i)
     self->send(workers[i], abort_atom::value, handle, step, int32_t(failure->code), failure->message);
   return std::move(*failure);
+}
+
+TraceParts Master::take_trace(Signature& sig, uint64_t step, int64_t from_ns, int64_t to_ns, int64_t base_ns) {
+  Impl& im = *impl_;
+  uint64_t handle = 0;
+  {
+    std::lock_guard<std::mutex> lock(sig.mutex);
+    handle = sig.handle;
+  }
+  TraceParts out;
+  caf::scoped_actor self{im.system()};
+  std::vector<caf::actor> workers = im.workers_of(sig);
+  for (std::size_t i = 0; i < sig.shares.size(); ++i) {
+    const int task = sig.shares[i].task;
+    int64_t offset = 0, error = -1;
+    TraceParts::Process p;
+    {
+      std::lock_guard<std::mutex> lock(im.links->mutex);
+      const TaskLink& t = im.links->tasks[std::size_t(task)];
+      offset = t.clock_offset;
+      error = t.clock_error;
+      p = {task + 2, t.id.to_string(), t.address.to_string(), offset, error};
+    }
+    out.processes.push_back(p);
+    if (!workers[i]) {
+      out.missing.push_back(p.task + " (not connected)");
+      continue;
+    }
+    // Times go to the member on its own clock; its events come back on the master's.
+    self->request(workers[i], timeouts::state_query(), trace_atom::value, handle, step, from_ns + offset, to_ns + offset,
+                  base_ns + offset, int32_t(p.pid))
+        .receive([&](std::vector<std::string>& lines) { out.lines.insert(out.lines.end(), lines.begin(), lines.end()); },
+                 [&](caf::error& e) { out.missing.push_back(fmt::format("{} ({})", p.task, im.system().render(e))); });
+  }
+  return out;
 }
 
 }  // namespace troupe

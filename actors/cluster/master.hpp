@@ -39,6 +39,20 @@ struct MasterOptions {
   std::optional<PlacementOptions::Policy> placement_policy;
 };
 
+// One traced step of a cluster (Master::take_trace): every task's events, the process each
+// task is in the trace, and the tasks that did not answer.
+struct TraceParts {
+  struct Process {
+    int pid = 0;
+    std::string task;     // "worker:1"
+    std::string address;  // "127.0.0.1:4001"
+    int64_t clock_offset_ns = 0, clock_error_ns = -1;  // its clock minus the master's; -1: unknown
+  };
+  std::vector<std::string> lines;
+  std::vector<Process> processes;
+  std::vector<std::string> missing;
+};
+
 class Master {
  public:
   // target: "troupe://host:port", the address of any member. Throws invalid_argument for a
@@ -51,7 +65,13 @@ class Master {
   struct Signature;
   std::shared_ptr<Signature> prepare(const Graph& graph, const std::vector<Endpoint>& feeds,
                                      const std::vector<Endpoint>& fetches, const std::vector<int>& targets);
-  StepResult run(Signature& signature, uint64_t step, std::vector<Tensor> feeds, std::chrono::milliseconds deadline);
+  // `traced`: every task traces its share of the step (core/trace.hpp); take_trace gets it.
+  StepResult run(Signature& signature, uint64_t step, std::vector<Tensor> feeds, std::chrono::milliseconds deadline,
+                 bool traced = false);
+  // A traced step's events from every task of the signature, as Chrome trace JSON objects on
+  // the master's clock (times from `base_ns`, each task's shifted by its clock offset), with the
+  // events of no step between `from_ns` and `to_ns`; a process (pid) per task.
+  TraceParts take_trace(Signature& signature, uint64_t step, int64_t from_ns, int64_t to_ns, int64_t base_ns);
 
   // What step `step` of `signature` (running now) waits for on every task: the stuck nodes
   // followed across tasks, then each task's waiting nodes; empty when no node waits. Asks

@@ -39,6 +39,7 @@ struct Registration {
   std::unordered_map<uint64_t, caf::actor> recv_of;  // fingerprint64(rendezvous key) -> _Recv
   std::unordered_set<uint64_t> peer_incarnations;    // values from any other are refused
   std::set<std::string> peers;                       // the tasks it exchanges values with
+  std::unordered_map<uint64_t, std::string> task_of;  // a peer's incarnation -> its task (traces)
   std::map<std::string, std::string> waits_for;      // per peer task: the values its _Recvs take from it
   std::vector<caf::actor> outboxes;
   std::string broken;  // why it cannot run (a peer's connection was lost); only the worker reads it

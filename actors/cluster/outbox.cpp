@@ -1,6 +1,7 @@
 #include "actors/cluster/outbox.hpp"
 
 #include "core/fingerprint.hpp"
+#include "core/trace.hpp"
 #include "core/wire/float16.hpp"
 
 namespace troupe {
@@ -33,18 +34,24 @@ void pump(caf::stateful_actor<OutboxState>* self) {
     s.context->counters.bytes_sent.fetch_add(len, std::memory_order_relaxed);
     self->send(s.inbox, transfer_atom::value, std::move(v));
     item.offset += len;
-    if (item.dead || item.offset >= item.total) s.queue.pop_front();
+    if (item.dead || item.offset >= item.total) {
+      if (item.traced_since)
+        trace::record_transfer(true, s.handle, item.tag.step, s.peer, int64_t(item.total), item.transfer,
+                               item.traced_since, trace::now_ns());
+      s.queue.pop_front();
+    }
   }
 }
 
 }  // namespace
 
 caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_ptr<MemberContext> context,
-                           caf::actor inbox, uint64_t handle, std::vector<OutboxEdge> edges) {
+                           caf::actor inbox, uint64_t handle, std::string peer, std::vector<OutboxEdge> edges) {
   auto& s = self->state;
   s.context = std::move(context);
   s.inbox = std::move(inbox);
   s.handle = handle;
+  s.peer = std::move(peer);
   s.edges = std::move(edges);
   return {
       [self](input_atom, const Tag& tag, uint32_t slot, Value& value) {
@@ -56,6 +63,7 @@ caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_p
         if (!value.dead) {
           item.tensor = std::move(value.tensor);
           item.transfer = mix64(s.context->incarnation ^ s.context->next_transfer.fetch_add(1));
+          if (trace::traced(s.handle, tag.step)) item.traced_since = trace::now_ns();
           if (s.edges[slot].float16 && item.tensor.dtype() == DType::float32) {
             item.half = std::make_shared<std::vector<uint16_t>>(std::size_t(item.tensor.num_elements()));
             float32_to_float16(item.tensor.data<float>(), item.half->data(), item.half->size());

@@ -40,10 +40,12 @@ struct OutboxState {
     uint64_t transfer = 0;
     uint64_t offset = 0;  // sent so far
     uint64_t total = 0;   // bytes on the wire
+    int64_t traced_since = 0;  // a traced step's value: when it came (core/trace.hpp)
   };
   std::shared_ptr<MemberContext> context;
   caf::actor inbox;
   uint64_t handle = 0;
+  std::string peer;  // the task the inbox is of ("worker:1")
   std::vector<OutboxEdge> edges;
   std::deque<Item> queue;
   uint64_t unacked = 0;
@@ -51,6 +53,6 @@ struct OutboxState {
 };
 
 caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_ptr<MemberContext> context,
-                           caf::actor inbox, uint64_t handle, std::vector<OutboxEdge> edges);
+                           caf::actor inbox, uint64_t handle, std::string peer, std::vector<OutboxEdge> edges);
 
 }  // namespace troupe

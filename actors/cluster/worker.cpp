@@ -15,6 +15,7 @@
 #include "actors/runtime.hpp"
 #include "actors/timeouts.hpp"
 #include "core/fingerprint.hpp"
+#include "core/trace.hpp"
 #include "devices/device.hpp"
 #include "devices/device_name.hpp"
 #include "graph/graph_def.hpp"
@@ -172,6 +173,7 @@ void register_graph(Worker* self, RegisterGraph& r) {
     peer_by_task[p.task] = &p;
     reg->peers.insert(p.task);
     reg->peer_incarnations.insert(p.incarnation);
+    reg->task_of[p.incarnation] = p.task;
   }
   reg->peer_incarnations.insert(ctx.incarnation);
   std::set<std::string> float16(r.float16_keys.begin(), r.float16_keys.end());
@@ -206,7 +208,7 @@ void register_graph(Worker* self, RegisterGraph& r) {
       fail(ErrorCode::invalid_argument, "task {}: a partition sends to {}, which the registration names no address for",
            me, task);
     const auto& peer = peer_of(self, *p->second);
-    outbox_of[task] = self->spawn(outbox_actor, self->state.context, peer.inbox, r.handle, edges);
+    outbox_of[task] = self->spawn(outbox_actor, self->state.context, peer.inbox, r.handle, task, edges);
     reg->outboxes.push_back(outbox_of[task]);
   }
   // Peers that only send here: connect too, so that their loss is seen and logged.
@@ -214,6 +216,7 @@ void register_graph(Worker* self, RegisterGraph& r) {
 
   ExecutableOptions options;
   options.runtime = ctx.runtime.get();
+  options.trace_key = r.handle;  // the master traces its steps by handle (core/trace.hpp)
   options.find_device = [](const std::string& name) -> const Device* {
     const auto at = name.find("/device:");
     if (at == std::string::npos) return nullptr;
@@ -357,6 +360,15 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         it->second.inbox = std::move(inbox);
         watch(self, it->second);
       },
+      [](clock_atom) { return trace::now_ns(); },
+      [](trace_atom, uint64_t handle, uint64_t step) { trace::begin(handle, step); },
+      [self](trace_atom, uint64_t handle, uint64_t step, int64_t from, int64_t to, int64_t shift, int32_t pid)
+          -> caf::result<std::vector<std::string>> {
+        // Formatting a step's events takes a while: not on the worker's turn.
+        return on_own_thread<std::vector<std::string>>(self, [=](auto& promise) {
+          promise.deliver(trace::take(handle, step, from, to, shift, pid));
+        });
+      },
       [self](identify_atom) -> caf::result<std::string, uint64_t, std::string> {
         auto& c = *self->state.context;
         return {c.task.to_string(), c.incarnation, c.devices};
@@ -440,6 +452,7 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         auto& ctx = *self->state.context;
         running->emplace(std::pair{handle, step}, std::chrono::steady_clock::now());
         auto answer = [self, requester, handle, step, running](RunGraphReply reply) {
+          trace::end(handle, step);
           running->erase({handle, step});
           self->send(requester, run_done_atom::value, handle, step, std::move(reply));
         };

@@ -371,9 +371,12 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
   step.num_targets = set.num_targets;
   step.error_sink = set.error_sink;
   step.error_sink_id = set.error_sink_id;
+  static std::atomic<uint64_t> next_trace_key{1};
+  trace_key_ = options.trace_key ? options.trace_key : next_trace_key.fetch_add(1);
   std::vector<PartPlan> parts;
   for (std::size_t i = 0; i < set.parts.size(); ++i) {
     parts.push_back(plan_partition(set.parts[i], signatures[i], shard_of, options));
+    parts.back().plan->trace_key = trace_key_;
     step.parts.push_back(parts.back().plan);
   }
 

@@ -92,6 +92,7 @@ struct NodePlan {
 
 // One partition's plan: what its node actors read.
 struct ExecPlan {
+  uint64_t trace_key = 0;        // the executable's, for the tracer (core/trace.hpp)
   std::string device;            // the partition's device
   std::shared_ptr<Graph> graph;  // the partition
   std::vector<NodePlan> nodes;  // indexed like graph's nodes
@@ -174,6 +175,9 @@ struct ExecutableOptions {
   // Where a _Send whose _Recv runs in another process sends (a cluster member's outbox for that
   // process); unset, or no answer: such a _Send is an error.
   std::function<std::optional<Target>(const Node& send)> remote_target;
+  // What names this executable's steps to the tracer (core/trace.hpp): a cluster member's
+  // registration handle; 0: a number of its own, unique in the process.
+  uint64_t trace_key = 0;
 };
 
 // The parameter shard that holds a variable (by shared name).
@@ -199,11 +203,14 @@ class Executable {
   // The _Recv actor of every rendezvous key in this process (a cluster member's inbox delivers
   // values from other processes to them).
   std::map<std::string, caf::actor> recv_actors() const;
+  // What names this executable's steps to the tracer: trace::begin(trace_key(), step) traces one.
+  uint64_t trace_key() const { return trace_key_; }
 
  private:
   caf::actor_system* system_;
   std::shared_ptr<StepPlan> plan_;
   caf::actor step_actor_;
+  uint64_t trace_key_ = 0;
   void build(PartitionSet set, const ShardOf& shard_of, const ExecutableOptions& options);
 };
 

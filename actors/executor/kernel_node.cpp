@@ -1,5 +1,6 @@
 #include "actors/executor/kernel_node.hpp"
 
+#include "core/trace.hpp"
 #include "devices/cpu_threads.hpp"
 
 namespace troupe {
@@ -17,6 +18,9 @@ void KernelNode::fire(const Tag& tag, Tensor* inputs, bool dead) {
     return;
   }
   uint64_t dead_outputs = 0;
+  // Off, one relaxed load (the plan is read only when some step is traced).
+  const bool traced = trace::on() && trace::detail::is_marked(plan_->trace_key, tag.step);
+  const int64_t start = traced ? trace::now_ns() : 0;
   try {
     KernelContext ctx(*me_->node, *me_->device, inputs, me_->num_inputs, outputs_.data(), int(outputs_.size()),
                       &dead_outputs);
@@ -38,11 +42,62 @@ void KernelNode::fire(const Tag& tag, Tensor* inputs, bool dead) {
     report_error(tag, ErrorCode::internal, e.what());
     return;
   }
+  if (traced) trace_firing(tag, inputs, start);
   // Let go of the inputs before the outputs travel on: a node that runs after this one (an
   // optimizer update gated on the readers of its variable) then finds no reader holding them.
   let_go_of_inputs(inputs);
   emit(tag, outputs_.data(), false, dead_outputs);
   for (auto& t : outputs_) t = Tensor();
+}
+
+void KernelNode::trace_firing(const Tag& tag, const Tensor* inputs, int64_t start) {
+  const int64_t end = trace::now_ns();
+  static const uint32_t kernel_cat = trace::intern("kernel"), memory_cat = trace::intern("memory");
+  const Device& device = *me_->device;
+  if (!trace_op_) {
+    trace_op_ = trace::intern(me_->node->op);
+    trace_node_ = trace::intern(me_->node->name);
+    const std::string short_name = device.name().substr(device.name().rfind("/device:") + 1);
+    trace_row_ = device.type() == DeviceType::cpu ? 0 : trace::named_row(short_name);
+    trace_memory_ = trace::intern("memory in use, " + short_name);
+  }
+  uint64_t hash = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < me_->num_inputs; ++i) {
+    hash = (hash ^ uint64_t(inputs[i].is_initialized() ? inputs[i].shape().rank() + 1 : 0)) * 0x100000001b3ull;
+    if (inputs[i].is_initialized())
+      for (int64_t d : inputs[i].shape()) hash = (hash ^ uint64_t(d)) * 0x100000001b3ull;
+  }
+  if (!trace_shapes_ || hash != trace_shapes_hash_) {
+    std::string text;
+    for (int i = 0; i < me_->num_inputs; ++i) {
+      if (i) text += ' ';
+      text += inputs[i].is_initialized() ? inputs[i].shape().to_string() : "-";
+    }
+    trace_shapes_ = trace::intern(text);
+    trace_shapes_hash_ = hash;
+  }
+  trace::Event e;
+  e.key = plan_->trace_key;
+  e.step = tag.step;
+  e.frame = tag.frame;
+  e.iteration = uint64_t(tag.iteration);
+  e.ts = start;
+  e.dur = end - start;
+  e.name = trace_op_;
+  e.cat = kernel_cat;
+  e.node = trace_node_;
+  e.detail = trace_shapes_;
+  e.row = trace_row_ ? trace_row_ : trace::thread_row();
+  trace::record(e);
+  trace::Event m;
+  m.phase = trace::Phase::counter;
+  m.key = e.key;
+  m.step = tag.step;
+  m.ts = end;
+  m.name = trace_memory_;
+  m.cat = memory_cat;
+  m.value = int64_t(device.allocator().bytes_in_use());
+  trace::record(m);
 }
 
 }  // namespace troupe

@@ -19,6 +19,13 @@ class KernelNode final : public NodeActor {
   void fire(const Tag& tag, Tensor* inputs, bool dead) override;
   // The bytes of a firing's inputs, which decide whether it leases a core (devices/cpu_threads.hpp).
   std::size_t input_bytes(const Tensor* inputs) const;
+  // A traced step's firing (core/trace.hpp): the kernel's slice from `start` to now, and the
+  // device's memory in use then.
+  void trace_firing(const Tag& tag, const Tensor* inputs, int64_t start);
+
+  // Interned once for the tracer; the input shapes again when they change.
+  uint32_t trace_op_ = 0, trace_node_ = 0, trace_row_ = 0, trace_memory_ = 0, trace_shapes_ = 0;
+  uint64_t trace_shapes_hash_ = 0;
 };
 
 }  // namespace troupe
