@@ -26,7 +26,7 @@
 #include <optional>
 
 #include "actors/prefetch.hpp"
-#include "core/summary/event_writer.hpp"
+#include "apps/run_log.hpp"
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
 #include "apps/cli_checks.hpp"
@@ -72,6 +72,14 @@ Args parse_args(int argc, char** argv) {
                  "write TensorBoard event files here: train/loss, train/examples_per_s, train/learning_rate every 20 "
                  "steps, test/accuracy after each epoch and at the end (on a cluster: the chief's, with "
                  "train/dropped_gradients)");
+  app.add_option("--report", a.report,
+                 "write the training report (one HTML file: loss, accuracy and examples/s by step and time, time per "
+                 "op type of the traced steps, the settings) here (default with --logdir: LOGDIR/report.html)");
+  app.add_option("--trace", a.trace,
+                 "write a Chrome trace (chrome://tracing, Perfetto) of the --trace-steps steps here (on a cluster: "
+                 "the chief's steps, every task's share)");
+  app.add_option("--trace-steps", a.trace_steps, "the training steps traced, A-B, counted from 1 (on a cluster: "
+                                                 "the chief's own steps)");
   auto* cluster = app.add_option("--cluster", a.cluster, "cluster spec (JSON): train as one worker of a cluster job")
                       ->check(CLI::ExistingFile)
                       ->group("Cluster");
@@ -114,6 +122,7 @@ Args parse_args(int argc, char** argv) {
     std::fprintf(stderr, "troupe-fashion-mnist: %s\n", why.c_str());
     std::exit(2);
   };
+  if (!a.trace.empty()) std::tie(a.trace_first, a.trace_last) = parse_step_range(a.trace_steps);
   if (a.save_every_steps == -1) a.save_every_steps = a.checkpoint_dir.empty() ? 0 : 500;
   if (a.save_every_steps > 0 && a.checkpoint_dir.empty()) refuse("--save-every-steps needs --checkpoint-dir");
   if (!a.cluster.empty() && a.task.empty()) refuse("--cluster needs --task worker:K");
@@ -208,6 +217,7 @@ int main(int argc, char** argv) {
 
     SessionOptions options;
     options.threads = a.threads;
+    options.trace.file = a.trace;  // the steps traced are picked one by one (RunOptions::trace)
     Session session(root, options);
     session.run({}, {}, {model.initializer()});
     // Build both executables (the test reader loads its files) before any epoch is timed.
@@ -251,12 +261,26 @@ int main(int argc, char** argv) {
       if (wait && saving.valid()) saving.get();
     };
     // One training step on the next batch, from the queue or read here and fed.
+    // Steps --trace-steps of this run are traced, and the trace written after the last.
     auto train_step = [&]() -> float {
-      if (prefetcher) return session.run({}, {loss}, {train})[0].scalar_value<float>();
-      auto batch = batches->next();
-      if (!batch) fail(ErrorCode::out_of_range, "the input pipeline ended early");
-      return session.run({{train_in[0], (*batch)[0]}, {train_in[1], (*batch)[1]}}, {loss}, {train})[0]
-          .scalar_value<float>();
+      const int64_t n = global_step + 1;
+      RunOptions run;
+      run.trace = !a.trace.empty() && n >= a.trace_first && n <= a.trace_last;
+      float l = 0;
+      if (prefetcher) {
+        l = session.run({}, {loss}, {train}, run)[0].scalar_value<float>();
+      } else {
+        auto batch = batches->next();
+        if (!batch) fail(ErrorCode::out_of_range, "the input pipeline ended early");
+        l = session.run({{train_in[0], (*batch)[0]}, {train_in[1], (*batch)[1]}}, {loss}, {train}, run)[0]
+                .scalar_value<float>();
+      }
+      if (run.trace && n == a.trace_last) {
+        session.write_trace();
+        if (!a.json) std::printf("%strace of steps %lld-%lld: %s\n", tty ? "\r" : "", (long long)a.trace_first,
+                                 (long long)a.trace_last, a.trace.c_str());
+      }
+      return l;
     };
 
     if (!a.json)
@@ -266,8 +290,8 @@ int main(int argc, char** argv) {
     double total_seconds = 0, last_accuracy = 0;
     // TensorBoard's scalars: every kLogEvery steps the mean loss and the rate over them.
     constexpr int64_t kLogEvery = 20;
-    std::optional<EventWriter> events;
-    if (!a.logdir.empty()) events.emplace(a.logdir);
+    RunLog log(a, fmt::format("troupe-fashion-mnist {}: {} lr {}, batch {}, {} epoch(s)", a.model, a.optimizer, a.lr,
+                              a.batch, a.epochs));
     double logged_loss = 0;
     int64_t logged_steps = 0;
     auto logged_since = std::chrono::steady_clock::now();
@@ -286,16 +310,12 @@ int main(int argc, char** argv) {
         if (a.save_every_steps > 0 && global_step % a.save_every_steps == 0) save(false);
         loss_sum += double(l) * double(b);
         seen += b;
-        if (events) {
-          logged_loss += double(l);
-          if (++logged_steps == kLogEvery) {
-            const auto now = std::chrono::steady_clock::now();
-            const double rate = double(kLogEvery * a.batch) / std::chrono::duration<double>(now - logged_since).count();
-            events->scalar("train/loss", logged_loss / double(kLogEvery), global_step);
-            events->scalar("train/examples_per_s", rate, global_step);
-            events->scalar("train/learning_rate", a.lr, global_step);
-            logged_loss = 0, logged_steps = 0, logged_since = now;
-          }
+        logged_loss += double(l);
+        if (++logged_steps == kLogEvery) {
+          const auto now = std::chrono::steady_clock::now();
+          const double rate = double(kLogEvery * a.batch) / std::chrono::duration<double>(now - logged_since).count();
+          log.train(global_step, logged_loss / double(kLogEvery), rate, a.lr);
+          logged_loss = 0, logged_steps = 0, logged_since = now;
         }
         double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         bool report = tty ? (step % 10 == 0 || step == steps) : (!a.json && (step % (steps / 5 + 1) == 0));
@@ -315,7 +335,7 @@ int main(int argc, char** argv) {
       double hits = 0;
       for (int64_t i = 0; i < test_size / test_batch; ++i) hits += session.run({correct})[0].scalar_value<float>();
       last_accuracy = hits / double(test_size);
-      if (events) events->scalar("test/accuracy", last_accuracy, global_step);
+      log.accuracy(global_step, last_accuracy);
       if (a.json) {
         std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"epoch\":%d,\"batch\":%d,\"threads\":%d,\"prefetch\":%d,"
                     "\"global_step\":%lld,\"train_loss\":%.9g,\"test_accuracy\":%.4f,\"epoch_seconds\":%.3f,\"examples_per_s\":%.1f}\n",
@@ -338,7 +358,7 @@ int main(int argc, char** argv) {
       if (global_step % steps != 0 || last_accuracy == 0) {
         for (int64_t i = 0; i < test_size / test_batch; ++i) hits += session.run({correct})[0].scalar_value<float>();
         last_accuracy = hits / double(test_size);
-        if (events) events->scalar("test/accuracy", last_accuracy, global_step);
+        log.accuracy(global_step, last_accuracy);
       }
       if (a.json)
         std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"stopped\":true,\"global_step\":%lld,\"batch\":%d,"
@@ -346,12 +366,15 @@ int main(int argc, char** argv) {
                     a.model.c_str(), (long long)global_step, a.batch, last_accuracy);
       std::printf("stopped at step %lld (epoch %lld, batch %lld), test accuracy %.4f\n", (long long)global_step,
                   (long long)(global_step / steps + 1), (long long)(global_step % steps), last_accuracy);
+      log.finish(fmt::format("stopped at step {} (epoch {}, batch {}), test accuracy {:.4f}", global_step,
+                             global_step / steps + 1, global_step % steps, last_accuracy));
       return 0;  // the Prefetcher, still reading ahead, is stopped by its destructor
     }
     if (prefetcher) prefetcher->join();  // the pipeline's error, if it had one
     if (!a.json)
       std::printf("done: %s, %d epochs in %.1f s, test accuracy %.4f\n", a.model.c_str(), a.epochs, total_seconds,
                   last_accuracy);
+    log.finish(fmt::format("done: {} epoch(s) in {:.1f} s, test accuracy {:.4f}", a.epochs, total_seconds, last_accuracy));
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe-fashion-mnist: %s\n", e.what());

@@ -20,6 +20,10 @@ struct Args {
   int threads = 0;
   bool json = false;
   std::string logdir;              // TensorBoard event files here; empty: none
+  std::string report;              // report.html here; empty: LOGDIR/report.html with --logdir, else none
+  std::string trace;               // a Chrome trace of steps trace_first..trace_last (this process's count)
+  std::string trace_steps = "10-12";
+  int64_t trace_first = 0, trace_last = 0;
   std::string data = "/usr/share/datasets/fashion-mnist";
   int prefetch = 8;  // batches read ahead; 0: read in the training loop
   // Examples; the whole training set by default, so each epoch is a uniform reshuffle as in

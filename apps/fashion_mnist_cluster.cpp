@@ -31,8 +31,8 @@
 #include "actors/saver.hpp"
 #include "actors/session.hpp"
 #include "actors/supervisor.hpp"
-#include "core/summary/event_writer.hpp"
 #include "apps/fashion_mnist.hpp"
+#include "apps/run_log.hpp"
 #include "devices/cpu_threads.hpp"
 #include "graph/gradients.hpp"
 #include "ops/all.hpp"
@@ -190,7 +190,8 @@ struct Trainer {
   }
   Output images, labels, correct;
   // One step on a batch: its loss and the global step after it; adds its dropped gradients.
-  std::function<std::pair<float, int64_t>(FeedList, int64_t& dropped)> step;
+  // `run`: the options of its session run (RunOptions::trace: traced).
+  std::function<std::pair<float, int64_t>(FeedList, int64_t& dropped, const RunOptions& run)> step;
   std::function<std::vector<int64_t>()> dropped_per_worker;  // sync: per worker so far
   std::function<void()> at_end;                              // the chief's, after the last step
 };
@@ -229,15 +230,26 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
   auto last_report = Clock::now();
   int64_t last_report_step = global;
   double loss_avg = 0;  // moving average of this worker's losses
-  // The chief's TensorBoard scalars, at every progress report (every 2 s) and at the end.
-  std::optional<EventWriter> events;
-  if (job.chief && !a.logdir.empty()) events.emplace(a.logdir);
+  // The chief's TensorBoard scalars and report points, at every progress report (every 2 s) and
+  // at the end; its steps --trace-steps (its own count) traced.
+  std::optional<RunLog> log;
+  if (job.chief)
+    log.emplace(a, fmt::format("troupe-fashion-mnist {} on a cluster: {} mode, {} worker(s), {} ps, {} lr {}, batch {}",
+                               a.model, a.mode, job.workers, job.ps, a.optimizer, a.lr, a.batch));
   int64_t saved_step = global;
   std::future<std::string> saving;
   while (global < job.steps) {
     if (straggler) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
     data::Element batch = input.take();
-    auto [l, after] = t.supervised([&] { return t.step({{t.images, batch[0]}, {t.labels, batch[1]}}, my_dropped); });
+    RunOptions run;
+    run.trace = job.chief && !a.trace.empty() && local_steps + 1 >= a.trace_first && local_steps + 1 <= a.trace_last;
+    auto [l, after] =
+        t.supervised([&] { return t.step({{t.images, batch[0]}, {t.labels, batch[1]}}, my_dropped, run); });
+    if (run.trace && local_steps + 1 == a.trace_last) {
+      t.session->write_trace();
+      std::printf("worker:%d: trace of its steps %lld-%lld: %s\n", job.me.index, (long long)a.trace_first,
+                  (long long)a.trace_last, a.trace.c_str());
+    }
     global = after;
     if (t.supervisor) t.supervisor->saw_global_step(global);
     if (!std::isfinite(l))
@@ -259,12 +271,7 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
       const Progress p{global, double(global - last_report_step) * a.batch * job.replicas_per_step / since, loss_avg,
                        total(dropped_now())};
       print_progress(job, p);
-      if (events) {
-        events->scalar("train/loss", p.loss, global);
-        events->scalar("train/examples_per_s", p.examples_per_s, global);
-        events->scalar("train/learning_rate", a.lr, global);
-        if (a.mode == "sync") events->scalar("train/dropped_gradients", double(p.dropped), global);
-      }
+      log->train(global, p.loss, p.examples_per_s, a.lr, a.mode == "sync" ? p.dropped : -1);
       last_report = Clock::now();
       last_report_step = global;
     }
@@ -281,8 +288,10 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
     if (saved_step != global) t.supervised([&] { t.saver->save(a.checkpoint_dir, global); });
   }
   const double accuracy = t.supervised([&] { return test_accuracy(*t.session, t.correct); });
-  if (events) events->scalar("test/accuracy", accuracy, global);
+  log->accuracy(global, accuracy);
   print_summary(a, job, global, global - timed_from_step, seconds, loss_avg, accuracy, dropped_now());
+  log->finish(fmt::format("done at global step {}: test accuracy {:.4f}, {:.1f} global steps/s after the warm-up", global,
+                          accuracy, seconds > 0 ? double(global - timed_from_step) / seconds : 0.0));
   return 0;
 }
 
@@ -334,6 +343,7 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
   options.operation_timeout = kStepTimeout;
   options.cluster_startup_timeout = std::chrono::seconds(60);  // the other processes may still be starting
   options.tls = job.spec.tls_for(job.me);
+  if (job.chief) options.trace.file = a.trace;
   Session session(root, options);
 
   std::optional<Saver> saver;
@@ -412,13 +422,13 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
   t.correct = correct;
   t.saver = saver ? &*saver : nullptr;
   t.supervisor = supervisor ? &*supervisor : nullptr;
-  t.step = [&, sync](FeedList feeds, int64_t& dropped) -> std::pair<float, int64_t> {
+  t.step = [&, sync](FeedList feeds, int64_t& dropped, const RunOptions& run) -> std::pair<float, int64_t> {
     if (sync) {
-      auto out = session.run(feeds, {loss, sync_train->next_step, sync_train->dropped}, {train});
+      auto out = session.run(feeds, {loss, sync_train->next_step, sync_train->dropped}, {train}, run);
       dropped += out[2].scalar_value<int64_t>();
       return {out[0].scalar_value<float>(), out[1].scalar_value<int64_t>()};
     }
-    auto out = session.run(feeds, {loss, global_step.value}, {train});
+    auto out = session.run(feeds, {loss, global_step.value}, {train}, run);
     // The read at the step's start, and this step's update.
     return {out[0].scalar_value<float>(), out[1].scalar_value<int64_t>() + 1};
   };
@@ -462,6 +472,7 @@ int run_with_allreduce(const Args& a, const Job& job, ClusterMember& member) {
   }
   SessionOptions options;
   options.threads = a.threads;
+  if (job.chief) options.trace.file = a.trace;  // its own process's steps: the ring is outside the graph
   Session session(root, options);
   std::optional<Saver> saver;
   if (!a.checkpoint_dir.empty()) saver.emplace(session, SaverOptions{.max_to_keep = 5});
@@ -495,8 +506,8 @@ int run_with_allreduce(const Args& a, const Job& job, ClusterMember& member) {
   t.images = images;
   t.labels = labels;
   t.correct = correct;
-  t.step = [&](FeedList feeds, int64_t&) -> std::pair<float, int64_t> {
-    std::vector<Tensor> out = session.run(feeds, fetches);
+  t.step = [&](FeedList feeds, int64_t&, const RunOptions& run) -> std::pair<float, int64_t> {
+    std::vector<Tensor> out = session.run(feeds, fetches, {}, run);
     std::vector<Tensor> g(out.begin() + 1, out.end());
     group.all_reduce(g);
     FeedList in;
@@ -505,7 +516,7 @@ int run_with_allreduce(const Args& a, const Job& job, ClusterMember& member) {
       for (int64_t k = 0, n = g[i].num_elements(); k < n; ++k) p[k] *= scale;
       in.push_back({averaged[i], g[i]});
     }
-    session.run(in, {}, {apply});
+    session.run(in, {}, {apply}, run);
     return {out[0].scalar_value<float>(), ++global};
   };
   const int code = drive(a, job, t, global);

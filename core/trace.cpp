@@ -127,6 +127,7 @@ std::string to_json(const Event& e, const std::vector<std::string>& text, int64_
       if (e.detail)
         out += std::string(e.node ? ",\"inputs\":" : t(e.cat) == "transfer" ? ",\"peer\":" : ",\"what\":") + quoted(t(e.detail));
       if (e.value) out += fmt::format(R"(,"bytes":{})", e.value);
+      if (e.id) out += fmt::format(R"(,"transfer":"{:#x}")", e.id);
       out += "}}";
       break;
     }
@@ -254,6 +255,7 @@ void record_transfer(bool sending, uint64_t key, uint64_t step, std::string_view
   e.name = sending ? send : recv;
   e.cat = cat;
   e.detail = intern(peer);
+  e.id = id;
   e.row = lane_row(fmt::format("{} {}", sending ? "send to" : "recv from", peer), start, start + e.dur);
   record(e);
   e.phase = sending ? Phase::flow_start : Phase::flow_end;

@@ -362,8 +362,10 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
       },
       [](clock_atom) { return trace::now_ns(); },
       [](trace_atom, uint64_t handle, uint64_t step) { trace::begin(handle, step); },
+      [](trace_atom, uint64_t handle, uint64_t step, bool) { trace::end(handle, step); },
       [self](trace_atom, uint64_t handle, uint64_t step, int64_t from, int64_t to, int64_t shift, int32_t pid)
           -> caf::result<std::vector<std::string>> {
+        trace::end(handle, step);
         // Formatting a step's events takes a while: not on the worker's turn.
         return on_own_thread<std::vector<std::string>>(self, [=](auto& promise) {
           promise.deliver(trace::take(handle, step, from, to, shift, pid));
@@ -452,7 +454,9 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         auto& ctx = *self->state.context;
         running->emplace(std::pair{handle, step}, std::chrono::steady_clock::now());
         auto answer = [self, requester, handle, step, running](RunGraphReply reply) {
-          trace::end(handle, step);
+          // A traced step stays so until the master takes its events (an outbox may still be
+          // sending a value of it), or 30 s if the master never asks.
+          if (trace::traced(handle, step)) self->delayed_send(self, std::chrono::seconds(30), trace_atom::value, handle, step, true);
           running->erase({handle, step});
           self->send(requester, run_done_atom::value, handle, step, std::move(reply));
         };

@@ -4,6 +4,7 @@
 #include <climits>
 
 #include "actors/timeouts.hpp"
+#include "core/trace.hpp"
 #include "ops/state/optimizer.hpp"
 #include "ops/state/variable.hpp"
 
@@ -21,6 +22,23 @@ void VariableNode::fire(const Tag& tag, Tensor* inputs, bool dead) {
   }
 }
 
+void VariableNode::trace_request(const Tag& tag, int64_t start) const {
+  static const uint32_t cat = trace::intern("variable");
+  const int64_t end = trace::now_ns();
+  trace::Event e;
+  e.key = plan_->trace_key;
+  e.step = tag.step;
+  e.frame = tag.frame;
+  e.iteration = uint64_t(tag.iteration);
+  e.ts = start;
+  e.dur = end - start;
+  e.name = trace::intern(me_->node->op);
+  e.cat = cat;
+  e.node = trace::intern(me_->node->name);
+  e.row = trace::lane_row("parameter shard requests", start, end);
+  trace::record(e);
+}
+
 void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
   const Node& node = *me_->node;
   const std::string& name = variable_name(node);
@@ -30,8 +48,11 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
     auto it = asked_.find(step);
     if (it != asked_.end()) asked_.erase(it);
   };
-  auto on_reply = [this, tag, answered](ShardReply& reply) {
+  const int64_t traced_since =
+      trace::on() && trace::detail::is_marked(plan_->trace_key, tag.step) ? trace::now_ns() : 0;
+  auto on_reply = [this, tag, answered, traced_since](ShardReply& reply) {
     answered();
+    if (traced_since) trace_request(tag, traced_since);
     if (reply.code != ErrorCode::ok) {
       report_error(tag, reply.code, reply.message);
       return;

@@ -25,6 +25,8 @@ class VariableNode final : public NodeActor {
  private:
   void fire(const Tag& tag, Tensor* inputs, bool dead) override;
   void request_from_shard(const Tag& tag, Tensor* inputs);
+  // A traced step's request to the shard, from `start` to its answer (core/trace.hpp).
+  void trace_request(const Tag& tag, int64_t start) const;
   // The requests of each step still unanswered, by what they ask (for the hang report).
   void add_waits(std::vector<WaitReport>& out) const override;
   std::multimap<uint64_t, std::string> asked_;

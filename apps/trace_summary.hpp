@@ -1,0 +1,55 @@
+#pragma once
+// What the traced steps of a Chrome trace written by a Session (SessionOptions::trace) did:
+// time per op type and per node, values that crossed per pair of tasks, and each step's critical
+// path. troupe-trace prints it; troupe-fashion-mnist's report.html shows the op types.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace troupe::app {
+
+struct TraceSummary {
+  struct Stat {
+    std::string name;  // an op type, or "node (Op) on task"
+    int64_t count = 0;
+    double total_us = 0;
+    double mean_us() const { return count ? total_us / double(count) : 0; }
+  };
+  struct Transfer {
+    std::string from, to;  // tasks
+    int64_t count = 0, bytes = 0;
+    double send_us = 0, recv_us = 0;  // summed durations of the send and the recv slices
+  };
+  // One link of a step's critical path: a kernel, a send or a recv, where it ran, and the gap
+  // before it (time no event of the path ran: scheduling, a wait).
+  struct Link {
+    std::string what;   // "MatMul 'dense/matmul'", "send to worker:1", "recv from ps:0"
+    std::string where;  // the task (process) it ran in
+    double start_us = 0, dur_us = 0, gap_us = 0;
+  };
+  std::vector<uint64_t> steps;
+  double step_us = 0;             // the traced steps' wall time, summed
+  double kernel_us = 0;           // every kernel slice's time, summed
+  // By total time, largest first: kernels' run time, and for variable ops (which their parameter
+  // shard runs) the time from the request to the shard's answer.
+  std::vector<Stat> op_types;
+  std::vector<Stat> nodes;        // the same per node
+  std::vector<Transfer> transfers;  // per (from, to)
+  std::map<uint64_t, std::vector<Link>> critical_path;  // per step, first link first
+  int64_t events_left_out = 0;
+};
+
+// Throws troupe::Error (invalid_argument) naming what is missing when `trace` is not a trace a
+// Session wrote.
+TraceSummary summarize_trace(const nlohmann::json& trace);
+// Reads and summarizes the file; errors name it.
+TraceSummary summarize_trace_file(const std::string& path);
+
+// The summary as text, the `top` largest op types and nodes.
+std::string format_summary(const TraceSummary& s, int top);
+nlohmann::json summary_to_json(const TraceSummary& s);
+
+}  // namespace troupe::app
