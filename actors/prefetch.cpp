@@ -70,22 +70,22 @@ void Prefetcher::run(data::Pipeline pipeline, data::Position from) {
     auto settle_one = [&] {
       Handle oldest = std::move(in_flight.front());
       in_flight.pop_front();
-      const int64_t since = trace::on() ? trace::now_ns() : 0;
+      const int64_t since = trace::on() ? trace::now() : 0;
       impl_->await(oldest);
-      if (since) trace::record_wait(0, 0, waits_for_room, since, trace::now_ns());
+      if (since) trace::record_wait(0, 0, waits_for_room, since, trace::now());
       ++elements_;
     };
-    static const uint32_t read_name = trace::intern("read element"), pipeline_cat = trace::intern("input pipeline");
+    static const uint32_t read_name = trace::intern("read element");
     auto it = pipeline.begin(from);
     while (!stop_) {
-      const int64_t since = trace::on() ? trace::now_ns() : 0;
+      const int64_t since = trace::on() ? trace::now() : 0;
       auto element = it->next();
       if (since) {
         trace::Event e;
         e.ts = since;
-        e.dur = trace::now_ns() - since;
+        e.dur = trace::now() - since;
         e.name = read_name;
-        e.cat = pipeline_cat;
+        e.cat = trace::Category::input_pipeline;
         e.detail = trace::intern(impl_->spec.name);
         e.row = trace::thread_row();
         trace::record(e);

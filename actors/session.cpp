@@ -52,9 +52,20 @@ struct Session::Impl {
     return trace && (options.trace || (step >= this->options.trace.first_step && step <= this->options.trace.last_step));
   }
   // A traced step that ended (from start to end on this process's clock): the session's slice of
-  // it and this process's events (pid 1), with the tasks' on a cluster; written when it is the
-  // last step asked for.
-  void end_traced_step(uint64_t step, int64_t start, int64_t end, Master::Signature* sig, uint64_t exe_key);
+  // it now; its events stay where they were recorded (this process's buffers, the tasks') until
+  // the file is written (collect_traced_steps), so that tracing adds little to a step. Written
+  // when it is the last step asked for.
+  struct TracedStep {
+    uint64_t step;
+    int64_t start, end;
+    Master::Signature* sig;  // a cluster step's; lives as long as the session
+    uint64_t exe_key;        // a local step's executable
+  };
+  std::mutex traced_mutex;
+  std::vector<TracedStep> traced_steps;  // ended, not yet in the file
+  void end_traced_step(uint64_t step, trace::Moment start, trace::Moment end, Master::Signature* sig, uint64_t exe_key);
+  // Takes the events of every traced step not yet taken into the file, and writes it.
+  void write_trace();
   std::shared_ptr<Master::Signature> signature_for(const std::vector<Endpoint>& feeds,
                                                    const std::vector<Endpoint>& fetches, const std::vector<int>& targets);
 
@@ -232,34 +243,49 @@ Session::Session(std::shared_ptr<Graph> graph, SessionOptions options) : impl_(n
   }
 }
 
-void Session::Impl::end_traced_step(uint64_t step, int64_t start, int64_t end, Master::Signature* sig,
+void Session::Impl::end_traced_step(uint64_t step, trace::Moment start, trace::Moment end, Master::Signature* sig,
                                     uint64_t exe_key) {
-  const int64_t base = trace->base(start);
   trace::Event e;
   e.key = trace_key;
   e.step = step;
-  e.ts = start;
-  e.dur = end - start;
+  e.ts = start.ticks;
+  e.dur = end.ticks - start.ticks;
   e.name = trace::intern(fmt::format("step {}", step));
-  e.cat = trace::intern("step");
+  e.cat = trace::Category::step;
   e.row = trace::named_row("Session::run");
   trace::record(e);
-  std::vector<std::string> events = trace::take(trace_key, step, start, end, base, 1);
-  if (exe_key) {
-    auto mine = trace::take(exe_key, step, start, end, base, 1);
-    events.insert(events.end(), std::make_move_iterator(mine.begin()), std::make_move_iterator(mine.end()));
+  {
+    std::lock_guard<std::mutex> lock(traced_mutex);
+    traced_steps.push_back({step, start.ns, end.ns, sig, exe_key});
   }
-  if (sig) {
-    TraceParts parts = master->take_trace(*sig, step, start, end, base);
-    for (auto& p : parts.processes) {
-      trace->add_process(p.pid, fmt::format("{} at {}", p.task, p.address));
-      trace->add_clock(p.task, p.clock_offset_ns, p.clock_error_ns);
+  if (step == options.trace.last_step) write_trace();
+}
+
+void Session::Impl::write_trace() {
+  std::vector<TracedStep> steps;
+  {
+    std::lock_guard<std::mutex> lock(traced_mutex);
+    steps.swap(traced_steps);
+  }
+  for (auto& s : steps) {
+    const int64_t base = trace->base(s.start);
+    std::vector<std::string> events = trace::take(trace_key, s.step, s.start, s.end, base, 1);
+    if (s.exe_key) {
+      auto mine = trace::take(s.exe_key, s.step, s.start, s.end, base, 1);
+      events.insert(events.end(), std::make_move_iterator(mine.begin()), std::make_move_iterator(mine.end()));
     }
-    for (auto& m : parts.missing) trace->add_note(fmt::format("step {}: no events from {}", step, m));
-    events.insert(events.end(), std::make_move_iterator(parts.lines.begin()), std::make_move_iterator(parts.lines.end()));
+    if (s.sig) {
+      TraceParts parts = master->take_trace(*s.sig, s.step, s.start, s.end, base);
+      for (auto& p : parts.processes) {
+        trace->add_process(p.pid, fmt::format("{} at {}", p.task, p.address));
+        trace->add_clock(p.task, p.clock_offset_ns, p.clock_error_ns);
+      }
+      for (auto& m : parts.missing) trace->add_note(fmt::format("step {}: no events from {}", s.step, m));
+      events.insert(events.end(), std::make_move_iterator(parts.lines.begin()), std::make_move_iterator(parts.lines.end()));
+    }
+    trace->add_step(s.step, std::move(events));
   }
-  trace->add_step(step, std::move(events));
-  if (step == options.trace.last_step) trace->write();
+  trace->write();
 }
 
 Session::Session(const Scope& scope, SessionOptions options) : Session(scope.graph_ptr(), options) {}
@@ -270,9 +296,9 @@ Session::~Session() {
     impl_->slot_free.wait(lock, [&] { return impl_->in_flight == 0; });
   }
   impl_->watch.reset();
-  if (impl_->trace && !impl_->trace->written_since_last_step()) {
+  if (impl_->trace && (!impl_->traced_steps.empty() || !impl_->trace->written_since_last_step())) {
     try {
-      impl_->trace->write();
+      impl_->write_trace();
     } catch (const std::exception& e) {
       report_to_stderr(fmt::format("the session's trace was not written: {}", e.what()));
     }
@@ -317,9 +343,9 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
     const bool traced = im.traces(step, options);
     std::optional<SlowStepWatch::Watched> watched;
     if (im.watch) watched.emplace(im.watch->watch(step, sig.get()));
-    const int64_t start = traced ? trace::now_ns() : 0;
+    const trace::Moment start = traced ? trace::moment() : trace::Moment{};
     StepResult result = im.master->run(*sig, step, std::move(feed_values), timeout, traced);
-    if (traced) im.end_traced_step(step, start, trace::now_ns(), sig.get(), 0);
+    if (traced) im.end_traced_step(step, start, trace::moment(), sig.get(), 0);
     if (result.code != ErrorCode::ok) throw Error(result.code, std::move(result.message));
     return std::move(result.fetches);
   }
@@ -333,7 +359,7 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
     std::optional<SlowStepWatch::Watched> watched;
     if (im.watch) watched.emplace(im.watch->watch(step, exe.get()));
     const bool traced = im.traces(step, options) && trace::begin(exe->trace_key(), step);
-    const int64_t start = traced ? trace::now_ns() : 0;
+    const trace::Moment start = traced ? trace::moment() : trace::Moment{};
     bool timed_out = false;
     self->request(exe->step_actor(), timeouts::step(timeout), run_atom::value, step, std::move(feed_values))
         .receive([&](StepResult& r) { result = std::move(r); },
@@ -348,7 +374,7 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
                  });
     if (timed_out) result = im.abort_late_step(*exe, step, timeout);
     if (traced) {
-      const int64_t end = trace::now_ns();
+      const trace::Moment end = trace::moment();
       trace::end(exe->trace_key(), step);
       im.end_traced_step(step, start, end, nullptr, exe->trace_key());
     }
@@ -427,7 +453,7 @@ std::vector<TaskTransfers> Session::transfer_stats() const {
 void Session::write_trace() {
   if (!impl_->trace)
     fail(ErrorCode::failed_precondition, "write_trace: the session traces nothing (SessionOptions::trace.file is empty)");
-  impl_->trace->write();
+  impl_->write_trace();
 }
 
 int Session::num_executables() const {

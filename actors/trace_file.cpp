@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -77,7 +78,9 @@ void TraceFile::write() {
   }
   nlohmann::json other;
   other["producer"] = "troupe";
-  other["steps"] = steps_;
+  std::vector<uint64_t> steps = steps_;
+  std::sort(steps.begin(), steps.end());
+  other["steps"] = steps;
   nlohmann::json clocks = nlohmann::json::object();
   for (auto& [task, c] : clocks_)
     clocks[task] = {{"offset_us", double(c.first) / 1000.0}, {"uncertainty_us", c.second < 0 ? -1.0 : double(c.second) / 1000.0}};

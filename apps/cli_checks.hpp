@@ -5,8 +5,11 @@
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
+#include <utility>
 
 namespace troupe::cli {
 
@@ -30,5 +33,21 @@ inline CLI::Validator number_check(bool zero_allowed) {
 inline const CLI::Validator positive = detail::number_check(false);
 // A number of at least 0.
 inline const CLI::Validator non_negative = detail::number_check(true);
+
+// --trace-steps: "A-B" or "A" with 1 <= A <= B; nullopt for anything else.
+inline std::optional<std::pair<int64_t, int64_t>> step_range(const std::string& text) {
+  long long first = 0, last = 0;
+  char dash = 0;
+  int used = 0;
+  if (std::sscanf(text.c_str(), "%lld%c%lld%n", &first, &dash, &last, &used) == 3 && dash == '-' &&
+      std::size_t(used) == text.size()) {
+  } else if (std::sscanf(text.c_str(), "%lld%n", &first, &used) == 1 && std::size_t(used) == text.size()) {
+    last = first;
+  } else {
+    return std::nullopt;
+  }
+  if (first < 1 || last < first) return std::nullopt;
+  return std::pair<int64_t, int64_t>{first, last};
+}
 
 }  // namespace troupe::cli

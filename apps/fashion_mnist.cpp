@@ -122,7 +122,8 @@ Args parse_args(int argc, char** argv) {
     std::fprintf(stderr, "troupe-fashion-mnist: %s\n", why.c_str());
     std::exit(2);
   };
-  if (!a.trace.empty()) std::tie(a.trace_first, a.trace_last) = parse_step_range(a.trace_steps);
+  if (auto range = troupe::cli::step_range(a.trace_steps)) std::tie(a.trace_first, a.trace_last) = *range;
+  else refuse("--trace-steps: '" + a.trace_steps + "' is not a range of steps A-B (1 <= A <= B)");
   if (a.save_every_steps == -1) a.save_every_steps = a.checkpoint_dir.empty() ? 0 : 500;
   if (a.save_every_steps > 0 && a.checkpoint_dir.empty()) refuse("--save-every-steps needs --checkpoint-dir");
   if (!a.cluster.empty() && a.task.empty()) refuse("--cluster needs --task worker:K");

@@ -75,22 +75,4 @@ void RunLog::finish(const std::string& outcome) {
   std::fflush(stdout);
 }
 
-std::pair<int64_t, int64_t> parse_step_range(const std::string& text) {
-  long long first = 0, last = 0;
-  char dash = 0;
-  int used = 0;
-  bool ok = false;
-  if (std::sscanf(text.c_str(), "%lld%c%lld%n", &first, &dash, &last, &used) == 3 && dash == '-' &&
-      std::size_t(used) == text.size())
-    ok = true;
-  else if (std::sscanf(text.c_str(), "%lld%n", &first, &used) == 1 && std::size_t(used) == text.size())
-    ok = true, last = first;
-  if (!ok || first < 1 || last < first) {
-    std::fprintf(stderr, "troupe-fashion-mnist: --trace-steps: '%s' is not a range of steps A-B (1 <= A <= B)\n",
-                 text.c_str());
-    std::exit(2);
-  }
-  return {first, last};
-}
-
 }  // namespace troupe::app

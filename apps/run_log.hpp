@@ -32,7 +32,4 @@ class RunLog {
   double seconds() const;
 };
 
-// --trace-steps: "A-B" or "A"; exits 2 naming the option for anything else.
-std::pair<int64_t, int64_t> parse_step_range(const std::string& text);
-
 }  // namespace troupe::app

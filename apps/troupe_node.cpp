@@ -85,8 +85,18 @@ int main(int argc, char** argv) {
                  "clients in DIR, and write DIR/cluster.json: the spec with its \"tls\" section, then exit")
       ->excludes("--task")
       ->excludes("--status");
+  std::string trace_file, trace_steps = "10-12";
+  app.add_option("--trace", trace_file,
+                 "write a Chrome trace of this task's share of the steps --trace-steps (numbered by the session that "
+                 "runs them) here, again after each; steps a session traces itself go to its trace instead");
+  app.add_option("--trace-steps", trace_steps, "the steps traced, A-B")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (!status_of.empty()) return print_status(status_of, cluster_file);
+  const auto trace_range = troupe::cli::step_range(trace_steps);
+  if (!trace_range) {
+    std::fprintf(stderr, "troupe-node: --trace-steps: '%s' is not a range of steps A-B (1 <= A <= B)\n", trace_steps.c_str());
+    return 2;
+  }
   if (!certs_dir.empty()) {
     if (cluster_file.empty()) {
       std::fprintf(stderr, "troupe-node --make-certs: give the cluster's spec with --cluster\n");
@@ -136,11 +146,15 @@ int main(int argc, char** argv) {
   std::optional<troupe::ClusterMember> member;
   try {
     const std::string who = task.to_string();
-    member.emplace(spec, task,
-                   troupe::MemberOptions{.threads = threads,
-                                         .variable_memory_bytes = int64_t(variable_memory_mb * 1024 * 1024),
-                                         .tls = spec.tls_for(task),
-                                         .log = [who](const std::string& line) { log_line(who, line); }});
+    troupe::MemberOptions options;
+    options.threads = threads;
+    options.variable_memory_bytes = int64_t(variable_memory_mb * 1024 * 1024);
+    options.tls = spec.tls_for(task);
+    options.trace.file = trace_file;
+    options.trace.first_step = uint64_t(trace_range->first);
+    options.trace.last_step = uint64_t(trace_range->second);
+    options.log = [who](const std::string& line) { log_line(who, line); };
+    member.emplace(spec, task, options);
   } catch (const troupe::Error& e) {
     std::fprintf(stderr, "troupe-node: %s\n", e.what());
     return 1;

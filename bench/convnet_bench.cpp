@@ -35,7 +35,7 @@ struct Args : CommonFlags {
 };
 
 void add_options(CLI::App& app, Args& a) {
-  add_common_flags(app, a);
+  add_common_flags(app, a, /*traced=*/true);
   app.add_option("--model", a.model, "the convnet")->check(CLI::IsMember({"alexnet", "overfeat", "vgg", "googlenet"}));
   app.add_option("--batch", a.batch, "images per step")->check(troupe::cli::positive);
   app.add_option("--device", a.device, "where the step runs")->check(CLI::IsMember({"cpu", "gpu"}));
@@ -110,6 +110,7 @@ int convnet_main(int argc, char** argv) {
 
   SessionOptions options;
   options.threads = a.threads;
+  a.apply_trace(options, /*first_timed=*/2 + a.warmup);  // run 1 initializes, then the warm-up
   Session session(root, options);
   session.run({}, {}, {model.initializer(), init_data});
   session.prepare({}, {loss}, {train});

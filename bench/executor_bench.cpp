@@ -33,7 +33,7 @@ struct Args : CommonFlags {
 };
 
 void add_options(CLI::App& app, Args& a) {
-  add_common_flags(app, a);
+  add_common_flags(app, a, /*traced=*/true);
   app.add_option("--shape", a.shape, "the graph: a chain of adds, a fan-out and join, or a random DAG")
       ->check(CLI::IsMember({"chain", "fanout", "random"}));
   app.add_option("--nodes", a.nodes, "the adds in the graph")->check(troupe::cli::positive);
@@ -113,6 +113,7 @@ int executor_main(int argc, char** argv) {
   SessionOptions options;
   options.threads = a.threads;
   options.slow_step_report = std::chrono::milliseconds(a.slow_step_report_ms);
+  a.apply_trace(options, /*first_timed=*/2 + a.warmup);  // run 1 builds, then the warm-up
   const int threads = a.threads > 0 ? a.threads : usable_cores();
   Session session(root, options);
   auto start = std::chrono::steady_clock::now();

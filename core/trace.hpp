@@ -16,10 +16,34 @@
 #include <string_view>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
+
 namespace troupe::trace {
 
-// Nanoseconds on this process's steady clock: the time base of every event.
+// Nanoseconds on this process's steady clock: what traces show, and what processes compare.
 int64_t now_ns();
+
+namespace detail {
+extern bool use_tsc;  // the CPU's time-stamp counter runs at a constant rate (constant_tsc, nonstop_tsc)
+}  // namespace detail
+
+// The time events are recorded in: the time-stamp counter where it is invariant (7 ns to read
+// here, against 16 for the steady clock; on the path of every traced kernel), else now_ns().
+// take() turns it into now_ns() time, by the line through two readings of both clocks.
+inline int64_t now() {
+#if defined(__x86_64__)
+  if (detail::use_tsc) return int64_t(__rdtsc());
+#endif
+  return now_ns();
+}
+
+// A time on both clocks: now() for an event, now_ns() for take()'s window.
+struct Moment {
+  int64_t ticks = 0, ns = 0;
+};
+inline Moment moment() { return {now(), now_ns()}; }
 
 // A small id for a string (op, node, row and counter names, shapes), the same for equal
 // strings; kept for the life of the process.
@@ -49,29 +73,40 @@ enum class Phase : char {
   counter = 'C',      // `value` of counter `name` from ts on
 };
 
+// What an event is of (its "cat" in the trace).
+enum class Category : uint8_t { kernel, variable, transfer, wait, memory, step, input_pipeline };
+const char* name_of(Category c);
+
+// One event: a cache line, written on the path of every traced kernel.
 struct Event {
   uint64_t key = 0;
   uint64_t step = 0;
-  int64_t ts = 0;   // now_ns()
-  int64_t dur = 0;  // slices
-  int64_t value = 0;  // counters; bytes of a transfer
-  uint64_t id = 0;    // flows and async events
-  uint64_t frame = 0, iteration = 0;
+  int64_t ts = 0;   // now()
+  int64_t dur = 0;  // slices, in now()'s units
+  // A kernel's or variable op's frame and iteration; else a counter's value or a transfer's bytes,
+  // and the id of a flow, an async wait or a transfer.
+  uint64_t frame = 0;
+  int64_t iteration = 0;
+  int64_t& value() { return iteration; }
+  uint64_t& id() { return frame; }
+  int64_t value() const { return iteration; }
+  uint64_t id() const { return frame; }
   uint32_t name = 0;    // interned: the op type, "send", a counter's name
-  uint32_t cat = 0;     // interned: "kernel", "transfer", "wait", "memory", "step"
   uint32_t node = 0;    // interned node name, or 0
   uint32_t detail = 0;  // interned: input shapes of a kernel, the peer of a transfer, or 0
-  uint32_t row = 0;     // thread_row() or named_row()
+  uint16_t row = 0;     // thread_row() or named_row()
+  Category cat = Category::kernel;
   Phase phase = Phase::slice;
 };
+static_assert(sizeof(Event) == 64);
 
 // The row of the calling thread ("caf.worker 3": its OS name and a number).
-uint32_t thread_row();
+uint16_t thread_row();
 // A row by name ("device:GPU:0", "send to worker:1"), the same for equal names.
-uint32_t named_row(std::string_view name);
+uint16_t named_row(std::string_view name);
 // A row named `base` (plus " #2", " #3", ...) on which a slice from `start` to `end` overlaps
 // no other slice given a row so: rows of transfers, which overlap.
-uint32_t lane_row(std::string_view base, int64_t start, int64_t end);
+uint16_t lane_row(std::string_view base, int64_t start, int64_t end);
 
 void record(const Event& event);
 // A wait from `start` to `end` (a queue's answer, room in a queue for the input pipeline): an
@@ -91,8 +126,8 @@ std::size_t dropped();
 
 // Removes and returns, as Chrome trace event objects (one JSON object per string), the events
 // of step `step` of `key`, and the events of no step (key 0: the input pipeline's) recorded
-// between `from_ns` and `to_ns`; then the metadata naming the rows they use. Times are shifted:
-// ts_json = (ts - shift_ns) / 1000 (microseconds); pid is `pid`.
+// between `from_ns` and `to_ns` (now_ns() times); then the metadata naming the rows they use.
+// Times are now_ns() times shifted: ts_json = (ts - shift_ns) / 1000 (microseconds); pid is `pid`.
 std::vector<std::string> take(uint64_t key, uint64_t step, int64_t from_ns, int64_t to_ns, int64_t shift_ns, int pid);
 
 // Drops every recorded event (tests).

@@ -62,7 +62,7 @@ caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr
           s.in_progress.erase(transfer);
           return;
         }
-        if (trace::traced(v.handle, v.tag.step)) s.traced_since.try_emplace(transfer, trace::now_ns());
+        if (trace::traced(v.handle, v.tag.step)) s.traced_since.try_emplace(transfer, trace::now());
         std::optional<Tensor> whole;
         try {
           whole = s.assembler.add(v.chunk);
@@ -80,7 +80,7 @@ caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr
         if (auto since = s.traced_since.find(transfer); since != s.traced_since.end()) {
           auto from = reg->task_of.find(v.incarnation);
           trace::record_transfer(false, v.handle, v.tag.step, from == reg->task_of.end() ? "?" : from->second,
-                                 int64_t(whole->byte_size()), transfer, since->second, trace::now_ns());
+                                 int64_t(whole->byte_size()), transfer, since->second, trace::now());
           s.traced_since.erase(since);
         }
         s.context->counters.values_received.fetch_add(1, std::memory_order_relaxed);

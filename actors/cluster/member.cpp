@@ -1,5 +1,7 @@
 #include "actors/cluster/member.hpp"
 
+#include <unistd.h>
+
 #include <caf/io/all.hpp>
 #include <caf/openssl/publish.hpp>
 
@@ -13,7 +15,9 @@
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/timeouts.hpp"
+#include "actors/trace_file.hpp"
 #include "actors/wait_chain.hpp"
+#include "core/trace.hpp"
 #include "core/error.hpp"
 #include "devices/device.hpp"
 
@@ -71,6 +75,16 @@ ClusterMember::ClusterMember(const ClusterSpec& spec, const TaskId& task, const 
       std::make_shared<ParamShards>(system, std::make_shared<Graph>(), std::max(1, options.param_shards), memory);
   context->log = options.log ? options.log : [](const std::string&) {};
   context->connect_timeout = timeouts::member_connect(options.connection_timeout);
+  if (!options.trace.file.empty()) {
+    TROUPE_CHECK_ARG(options.trace.first_step >= 1 && options.trace.first_step <= options.trace.last_step,
+                     "task {}: trace steps {}-{} are not a range from 1", task.to_string(), options.trace.first_step,
+                     options.trace.last_step);
+    context->trace = std::make_shared<TraceFile>(options.trace.file, options.trace.max_events);
+    context->trace->add_process(1, fmt::format("{} at {} (pid {})", task.to_string(), impl_->address.to_string(), getpid()));
+    context->trace_first = options.trace.first_step;
+    context->trace_last = options.trace.last_step;
+    trace::set_limit(options.trace.max_events);
+  }
   impl_->context = context;
   impl_->worker = system.spawn<caf::detached>(worker_actor, context);
   const std::string& host = impl_->address.host;

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "actors/cluster/cluster_spec.hpp"
+#include "actors/session.hpp"
 
 namespace troupe {
 
@@ -33,6 +34,10 @@ struct MemberOptions {
   // published through CAF's openssl module, a peer without a certificate of the cluster's CA
   // refused and logged. Empty: plain TCP.
   TlsFiles tls;
+  // This task's own Chrome trace (troupe-node --trace): its share of every step numbered
+  // first_step..last_step by the session that runs it (any session), the file written again
+  // after each. Steps a session traces itself go to that session's trace instead.
+  TraceOptions trace;
   // One line per event (peer connected, partition registered, peer lost, TLS peer refused); unset: none.
   std::function<void(const std::string&)> log;
 };

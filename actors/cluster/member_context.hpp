@@ -28,6 +28,7 @@ inline constexpr uint64_t kMessageOverhead = 64;
 
 class Executable;
 class ParamShards;
+class TraceFile;
 class Runtime;
 
 // One signature registered by a master: its actors and how the inbox reaches its _Recvs.
@@ -57,6 +58,9 @@ struct MemberContext {
   std::shared_ptr<ParamShards> shards;  // the variables placed on this task
   std::function<void(const std::string&)> log;
   std::chrono::milliseconds connect_timeout{2000};
+  // MemberOptions::trace: the task's own trace file and the steps it takes.
+  std::shared_ptr<TraceFile> trace;
+  uint64_t trace_first = 0, trace_last = 0;
   std::atomic<uint64_t> next_transfer{1};
   // What crossed to and from this process since it started (all registrations), as the
   // worker's (transfer_stats_atom) answers: values and bytes sent and received (bytes on the

@@ -37,7 +37,7 @@ void pump(caf::stateful_actor<OutboxState>* self) {
     if (item.dead || item.offset >= item.total) {
       if (item.traced_since)
         trace::record_transfer(true, s.handle, item.tag.step, s.peer, int64_t(item.total), item.transfer,
-                               item.traced_since, trace::now_ns());
+                               item.traced_since, trace::now());
       s.queue.pop_front();
     }
   }
@@ -63,7 +63,7 @@ caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_p
         if (!value.dead) {
           item.tensor = std::move(value.tensor);
           item.transfer = mix64(s.context->incarnation ^ s.context->next_transfer.fetch_add(1));
-          if (trace::traced(s.handle, tag.step)) item.traced_since = trace::now_ns();
+          if (trace::traced(s.handle, tag.step)) item.traced_since = trace::now();
           if (s.edges[slot].float16 && item.tensor.dtype() == DType::float32) {
             item.half = std::make_shared<std::vector<uint16_t>>(std::size_t(item.tensor.num_elements()));
             float32_to_float16(item.tensor.data<float>(), item.half->data(), item.half->size());

@@ -14,6 +14,7 @@
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/timeouts.hpp"
+#include "actors/trace_file.hpp"
 #include "core/fingerprint.hpp"
 #include "core/trace.hpp"
 #include "devices/device.hpp"
@@ -363,6 +364,31 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
       [](clock_atom) { return trace::now_ns(); },
       [](trace_atom, uint64_t handle, uint64_t step) { trace::begin(handle, step); },
       [](trace_atom, uint64_t handle, uint64_t step, bool) { trace::end(handle, step); },
+      [self](trace_atom, uint64_t handle, uint64_t step, const std::vector<int64_t>& times) {
+        // Start and end of the step: ticks, then ns (core/trace.hpp's Moment).
+        const int64_t start = times.at(1), end = times.at(3);
+        std::shared_ptr<MemberContext> ctx = self->state.context;
+        trace::end(handle, step);
+        std::string owner = "?";
+        if (auto reg = ctx->find(handle)) owner = reg->owner_name;
+        trace::Event e;
+        e.key = handle;
+        e.step = step;
+        e.ts = times.at(0);
+        e.dur = times.at(2) - times.at(0);
+        e.name = trace::intern(fmt::format("step {} of graph {:#x} from {}", step, handle, owner));
+        e.cat = trace::Category::step;
+        e.row = trace::named_row("RunGraph");
+        trace::record(e);
+        self->spawn<caf::detached>([ctx, handle, step, start, end](caf::event_based_actor*) {
+          ctx->trace->add_step(step, trace::take(handle, step, start, end, ctx->trace->base(start), 1));
+          try {
+            ctx->trace->write();
+          } catch (const Error& e) {
+            ctx->log(fmt::format("the trace of step {} was not written: {}", step, e.what()));
+          }
+        });
+      },
       [self](trace_atom, uint64_t handle, uint64_t step, int64_t from, int64_t to, int64_t shift, int32_t pid)
           -> caf::result<std::vector<std::string>> {
         trace::end(handle, step);
@@ -453,10 +479,21 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         auto requester = caf::actor_cast<caf::actor>(self->current_sender());
         auto& ctx = *self->state.context;
         running->emplace(std::pair{handle, step}, std::chrono::steady_clock::now());
-        auto answer = [self, requester, handle, step, running](RunGraphReply reply) {
-          // A traced step stays so until the master takes its events (an outbox may still be
-          // sending a value of it), or 30 s if the master never asks.
-          if (trace::traced(handle, step)) self->delayed_send(self, std::chrono::seconds(30), trace_atom::value, handle, step, true);
+        // The task's own trace (troupe-node --trace) takes the steps in its range that their
+        // session does not trace itself.
+        const bool own_trace = ctx.trace && step >= ctx.trace_first && step <= ctx.trace_last &&
+                               !trace::traced(handle, step) && trace::begin(handle, step);
+        const trace::Moment trace_start = own_trace ? trace::moment() : trace::Moment{};
+        auto answer = [self, requester, handle, step, running, own_trace, trace_start](RunGraphReply reply) {
+          if (own_trace) {  // taken a little later: an outbox may still be sending a value of it
+            const trace::Moment end = trace::moment();
+            self->delayed_send(self, std::chrono::milliseconds(500), trace_atom::value, handle, step,
+                               std::vector<int64_t>{trace_start.ticks, trace_start.ns, end.ticks, end.ns});
+          }
+          // A traced step stays so a little longer: an outbox may still be sending a value of it.
+          // Its events wait for the master to take them.
+          if (trace::traced(handle, step))
+            self->delayed_send(self, std::chrono::milliseconds(500), trace_atom::value, handle, step, true);
           running->erase({handle, step});
           self->send(requester, run_done_atom::value, handle, step, std::move(reply));
         };

@@ -20,7 +20,7 @@ void KernelNode::fire(const Tag& tag, Tensor* inputs, bool dead) {
   uint64_t dead_outputs = 0;
   // Off, one relaxed load (the plan is read only when some step is traced).
   const bool traced = trace::on() && trace::detail::is_marked(plan_->trace_key, tag.step);
-  const int64_t start = traced ? trace::now_ns() : 0;
+  const int64_t start = traced ? trace::now() : 0;
   try {
     KernelContext ctx(*me_->node, *me_->device, inputs, me_->num_inputs, outputs_.data(), int(outputs_.size()),
                       &dead_outputs);
@@ -51,8 +51,7 @@ void KernelNode::fire(const Tag& tag, Tensor* inputs, bool dead) {
 }
 
 void KernelNode::trace_firing(const Tag& tag, const Tensor* inputs, int64_t start) {
-  const int64_t end = trace::now_ns();
-  static const uint32_t kernel_cat = trace::intern("kernel"), memory_cat = trace::intern("memory");
+  const int64_t end = trace::now();
   const Device& device = *me_->device;
   if (!trace_op_) {
     trace_op_ = trace::intern(me_->node->op);
@@ -80,23 +79,30 @@ void KernelNode::trace_firing(const Tag& tag, const Tensor* inputs, int64_t star
   e.key = plan_->trace_key;
   e.step = tag.step;
   e.frame = tag.frame;
-  e.iteration = uint64_t(tag.iteration);
+  e.iteration = tag.iteration;
   e.ts = start;
   e.dur = end - start;
   e.name = trace_op_;
-  e.cat = kernel_cat;
+  e.cat = trace::Category::kernel;
   e.node = trace_node_;
   e.detail = trace_shapes_;
   e.row = trace_row_ ? trace_row_ : trace::thread_row();
   trace::record(e);
+  // The device's memory in use, at most every 20 us per thread (a counter, not an event per
+  // kernel: small kernels would double the events).
+  static thread_local int64_t counted_at [[gnu::tls_model("initial-exec")]] = 0;
+  static thread_local const Device* counted_device [[gnu::tls_model("initial-exec")]] = nullptr;
+  if (end - counted_at < 20'000 && counted_device == &device) return;
+  counted_at = end;
+  counted_device = &device;
   trace::Event m;
   m.phase = trace::Phase::counter;
   m.key = e.key;
   m.step = tag.step;
   m.ts = end;
   m.name = trace_memory_;
-  m.cat = memory_cat;
-  m.value = int64_t(device.allocator().bytes_in_use());
+  m.cat = trace::Category::memory;
+  m.value() = int64_t(device.allocator().bytes_in_use());
   trace::record(m);
 }
 

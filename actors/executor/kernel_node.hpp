@@ -24,7 +24,8 @@ class KernelNode final : public NodeActor {
   void trace_firing(const Tag& tag, const Tensor* inputs, int64_t start);
 
   // Interned once for the tracer; the input shapes again when they change.
-  uint32_t trace_op_ = 0, trace_node_ = 0, trace_row_ = 0, trace_memory_ = 0, trace_shapes_ = 0;
+  uint32_t trace_op_ = 0, trace_node_ = 0, trace_memory_ = 0, trace_shapes_ = 0;
+  uint16_t trace_row_ = 0;
   uint64_t trace_shapes_hash_ = 0;
 };
 

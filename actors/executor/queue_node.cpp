@@ -52,14 +52,14 @@ void QueueNode::request_from_queue(const Tag& tag, Tensor* inputs) {
   ++requests_[tag.step];
   // A traced step's wait for the queue's answer (core/trace.hpp).
   const int64_t traced_since =
-      trace::on() && trace::detail::is_marked(plan_->trace_key, tag.step) ? trace::now_ns() : 0;
+      trace::on() && trace::detail::is_marked(plan_->trace_key, tag.step) ? trace::now() : 0;
   auto done = [this, step = tag.step, traced_since] {
     auto it = requests_.find(step);
     if (it != requests_.end() && --it->second == 0) requests_.erase(it);
     if (traced_since)
       trace::record_wait(plan_->trace_key, step,
                          fmt::format("{} '{}'", me_->node->op, get_attr_or<std::string>(me_->node->attrs, "shared_name", "?")),
-                         traced_since, trace::now_ns());
+                         traced_since, trace::now());
   };
   auto ask = [&](auto&&... message) {
     request(me_->queue, timeouts::queue_request(), std::forward<decltype(message)>(message)...)

@@ -23,17 +23,16 @@ void VariableNode::fire(const Tag& tag, Tensor* inputs, bool dead) {
 }
 
 void VariableNode::trace_request(const Tag& tag, int64_t start) const {
-  static const uint32_t cat = trace::intern("variable");
-  const int64_t end = trace::now_ns();
+  const int64_t end = trace::now();
   trace::Event e;
   e.key = plan_->trace_key;
   e.step = tag.step;
   e.frame = tag.frame;
-  e.iteration = uint64_t(tag.iteration);
+  e.iteration = tag.iteration;
   e.ts = start;
   e.dur = end - start;
   e.name = trace::intern(me_->node->op);
-  e.cat = cat;
+  e.cat = trace::Category::variable;
   e.node = trace::intern(me_->node->name);
   e.row = trace::lane_row("parameter shard requests", start, end);
   trace::record(e);
@@ -49,7 +48,7 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
     if (it != asked_.end()) asked_.erase(it);
   };
   const int64_t traced_since =
-      trace::on() && trace::detail::is_marked(plan_->trace_key, tag.step) ? trace::now_ns() : 0;
+      trace::on() && trace::detail::is_marked(plan_->trace_key, tag.step) ? trace::now() : 0;
   auto on_reply = [this, tag, answered, traced_since](ShardReply& reply) {
     answered();
     if (traced_since) trace_request(tag, traced_since);

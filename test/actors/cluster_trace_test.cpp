@@ -8,12 +8,14 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
 #include "actors/session.hpp"
 #include "ops/all.hpp"
 #include "test/support/node_cluster.hpp"
+#include "test/support/scratch_dir.hpp"
 
 using namespace troupe;
 using json = nlohmann::json;
@@ -101,4 +103,39 @@ BOOST_AUTO_TEST_CASE(a_traced_two_process_step_has_a_row_per_task_and_a_flow_per
       BOOST_TEST(e["ts"].get<double>() >= step_begin - 1000.0);
       BOOST_TEST(e["ts"].get<double>() + e["dur"].get<double>() <= step_end + 1000.0);
     }
+}
+
+BOOST_AUTO_TEST_CASE(troupe_node_trace_writes_the_tasks_share_of_the_steps_asked_for) {
+  troupe::testing::ScratchDir traces;
+  const std::string file = traces.file("ps.json");
+  NodeCluster cluster({{"ps", 1}, {"worker", 1}}, [&](const std::string& task) {
+    return task == "ps:0" ? std::vector<std::string>{"--trace", file, "--trace-steps", "2-3"} : std::vector<std::string>{};
+  });
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_device("/job:worker/task:0").with_op_name("x"), DType::float32, {4});
+  auto doubled = ops::mul(root.with_device("/job:ps/task:0").with_op_name("doubled"), x, ops::constant(root, 2.0f));
+  Session session(root, cluster.session_on("worker:0"));
+  for (int i = 0; i < 4; ++i)
+    session.run({{x, Tensor::from_vector<float>({1, 2, 3, 4}, {4})}}, {doubled});
+  // Written after each traced step, half a second after it ends.
+  json trace;
+  for (int tries = 0; tries < 100; ++tries) {
+    std::ifstream in(file);
+    if (in.good()) {
+      trace = json::parse(in);
+      if (trace["otherData"]["steps"].size() == 2) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  BOOST_TEST_REQUIRE(trace.is_object(), "no trace at " << file);
+  BOOST_TEST(trace["otherData"]["steps"] == json::array({2, 3}), trace["otherData"].dump());
+  std::set<uint64_t> kernel_steps;
+  bool named = false;
+  for (auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") named = e["args"]["name"].get<std::string>().starts_with("ps:0 at ");
+    if (e["ph"] == "X" && e.value("cat", "") == "kernel" && e["args"]["node"] == "doubled")
+      kernel_steps.insert(e["args"]["step"].get<uint64_t>());
+  }
+  BOOST_TEST(named);
+  BOOST_TEST(kernel_steps == (std::set<uint64_t>{2, 3}), trace.dump().substr(0, 3000));
 }
