@@ -1,15 +1,12 @@
 #include "actors/trace_file.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "core/checkpoint_internal.hpp"
+#include "core/files.hpp"
 #include "core/trace.hpp"
 
 namespace troupe {
@@ -57,7 +54,6 @@ bool TraceFile::written_since_last_step() const {
 }
 
 void TraceFile::write() {
-  namespace d = checkpoint::detail;
   std::lock_guard<std::mutex> lock(mutex_);
   std::string text = "{\"traceEvents\":[\n";
   bool first = true;
@@ -89,19 +85,7 @@ void TraceFile::write() {
   other["notes"] = notes_;
   text += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":" + other.dump() + "}\n";
 
-  const std::string temp = path_ + ".tmp";
-  {
-    d::Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (!fd) d::fail_errno(errno, "cannot write the trace file " + temp);
-    d::write_all(fd.get(), text.data(), text.size(), temp);
-    d::fsync_fd(fd.get(), temp);
-    fd.close_checked(temp);
-  }
-  if (::rename(temp.c_str(), path_.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(temp.c_str());
-    d::fail_errno(err, "cannot rename " + temp + " to the trace file " + path_);
-  }
+  write_file_durably(path_, text);
   dirty_ = false;
 }
 

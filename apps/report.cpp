@@ -1,16 +1,12 @@
 #include "apps/report.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 
 namespace troupe::app {
 
@@ -188,25 +184,7 @@ std::string report_html(const TrainingReport& r) {
 }
 
 void write_report(const std::string& path, const TrainingReport& report) {
-  const std::string text = report_html(report);
-  const std::string temp = path + ".tmp";
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(ErrorCode::unavailable, "cannot write the report {}: {}", temp, std::strerror(errno));
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      fail(ErrorCode::unavailable, "cannot write the report {}: {}", temp, std::strerror(err));
-    }
-    done += std::size_t(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0)
-    fail(ErrorCode::unavailable, "cannot write the report {}: {}", temp, std::strerror(errno));
-  if (::rename(temp.c_str(), path.c_str()) != 0)
-    fail(ErrorCode::unavailable, "cannot rename {} to the report {}: {}", temp, path, std::strerror(errno));
+  write_file_durably(path, report_html(report));
 }
 
 }  // namespace troupe::app

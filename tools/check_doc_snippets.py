@@ -2,7 +2,7 @@
 """Checks that every ```cpp snippet of the docs compiles as written.
 
 Usage: tools/check_doc_snippets.py [--build-dir build] [-I DIR ...] [FILE.md ...]
-(default files: docs/api.md, README.md and docs/cluster.md; default include path: the repository
+(default files: docs/api.md, README.md, docs/cluster.md and docs/observability.md; default include path: the repository
 root and BUILD_DIR/gen, as the build compiles the library; -I replaces it, e.g. -I PREFIX/include/troupe
 to check the snippets against an installed Troupe). Exits 1 if a snippet does not compile,
 after reporting each failing one with the compiler's errors, whose lines are lines of the
@@ -31,7 +31,7 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEFAULT_FILES = ["docs/api.md", "README.md", "docs/cluster.md"]
+DEFAULT_FILES = ["docs/api.md", "README.md", "docs/cluster.md", "docs/observability.md"]
 PRELUDE = ['#include "actors/session.hpp"', '#include "ops/all.hpp"']
 CONTEXT_RE = re.compile(r"<!--\s*snippet-context:(.*?)-->", re.S)
 MAIN_RE = re.compile(r"\bint\s+main\s*\(")

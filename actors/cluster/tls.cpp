@@ -24,6 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/files.hpp"
 
 namespace troupe {
 namespace {
@@ -83,24 +84,6 @@ KeyPtr read_key(const std::string& path, const std::string& who) {
 
 // ---- writing --------------------------------------------------------------------------
 
-// Writes `text` to `path` (a new file, mode `mode`) and fsyncs it.
-void write_file(const std::string& path, const std::string& text, mode_t mode) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) fail(ErrorCode::unavailable, "cannot create {}: {}", path, std::strerror(errno));
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int error = errno;
-      ::close(fd);
-      fail(ErrorCode::unavailable, "cannot write {}: {}", path, std::strerror(error));
-    }
-    done += std::size_t(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) fail(ErrorCode::unavailable, "cannot sync {}: {}", path, std::strerror(errno));
-}
-
 std::string pem_of(const std::function<int(BIO*)>& write) {
   BioPtr bio(BIO_new(BIO_s_mem()));
   if (!bio || write(bio.get()) != 1) fail(ErrorCode::internal, "cannot encode PEM: {}", openssl_errors());
@@ -158,10 +141,10 @@ X509Ptr new_certificate(const std::string& name, EVP_PKEY* key, X509* issuer, EV
 }
 
 void write_identity(const std::string& dir, const std::string& stem, X509* cert, EVP_PKEY* key) {
-  write_file(dir + "/" + stem + ".key",
+  write_file_durably(dir + "/" + stem + ".key",
              pem_of([&](BIO* b) { return PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); }),
              0600);
-  write_file(dir + "/" + stem + ".pem", pem_of([&](BIO* b) { return PEM_write_bio_X509(b, cert); }), 0644);
+  write_file_durably(dir + "/" + stem + ".pem", pem_of([&](BIO* b) { return PEM_write_bio_X509(b, cert); }), 0644);
 }
 
 }  // namespace
@@ -231,7 +214,7 @@ std::string make_cluster_certificates(const std::string& spec_path, const std::s
   nlohmann::json client = issue("client", "client");
   doc["tls"] = {{"ca", "ca.pem"}, {"tasks", tasks}, {"client", client}};
   const std::string out = dir + "/cluster.json";
-  write_file(out, doc.dump(2) + "\n", 0644);
+  write_file_durably(out, doc.dump(2) + "\n", 0644);
   // The directory's entries too, so the files survive a crash right after.
   const int d = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (d >= 0) {

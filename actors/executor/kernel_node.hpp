@@ -17,6 +17,9 @@ class KernelNode final : public NodeActor {
 
  private:
   void fire(const Tag& tag, Tensor* inputs, bool dead) override;
+  // The firing; `traced_since`: when it started, in a traced step (0: not traced).
+  [[gnu::always_inline]] inline void run(const Tag& tag, Tensor* inputs, bool dead, int64_t traced_since);
+  [[gnu::noinline, gnu::cold]] void fire_maybe_traced(const Tag& tag, Tensor* inputs, bool dead);
   // The bytes of a firing's inputs, which decide whether it leases a core (devices/cpu_threads.hpp).
   std::size_t input_bytes(const Tensor* inputs) const;
   // A traced step's firing (core/trace.hpp): the kernel's slice from `start` to now, and the

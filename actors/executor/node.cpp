@@ -187,4 +187,15 @@ std::vector<WaitReport> NodeActor::on_waits() const {
   return out;
 }
 
+trace::Event NodeActor::trace_event(const Tag& tag, int64_t start, int64_t end) const {
+  trace::Event e;
+  e.key = plan_->trace_key;
+  e.step = tag.step;
+  e.frame = tag.frame;
+  e.iteration = tag.iteration;
+  e.ts = start;
+  e.dur = end - start;
+  return e;
+}
+
 }  // namespace troupe

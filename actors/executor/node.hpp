@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "actors/executor/executable.hpp"
+#include "core/trace.hpp"
 
 namespace troupe {
 
@@ -74,6 +75,9 @@ class NodeActor : public caf::event_based_actor {
   // step naming the loop, unless the step has failed already (its frames were dropped).
   void report_unknown_frame(const Tag& tag, const std::string& loop);
   Pending& pending_for(const Tag& tag);
+  // A traced step's slice of this node's from `start` to `end` (core/trace.hpp's now()): its
+  // executable, step, frame, iteration and node filled in.
+  trace::Event trace_event(const Tag& tag, int64_t start, int64_t end) const;
   void release(Pending& p);
   // Lets go of the inputs that came by message (the hoisted constants stay).
   void let_go_of_inputs(Tensor* inputs) {

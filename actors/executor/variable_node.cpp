@@ -24,13 +24,7 @@ void VariableNode::fire(const Tag& tag, Tensor* inputs, bool dead) {
 
 void VariableNode::trace_request(const Tag& tag, int64_t start) const {
   const int64_t end = trace::now();
-  trace::Event e;
-  e.key = plan_->trace_key;
-  e.step = tag.step;
-  e.frame = tag.frame;
-  e.iteration = tag.iteration;
-  e.ts = start;
-  e.dur = end - start;
+  trace::Event e = trace_event(tag, start, end);
   e.name = trace::intern(me_->node->op);
   e.cat = trace::Category::variable;
   e.node = trace::intern(me_->node->name);
