@@ -10,7 +10,7 @@ namespace {
 // Sends what the window allows of the queued values, chunk by chunk, oldest first.
 void pump(caf::stateful_actor<OutboxState>* self) {
   auto& s = self->state;
-  while (!s.queue.empty() && s.unacked < kTransferWindow) {
+  while (s.ready && !s.queue.empty() && s.unacked < kTransferWindow) {
     auto& item = s.queue.front();
     RemoteValue v;
     v.handle = s.handle;
@@ -46,8 +46,10 @@ void pump(caf::stateful_actor<OutboxState>* self) {
 }  // namespace
 
 caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_ptr<MemberContext> context,
-                           caf::actor inbox, uint64_t handle, std::string peer, std::vector<OutboxEdge> edges) {
+                           caf::actor inbox, uint64_t handle, std::string peer, std::vector<OutboxEdge> edges,
+                           bool ready) {
   auto& s = self->state;
+  s.ready = ready;
   s.context = std::move(context);
   s.inbox = std::move(inbox);
   s.handle = handle;
@@ -81,6 +83,10 @@ caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_p
         }
         s.context->counters.values_sent.fetch_add(1, std::memory_order_relaxed);
         s.queue.push_back(std::move(item));
+        pump(self);
+      },
+      [self](peer_hello_atom) {  // the peer's connection exists now
+        self->state.ready = true;
         pump(self);
       },
       [self](ack_atom, uint64_t bytes) {

@@ -49,10 +49,12 @@ struct OutboxState {
   std::vector<OutboxEdge> edges;
   std::deque<Item> queue;
   uint64_t unacked = 0;
+  bool ready = true;  // false until the peer's connection exists (peer_hello_atom): values wait
   static inline const char* name = "troupe.outbox";
 };
 
 caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_ptr<MemberContext> context,
-                           caf::actor inbox, uint64_t handle, std::string peer, std::vector<OutboxEdge> edges);
+                           caf::actor inbox, uint64_t handle, std::string peer, std::vector<OutboxEdge> edges,
+                           bool ready);
 
 }  // namespace troupe

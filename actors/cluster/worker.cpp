@@ -208,8 +208,11 @@ void register_graph(Worker* self, RegisterGraph& r) {
     if (p == peer_by_task.end())
       fail(ErrorCode::invalid_argument, "task {}: a partition sends to {}, which the registration names no address for",
            me, task);
-    const auto& peer = peer_of(self, *p->second);
-    outbox_of[task] = self->spawn(outbox_actor, self->state.context, peer.inbox, r.handle, task, edges);
+    const WorkerState::Peer& peer = peer_of(self, *p->second);
+    // Values go out once the peer's connection to this member exists: before, they would travel
+    // through the master's process, or nowhere.
+    outbox_of[task] = self->spawn(outbox_actor, self->state.context, peer.inbox, r.handle, task, edges, peer.watched);
+    if (!peer.watched) self->state.peers[task].waiting.push_back(outbox_of[task]);
     reg->outboxes.push_back(outbox_of[task]);
   }
   // Peers that only send here: connect too, so that their loss is seen and logged.
@@ -360,6 +363,8 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         if (it == s.peers.end() || it->second.incarnation != incarnation || it->second.watched) return;
         it->second.inbox = std::move(inbox);
         watch(self, it->second);
+        for (auto& outbox : it->second.waiting) self->send(outbox, peer_hello_atom::value);
+        it->second.waiting.clear();
       },
       [](clock_atom) { return trace::now_ns(); },
       [](trace_atom, uint64_t handle, uint64_t step) { trace::begin(handle, step); },

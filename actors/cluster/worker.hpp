@@ -53,7 +53,8 @@ struct WorkerState {
     caf::actor inbox;   // monitored once `watched`
     std::string address;
     uint64_t incarnation = 0;
-    bool watched = false;
+    bool watched = false;  // its connection to this member exists (made here, or its hello came)
+    std::vector<caf::actor> waiting;  // outboxes to it that wait for that (peer_hello_atom)
   };
   std::map<std::string, Peer> peers;  // by task ("worker:1")
   // The peers whose connection to this member exists (their hello came), by task: incarnation.
