@@ -78,10 +78,19 @@ TraceSummary summarize_trace(const nlohmann::json& trace) {
   out.events_left_out = trace["otherData"].value("events_left_out", int64_t(0));
   std::map<int, std::string> task_of;
   std::vector<Slice> slices;
+  struct Counter {
+    int pid;
+    std::string name;
+    double ts;
+    int64_t bytes;
+  };
+  std::vector<Counter> counters;
   for (auto& e : trace["traceEvents"]) {
     const std::string ph = e.value("ph", "");
     if (ph == "M" && e.value("name", "") == "process_name")
       task_of[e.value("pid", 0)] = task_of_process(e["args"].value("name", ""));
+    if (ph == "C" && e.value("cat", "") == "memory" && e.contains("args"))
+      counters.push_back({e.value("pid", 0), e.value("name", ""), e.value("ts", 0.0), e["args"].value("bytes", int64_t(0))});
     if (ph != "X") continue;
     Slice s;
     s.pid = e.value("pid", 0);
@@ -138,6 +147,17 @@ TraceSummary summarize_trace(const nlohmann::json& trace) {
   out.nodes = sorted(nodes);
   for (auto& [k, t] : transfers) out.transfers.push_back(t);
   for (auto& [step, mine] : by_step) out.critical_path[step] = critical_path(mine, task_of);
+  std::sort(counters.begin(), counters.end(), [](auto& a, auto& b) { return a.ts < b.ts; });
+  std::map<std::string, TraceSummary::Memory> memory;
+  for (auto& c : counters) {
+    const std::string prefix = "memory in use, ";
+    const std::string device = task(c.pid) + " " + (c.name.starts_with(prefix) ? c.name.substr(prefix.size()) : c.name);
+    auto& m = memory[device];
+    m.device = device;
+    m.peak_bytes = std::max(m.peak_bytes, c.bytes);
+    m.last_bytes = c.bytes;
+  }
+  for (auto& [name, m] : memory) out.memory.push_back(m);
   return out;
 }
 
@@ -186,6 +206,13 @@ std::string format_summary(const TraceSummary& s, int top) {
       out += fmt::format("{:>8} {:>12} {:>12.3f} {:>12.3f}  {} -> {}\n", t.count, t.bytes, t.send_us / 1000.0,
                          t.recv_us / 1000.0, t.from, t.to);
   }
+  if (!s.memory.empty()) {
+    out += fmt::format("\nmemory in use per device (sampled as traced kernels ended)\n{:>12} {:>12}  {}\n", "peak MiB",
+                       "last MiB", "device");
+    for (auto& m : s.memory)
+      out += fmt::format("{:>12.1f} {:>12.1f}  {}\n", double(m.peak_bytes) / (1 << 20), double(m.last_bytes) / (1 << 20),
+                         m.device);
+  }
   for (auto& [step, path] : s.critical_path) {
     double busy = 0, idle = 0;
     for (auto& l : path) busy += l.dur_us, idle += l.gap_us;
@@ -224,6 +251,10 @@ nlohmann::json summary_to_json(const TraceSummary& s) {
     paths[std::to_string(step)] = p;
   }
   out["critical_path"] = paths;
+  json memory = json::array();
+  for (auto& m : s.memory)
+    memory.push_back({{"device", m.device}, {"peak_bytes", m.peak_bytes}, {"last_bytes", m.last_bytes}});
+  out["memory"] = memory;
   out["events_left_out"] = s.events_left_out;
   return out;
 }

@@ -39,6 +39,13 @@ struct TraceSummary {
   std::vector<Stat> nodes;        // the same per node
   std::vector<Transfer> transfers;  // per (from, to)
   std::map<uint64_t, std::vector<Link>> critical_path;  // per step, first link first
+  // Per device of each task ("ps:0 device:CPU:0"): the most bytes in use the traced steps'
+  // memory counters saw, and the last.
+  struct Memory {
+    std::string device;
+    int64_t peak_bytes = 0, last_bytes = 0;
+  };
+  std::vector<Memory> memory;
   int64_t events_left_out = 0;
 };
 

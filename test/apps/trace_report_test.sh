@@ -46,6 +46,9 @@ assert abs(summary["kernel_us"] - sum(k["dur"] for k in kernels)) < 0.01 * len(k
 assert abs(summary["step_us"] - sum(s["dur"] for s in steps)) < 0.01 * len(steps) + 0.01, "step time"
 assert sum(o["count"] for o in summary["op_types"]) == len(ops), "op counts"
 assert abs(sum(o["total_us"] for o in summary["op_types"]) - sum(o["dur"] for o in ops)) < 0.01 * len(ops) + 0.01, "op time"
+memory = [e for e in events if e["ph"] == "C" and e.get("cat") == "memory"]
+assert memory and len(summary["memory"]) == 1, f"memory: {summary['memory']}"
+assert summary["memory"][0]["peak_bytes"] == max(e["args"]["bytes"] for e in memory), "memory peak"
 conv = [o for o in summary["op_types"] if o["name"] == "Conv2D"]
 assert conv and conv[0]["count"] == 2 * 3, f"Conv2D: {conv}"
 # The report names the run, and holds a point per logged step (every 20 of 60) and the accuracy.
