@@ -110,6 +110,14 @@ void watch(Worker* self, WorkerState::Peer& peer) {
   peer.watched = true;
 }
 
+// The peer's connection to this member exists (its hello came, or the backstop says to go on):
+// watch it, and let the outboxes that waited for it send.
+void connection_exists(Worker* self, WorkerState::Peer& peer) {
+  watch(self, peer);
+  for (auto& outbox : peer.waiting) self->send(outbox, peer_hello_atom::value);
+  peer.waiting.clear();
+}
+
 const WorkerState::Peer& peer_of(Worker* self, const TaskPeer& p) {
   auto& s = self->state;
   auto it = s.peers.find(p.task);
@@ -133,7 +141,11 @@ const WorkerState::Peer& peer_of(Worker* self, const TaskPeer& p) {
     watch(self, peer);
   }
   // Else the peer's hello says when its connection exists: monitoring a peer this member has no
-  // route to yet (the master handed its inbox over) would report it lost at once.
+  // route to yet (the master handed its inbox over) would report it lost at once. A hello that
+  // does not come within the connect bound is not waited for any longer (a backstop: the peer is
+  // then watched, and values sent, as they would be without it).
+  if (!peer.watched)
+    self->delayed_send(self, s.context->connect_timeout, peer_hello_atom::value, p.task, p.incarnation);
   return s.peers[p.task] = std::move(peer);
 }
 
@@ -362,9 +374,16 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         auto it = s.peers.find(task);
         if (it == s.peers.end() || it->second.incarnation != incarnation || it->second.watched) return;
         it->second.inbox = std::move(inbox);
-        watch(self, it->second);
-        for (auto& outbox : it->second.waiting) self->send(outbox, peer_hello_atom::value);
-        it->second.waiting.clear();
+        connection_exists(self, it->second);
+      },
+      [self](peer_hello_atom, const std::string& task, uint64_t incarnation) {  // the backstop
+        auto& s = self->state;
+        auto it = s.peers.find(task);
+        if (it == s.peers.end() || it->second.incarnation != incarnation || it->second.watched) return;
+        s.context->log(fmt::format("no hello from peer {} within {} ms of its registration: watching it and sending "
+                                   "to it without",
+                                   task, s.context->connect_timeout.count()));
+        connection_exists(self, it->second);
       },
       [](clock_atom) { return trace::now_ns(); },
       [](trace_atom, uint64_t handle, uint64_t step) { trace::begin(handle, step); },
