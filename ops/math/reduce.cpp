@@ -56,6 +56,32 @@ void reduce_shape(InferenceContext& c) {
   c.set_output(0, t, PartialShape::from_dims(dims));
 }
 
+// Folds v into the accumulator as reduction R does.
+template <Reduction R, class Acc>
+inline Acc fold(Acc acc, Acc v) {
+  if constexpr (R == Reduction::max) return std::max(acc, v);
+  else if constexpr (std::is_integral_v<Acc>) return integer::wrapping_add(acc, v);
+  else return acc + v;
+}
+
+template <class T, class Acc>
+inline Acc widen(T x) {
+  return Acc(std::conditional_t<std::is_same_v<T, half>, float, T>(x));
+}
+
+// R over `len` contiguous elements, in four independent accumulators (the additions of one
+// chain wait for each other; four chains keep the adder busy), folded into `acc`.
+template <Reduction R, class T, class Acc>
+Acc fold_run(Acc acc, const T* p, int64_t len) {
+  Acc a[4] = {acc, R == Reduction::max ? acc : Acc(0), R == Reduction::max ? acc : Acc(0),
+              R == Reduction::max ? acc : Acc(0)};
+  int64_t i = 0;
+  for (; i + 4 <= len; i += 4)
+    for (int k = 0; k < 4; ++k) a[k] = fold<R>(a[k], widen<T, Acc>(p[i + k]));
+  for (; i < len; ++i) a[0] = fold<R>(a[0], widen<T, Acc>(p[i]));
+  return fold<R>(fold<R>(a[0], a[1]), fold<R>(a[2], a[3]));
+}
+
 template <Reduction R>
 class ReduceKernel final : public OpKernel {
  public:
@@ -95,8 +121,32 @@ class ReduceKernel final : public OpKernel {
         }
         const T* px = x.data<T>();
         const int64_t n = x.num_elements();
+        // The common layouts, over contiguous runs: the reduced axes are the last ones (each
+        // output is the fold of one run of `count` elements: reduce_all, a row's sum), or the
+        // first ones (each of `count` runs of n_out elements folds into the outputs: a batch's
+        // column sums). Any other set of axes steps through the input index by index.
+        int first_reduced = rank, last_kept = -1;
+        for (int d = 0; d < rank; ++d) {
+          if (reduced[d]) first_reduced = std::min(first_reduced, d);
+          else last_kept = d;
+        }
+        int first_kept = rank, last_reduced = -1;
+        for (int d = 0; d < rank; ++d) {
+          if (!reduced[d]) first_kept = std::min(first_kept, d);
+          else last_reduced = d;
+        }
+        const bool trailing = last_kept < first_reduced;  // kept axes, then reduced ones
+        const bool leading = last_reduced < first_kept;   // reduced axes, then kept ones
+        if (n > 0 && trailing) {
+          for (int64_t j = 0; j < n_out; ++j) acc[std::size_t(j)] = fold_run<R, T, Acc>(acc[std::size_t(j)], px + j * count, count);
+        } else if (n > 0 && leading) {
+          for (int64_t i = 0; i < count; ++i) {
+            const T* row = px + i * n_out;
+            for (int64_t j = 0; j < n_out; ++j) acc[std::size_t(j)] = fold<R>(acc[std::size_t(j)], widen<T, Acc>(row[j]));
+          }
+        }
         int64_t o = 0;
-        for (int64_t i = 0; i < n; ++i) {
+        for (int64_t i = 0; i < n && !trailing && !leading; ++i) {
           Acc v = Acc(std::conditional_t<std::is_same_v<T, half>, float, T>(px[i]));
           if constexpr (R == Reduction::max) acc[o] = std::max(acc[o], v);
           else if constexpr (std::is_integral_v<Acc>) acc[o] = integer::wrapping_add(acc[o], v);
