@@ -195,7 +195,12 @@ BOOST_AUTO_TEST_CASE(a_loop_of_a_million_iterations_runs_in_bounded_memory) {
   long grown_mib = (max_rss_kib() - before) / 1024;
   BOOST_TEST(r[0].scalar_value<int32_t>() == 1000000);
   BOOST_TEST(r[1].data<float>()[255] == 1000000.0f);
+#ifndef __SANITIZE_ADDRESS__
   BOOST_TEST(grown_mib < 32, "a finished iteration's state is freed; the peak grew by " << grown_mib << " MiB");
+#else
+  // AddressSanitizer keeps freed memory in quarantine (256 MiB by default): the peak says nothing.
+  BOOST_TEST_MESSAGE("under AddressSanitizer the peak grew by " << grown_mib << " MiB (its quarantine); not checked");
+#endif
   BOOST_TEST(settles(s), s.describe_waiting());
 }
 
