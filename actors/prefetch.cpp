@@ -76,6 +76,7 @@ void Prefetcher::run(data::Pipeline pipeline, data::Position from) {
       ++elements_;
     };
     static const uint32_t read_name = trace::intern("read element");
+    const uint32_t queue_name = trace::intern(impl_->spec.name);
     auto it = pipeline.begin(from);
     while (!stop_) {
       const int64_t since = trace::on() ? trace::now() : 0;
@@ -86,7 +87,7 @@ void Prefetcher::run(data::Pipeline pipeline, data::Position from) {
         e.dur = trace::now() - since;
         e.name = read_name;
         e.cat = trace::Category::input_pipeline;
-        e.detail = trace::intern(impl_->spec.name);
+        e.detail = queue_name;
         e.row = trace::thread_row();
         trace::record(e);
       }

@@ -267,23 +267,41 @@ void Session::Impl::write_trace() {
     std::lock_guard<std::mutex> lock(traced_mutex);
     steps.swap(traced_steps);
   }
-  for (auto& s : steps) {
-    const int64_t base = trace->base(s.start);
-    std::vector<std::string> events = trace::take(trace_key, s.step, s.start, s.end, base, 1);
-    if (s.exe_key) {
-      auto mine = trace::take(s.exe_key, s.step, s.start, s.end, base, 1);
-      events.insert(events.end(), std::make_move_iterator(mine.begin()), std::make_move_iterator(mine.end()));
+  if (!steps.empty()) {
+    // Every step at once: one pass over this process's buffers, one request per signature to
+    // each of its tasks.
+    int64_t from = steps.front().start, to = steps.front().end;
+    std::vector<uint64_t> numbers;
+    std::vector<trace::StepId> local;  // this process's: the Session::run slices, a local step's kernels
+    struct Window {
+      std::vector<uint64_t> steps;
+      int64_t from, to;
+    };
+    std::map<Master::Signature*, Window> by_signature;
+    for (auto& s : steps) {
+      from = std::min(from, s.start), to = std::max(to, s.end);
+      numbers.push_back(s.step);
+      local.push_back({trace_key, s.step});
+      if (s.exe_key) local.push_back({s.exe_key, s.step});
+      if (s.sig) {
+        Window& w = by_signature.try_emplace(s.sig, Window{{}, s.start, s.end}).first->second;
+        w.steps.push_back(s.step);
+        w.from = std::min(w.from, s.start), w.to = std::max(w.to, s.end);
+      }
     }
-    if (s.sig) {
-      TraceParts parts = master->take_trace(*s.sig, s.step, s.start, s.end, base);
+    const int64_t base = trace->base(from);
+    std::vector<std::string> events = trace::take(local, from, to, base, 1);
+    for (auto& [sig, w] : by_signature) {
+      TraceParts parts = master->take_trace(*sig, w.steps, w.from, w.to, base);
       for (auto& p : parts.processes) {
         trace->add_process(p.pid, fmt::format("{} at {}", p.task, p.address));
         trace->add_clock(p.task, p.clock_offset_ns, p.clock_error_ns);
       }
-      for (auto& m : parts.missing) trace->add_note(fmt::format("step {}: no events from {}", s.step, m));
+      for (auto& m : parts.missing)
+        trace->add_note(fmt::format("steps {}: no events from {}", fmt::join(w.steps, ", "), m));
       events.insert(events.end(), std::make_move_iterator(parts.lines.begin()), std::make_move_iterator(parts.lines.end()));
     }
-    trace->add_step(s.step, std::move(events));
+    trace->add_steps(numbers, std::move(events));
   }
   trace->write();
 }
@@ -296,7 +314,7 @@ Session::~Session() {
     impl_->slot_free.wait(lock, [&] { return impl_->in_flight == 0; });
   }
   impl_->watch.reset();
-  if (impl_->trace && (!impl_->traced_steps.empty() || !impl_->trace->written_since_last_step())) {
+  if (impl_->trace && !impl_->traced_steps.empty()) {
     try {
       impl_->write_trace();
     } catch (const std::exception& e) {

@@ -30,10 +30,9 @@ void TraceFile::add_clock(const std::string& task, int64_t offset_ns, int64_t er
   clocks_[task] = {offset_ns, error_ns};
 }
 
-void TraceFile::add_step(uint64_t step, std::vector<std::string> events) {
+void TraceFile::add_steps(const std::vector<uint64_t>& steps, std::vector<std::string> events) {
   std::lock_guard<std::mutex> lock(mutex_);
-  steps_.push_back(step);
-  dirty_ = true;
+  steps_.insert(steps_.end(), steps.begin(), steps.end());
   for (auto& e : events) {
     if (events_.size() >= max_events_) {
       ++left_out_;
@@ -46,11 +45,6 @@ void TraceFile::add_step(uint64_t step, std::vector<std::string> events) {
 void TraceFile::add_note(const std::string& note) {
   std::lock_guard<std::mutex> lock(mutex_);
   notes_.push_back(note);
-}
-
-bool TraceFile::written_since_last_step() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return !dirty_;
 }
 
 void TraceFile::write() {
@@ -86,7 +80,6 @@ void TraceFile::write() {
   text += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":" + other.dump() + "}\n";
 
   write_file_durably(path_, text);
-  dirty_ = false;
 }
 
 }  // namespace troupe

@@ -14,20 +14,18 @@ class TraceFile {
  public:
   TraceFile(std::string path, std::size_t max_events) : path_(std::move(path)), max_events_(max_events) {}
 
-  const std::string& path() const { return path_; }
   // The time every event's is taken from (the first traced step's start), set by the first call.
   int64_t base(int64_t first_start);
   // A process row: `pid` named `name`.
   void add_process(int pid, const std::string& name);
   // What another process's clock was taken to be off by, and how far that estimate can be wrong.
   void add_clock(const std::string& task, int64_t offset_ns, int64_t error_ns);
-  // A step's events (JSON objects); beyond max_events they are counted, not kept.
-  void add_step(uint64_t step, std::vector<std::string> events);
+  // Steps' events (JSON objects); beyond max_events they are counted, not kept.
+  void add_steps(const std::vector<uint64_t>& steps, std::vector<std::string> events);
   // Something that could not be traced (a task that did not answer), said in the file.
   void add_note(const std::string& note);
   // Writes the file (a temporary file, fsynced, renamed over `path`); throws naming it.
   void write();
-  bool written_since_last_step() const;
 
  private:
   std::string path_;
@@ -41,7 +39,6 @@ class TraceFile {
   std::vector<std::string> events_;
   std::vector<std::string> notes_;
   std::size_t left_out_ = 0;
-  bool dirty_ = false;
 };
 
 }  // namespace troupe

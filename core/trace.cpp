@@ -430,7 +430,10 @@ void set_limit(std::size_t events) { registry().limit.store(events, std::memory_
 std::size_t limit() { return registry().limit.load(std::memory_order_relaxed); }
 std::size_t dropped() { return registry().dropped.load(std::memory_order_relaxed); }
 
-std::vector<std::string> take(uint64_t key, uint64_t step, int64_t from_ns, int64_t to_ns, int64_t shift_ns, int pid) {
+std::vector<std::string> take(const std::vector<StepId>& steps, int64_t from_ns, int64_t to_ns, int64_t shift_ns,
+                              int pid) {
+  std::vector<StepId> wanted = steps;
+  std::sort(wanted.begin(), wanted.end());
   auto& r = registry();
   std::vector<std::shared_ptr<Buffer>> buffers;
   {
@@ -445,7 +448,7 @@ std::vector<std::string> take(uint64_t key, uint64_t step, int64_t from_ns, int6
     std::size_t kept = 0;
     for (std::size_t i = 0; i < ev.size(); ++i) {
       const Event& e = ev[i];
-      const bool ours = e.key == key && e.step == step;
+      const bool ours = e.key != 0 && std::binary_search(wanted.begin(), wanted.end(), StepId{e.key, e.step});
       const bool unowned = e.key == 0;  // of no step: taken if in the window, dropped if older
       if (ours || (unowned && to_time(e.ts) <= to_ns)) {
         if (ours || to_time(e.ts + e.dur) >= from_ns) mine.push_back(e);

@@ -124,11 +124,19 @@ void set_limit(std::size_t events);
 std::size_t limit();
 std::size_t dropped();
 
+// A traced step: the key it was marked with (begin) and its number.
+struct StepId {
+  uint64_t key = 0, step = 0;
+  friend auto operator<=>(const StepId&, const StepId&) = default;
+};
+
 // Removes and returns, as Chrome trace event objects (one JSON object per string), the events
-// of step `step` of `key`, and the events of no step (key 0: the input pipeline's) recorded
-// between `from_ns` and `to_ns` (now_ns() times); then the metadata naming the rows they use.
-// Times are now_ns() times shifted: ts_json = (ts - shift_ns) / 1000 (microseconds); pid is `pid`.
-std::vector<std::string> take(uint64_t key, uint64_t step, int64_t from_ns, int64_t to_ns, int64_t shift_ns, int pid);
+// of `steps`, and the events of no step (key 0: the input pipeline's) recorded between `from_ns`
+// and `to_ns` (now_ns() times); then the metadata naming the rows they use. One pass over the
+// buffers however many steps. Times are now_ns() times shifted: ts_json = (ts - shift_ns) / 1000
+// (microseconds); pid is `pid`.
+std::vector<std::string> take(const std::vector<StepId>& steps, int64_t from_ns, int64_t to_ns, int64_t shift_ns,
+                              int pid);
 
 // Drops every recorded event (tests).
 void clear();

@@ -148,9 +148,9 @@ using status_atom = caf::atom_constant<caf::atom("status")>;
 using peer_hello_atom = caf::atom_constant<caf::atom("peerhello")>;
 // Tracing (core/trace.hpp): (clock_atom) -> int64_t, the member's trace::now_ns(), which the
 // master's clock offset estimate reads; (trace_atom, handle, step) marks a step traced before its
-// RunGraph; (trace_atom, handle, step, from_ns, to_ns, shift_ns, pid) -> vector<string> ends it
-// and takes its events as Chrome trace JSON objects (times on the member's clock; ts - shift_ns);
-// (trace_atom, handle, step, true) ends it (a member's own backstop when the master never asks).
+// RunGraph; (trace_atom, handle, steps, from_ns, to_ns, shift_ns, pid) -> vector<string> ends
+// those steps and takes their events as Chrome trace JSON objects (times on the member's clock;
+// ts - shift_ns); (trace_atom, handle, step, true) ends it (a member's own backstop when the master never asks).
 using clock_atom = caf::atom_constant<caf::atom("clock")>;
 using trace_atom = caf::atom_constant<caf::atom("trace")>;
 

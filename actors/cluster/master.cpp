@@ -861,7 +861,8 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
   return std::move(*failure);
 }
 
-TraceParts Master::take_trace(Signature& sig, uint64_t step, int64_t from_ns, int64_t to_ns, int64_t base_ns) {
+TraceParts Master::take_trace(Signature& sig, const std::vector<uint64_t>& steps, int64_t from_ns, int64_t to_ns,
+                              int64_t base_ns) {
   Impl& im = *impl_;
   uint64_t handle = 0;
   {
@@ -888,8 +889,8 @@ TraceParts Master::take_trace(Signature& sig, uint64_t step, int64_t from_ns, in
       continue;
     }
     // Times go to the member on its own clock; its events come back on the master's.
-    self->request(workers[i], timeouts::state_query(), trace_atom::value, handle, step, from_ns + offset, to_ns + offset,
-                  base_ns + offset, int32_t(p.pid))
+    self->request(workers[i], timeouts::state_query(), trace_atom::value, handle, steps, from_ns + offset,
+                  to_ns + offset, base_ns + offset, int32_t(p.pid))
         .receive([&](std::vector<std::string>& lines) { out.lines.insert(out.lines.end(), lines.begin(), lines.end()); },
                  [&](caf::error& e) { out.missing.push_back(fmt::format("{} ({})", p.task, im.system().render(e))); });
   }

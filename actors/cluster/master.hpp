@@ -68,10 +68,11 @@ class Master {
   // `traced`: every task traces its share of the step (core/trace.hpp); take_trace gets it.
   StepResult run(Signature& signature, uint64_t step, std::vector<Tensor> feeds, std::chrono::milliseconds deadline,
                  bool traced = false);
-  // A traced step's events from every task of the signature, as Chrome trace JSON objects on
+  // Traced steps' events from every task of the signature, as Chrome trace JSON objects on
   // the master's clock (times from `base_ns`, each task's shifted by its clock offset), with the
   // events of no step between `from_ns` and `to_ns`; a process (pid) per task.
-  TraceParts take_trace(Signature& signature, uint64_t step, int64_t from_ns, int64_t to_ns, int64_t base_ns);
+  TraceParts take_trace(Signature& signature, const std::vector<uint64_t>& steps, int64_t from_ns, int64_t to_ns,
+                        int64_t base_ns);
 
   // What step `step` of `signature` (running now) waits for on every task: the stuck nodes
   // followed across tasks, then each task's waiting nodes; empty when no node waits. Asks

@@ -118,7 +118,7 @@ void connection_exists(Worker* self, WorkerState::Peer& peer) {
   peer.waiting.clear();
 }
 
-const WorkerState::Peer& peer_of(Worker* self, const TaskPeer& p) {
+WorkerState::Peer& peer_of(Worker* self, const TaskPeer& p) {
   auto& s = self->state;
   auto it = s.peers.find(p.task);
   if (it != s.peers.end() && it->second.incarnation == p.incarnation) return it->second;
@@ -220,11 +220,11 @@ void register_graph(Worker* self, RegisterGraph& r) {
     if (p == peer_by_task.end())
       fail(ErrorCode::invalid_argument, "task {}: a partition sends to {}, which the registration names no address for",
            me, task);
-    const WorkerState::Peer& peer = peer_of(self, *p->second);
+    WorkerState::Peer& peer = peer_of(self, *p->second);
     // Values go out once the peer's connection to this member exists: before, they would travel
     // through the master's process, or nowhere.
     outbox_of[task] = self->spawn(outbox_actor, self->state.context, peer.inbox, r.handle, task, edges, peer.watched);
-    if (!peer.watched) self->state.peers[task].waiting.push_back(outbox_of[task]);
+    if (!peer.watched) peer.waiting.push_back(outbox_of[task]);
     reg->outboxes.push_back(outbox_of[task]);
   }
   // Peers that only send here: connect too, so that their loss is seen and logged.
@@ -405,7 +405,7 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         e.row = trace::named_row("RunGraph");
         trace::record(e);
         self->spawn<caf::detached>([ctx, handle, step, start, end](caf::event_based_actor*) {
-          ctx->trace->add_step(step, trace::take(handle, step, start, end, ctx->trace->base(start), 1));
+          ctx->trace->add_steps({step}, trace::take({{handle, step}}, start, end, ctx->trace->base(start), 1));
           try {
             ctx->trace->write();
           } catch (const Error& e) {
@@ -413,12 +413,16 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
           }
         });
       },
-      [self](trace_atom, uint64_t handle, uint64_t step, int64_t from, int64_t to, int64_t shift, int32_t pid)
-          -> caf::result<std::vector<std::string>> {
-        trace::end(handle, step);
-        // Formatting a step's events takes a while: not on the worker's turn.
+      [self](trace_atom, uint64_t handle, const std::vector<uint64_t>& steps, int64_t from, int64_t to, int64_t shift,
+             int32_t pid) -> caf::result<std::vector<std::string>> {
+        std::vector<trace::StepId> ids;
+        for (uint64_t step : steps) {
+          trace::end(handle, step);
+          ids.push_back({handle, step});
+        }
+        // Formatting the steps' events takes a while: not on the worker's turn.
         return on_own_thread<std::vector<std::string>>(self, [=](auto& promise) {
-          promise.deliver(trace::take(handle, step, from, to, shift, pid));
+          promise.deliver(trace::take(ids, from, to, shift, pid));
         });
       },
       [self](identify_atom) -> caf::result<std::string, uint64_t, std::string> {

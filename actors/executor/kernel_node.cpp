@@ -24,7 +24,7 @@ void KernelNode::fire(const Tag& tag, Tensor* inputs, bool dead) {
 }
 
 void KernelNode::fire_maybe_traced(const Tag& tag, Tensor* inputs, bool dead) {
-  run(tag, inputs, dead, trace::detail::is_marked(plan_->trace_key, tag.step) ? trace::now() : 0);
+  run(tag, inputs, dead, trace_start(tag));
 }
 
 inline void KernelNode::run(const Tag& tag, Tensor* inputs, bool dead, int64_t traced_since) {

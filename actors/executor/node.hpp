@@ -78,6 +78,11 @@ class NodeActor : public caf::event_based_actor {
   // A traced step's slice of this node's from `start` to `end` (core/trace.hpp's now()): its
   // executable, step, frame, iteration and node filled in.
   trace::Event trace_event(const Tag& tag, int64_t start, int64_t end) const;
+  // trace::now() when the tag's step is traced, else 0 (off: one relaxed load, and the plan is
+  // not read).
+  int64_t trace_start(const Tag& tag) const {
+    return trace::on() && trace::detail::is_marked(plan_->trace_key, tag.step) ? trace::now() : 0;
+  }
   void release(Pending& p);
   // Lets go of the inputs that came by message (the hoisted constants stay).
   void let_go_of_inputs(Tensor* inputs) {

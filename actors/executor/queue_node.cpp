@@ -51,8 +51,7 @@ void QueueNode::request_from_queue(const Tag& tag, Tensor* inputs) {
   };
   ++requests_[tag.step];
   // A traced step's wait for the queue's answer (core/trace.hpp).
-  const int64_t traced_since =
-      trace::on() && trace::detail::is_marked(plan_->trace_key, tag.step) ? trace::now() : 0;
+  const int64_t traced_since = trace_start(tag);
   auto done = [this, step = tag.step, traced_since] {
     auto it = requests_.find(step);
     if (it != requests_.end() && --it->second == 0) requests_.erase(it);

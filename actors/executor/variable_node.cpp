@@ -41,8 +41,7 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
     auto it = asked_.find(step);
     if (it != asked_.end()) asked_.erase(it);
   };
-  const int64_t traced_since =
-      trace::on() && trace::detail::is_marked(plan_->trace_key, tag.step) ? trace::now() : 0;
+  const int64_t traced_since = trace_start(tag);
   auto on_reply = [this, tag, answered, traced_since](ShardReply& reply) {
     answered();
     if (traced_since) trace_request(tag, traced_since);
