@@ -162,4 +162,17 @@ BOOST_AUTO_TEST_CASE(tracing_a_step_without_a_trace_file_is_refused) {
   BOOST_TEST(troupe::testing::contains(troupe::testing::error_of([&] { session.write_trace(); }, ErrorCode::failed_precondition), "traces nothing"));
 }
 
+BOOST_AUTO_TEST_CASE(a_trace_that_cannot_be_written_fails_naming_the_file) {
+  troupe::testing::ScratchDir dir;
+  MatmulRelu g;
+  SessionOptions options;
+  options.trace.file = dir.file("no/such/dir/trace.json");
+  Session session(g.root, options);
+  RunOptions traced;
+  traced.trace = true;
+  session.run({{g.x, g.feed}}, {g.z}, {}, traced);
+  const std::string error = troupe::testing::error_of([&] { session.write_trace(); }, ErrorCode::not_found);
+  BOOST_TEST(troupe::testing::contains(error, dir.file("no/such/dir/trace.json")), error);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
