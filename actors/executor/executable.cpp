@@ -1,7 +1,10 @@
 #include "actors/executor/executable.hpp"
 
+#include <condition_variable>
 #include <set>
+#include <unordered_map>
 
+#include "actors/executor/node.hpp"
 #include "actors/executor/spawn_node.hpp"
 #include "actors/runtime.hpp"
 #include "actors/executor/step_actor.hpp"
@@ -386,9 +389,13 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
     ExecPlan& p = *part.plan;
     p.step_actor = step_actor_;
     p.actors.resize(p.nodes.size());
+    p.fast.assign(p.nodes.size(), nullptr);
     for (int id = 0; id < int(p.nodes.size()); ++id)
-      if (p.nodes[id].active)
+      if (p.nodes[id].active) {
         p.actors[id] = spawn_node(system, std::shared_ptr<const ExecPlan>(part.plan), id, std::move(part.kernels[id]));
+        auto* node = dynamic_cast<NodeActor*>(caf::actor_cast<caf::abstract_actor*>(p.actors[id]));
+        if (node && node->fast()) p.fast[id] = node;
+      }
   }
 
   // wire
@@ -405,6 +412,21 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
           ++step.num_root_sends;
         }
   }
+  // Targets that are fast nodes of this executable take their inputs into the node's mailbox.
+  std::unordered_map<const caf::abstract_actor*, NodeActor*> fast;
+  for (PartPlan& part : parts)
+    for (std::size_t id = 0; id < part.plan->fast.size(); ++id)
+      if (part.plan->fast[id]) fast[caf::actor_cast<caf::abstract_actor*>(part.plan->actors[id])] = part.plan->fast[id];
+  auto resolve = [&](Target& t) {
+    auto it = fast.find(caf::actor_cast<caf::abstract_actor*>(t.actor));
+    if (it != fast.end()) t.node = it->second;
+  };
+  for (PartPlan& part : parts)
+    for (NodePlan& n : part.plan->nodes) {
+      for (auto& port : n.outputs)
+        for (Target& t : port) resolve(t);
+      for (Target& t : n.control_outputs) resolve(t);
+    }
 }
 
 std::map<std::string, caf::actor> Executable::recv_actors() const {
@@ -426,6 +448,28 @@ Executable::~Executable() {
   // Dropping them earlier would race with handlers still reading a plan, and letting an
   // exiting actor release the last reference to its plan would free the actor inside its
   // own exit.
+  // The fast nodes first: each stops taking from its mailbox in its turn, after which no thread
+  // touches its state any more and its actor may exit.
+  struct Stopped {
+    std::mutex mutex;
+    std::condition_variable all;
+    std::size_t left = 0;
+  };
+  auto stopped = std::make_shared<Stopped>();
+  for (auto& p : plan_->parts)
+    for (NodeActor* node : p->fast)
+      if (node) ++stopped->left;
+  for (auto& p : plan_->parts)
+    for (NodeActor* node : p->fast)
+      if (node)
+        node->stop_fast_path([stopped] {
+          std::lock_guard<std::mutex> lock(stopped->mutex);
+          if (--stopped->left == 0) stopped->all.notify_all();
+        });
+  {
+    std::unique_lock<std::mutex> lock(stopped->mutex);
+    stopped->all.wait(lock, [&] { return stopped->left == 0; });
+  }
   caf::scoped_actor self{*system_};
   std::size_t n = 0;
   auto stop = [&](const caf::actor& a) {
@@ -446,6 +490,7 @@ Executable::~Executable() {
       node.shard = nullptr;
     }
     p->actors.clear();
+    p->fast.clear();
     p->step_actor = nullptr;
   }
   step_actor_ = nullptr;

@@ -37,10 +37,13 @@
 
 namespace troupe {
 
+class NodeActor;
+
 struct Target {
   caf::actor actor;
   uint32_t slot;
   bool drop_dead = false;  // an Exit's data input: only the last iteration's live value matters
+  NodeActor* node = nullptr;  // the actor's, when it is a node on the fast path (node.hpp)
 };
 
 // The values StackPush nodes save for a loop's gradient, per step, stack and iteration path
@@ -97,6 +100,7 @@ struct ExecPlan {
   std::shared_ptr<Graph> graph;  // the partition
   std::vector<NodePlan> nodes;  // indexed like graph's nodes
   std::vector<caf::actor> actors;  // per node; empty for inactive nodes
+  std::vector<NodeActor*> fast;    // per node: its actor, when it runs on the fast path (node.hpp)
   caf::actor step_actor;
   std::vector<int> sources;  // nodes started by the step actor's start signal
   mutable StackStore stacks;

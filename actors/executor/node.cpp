@@ -5,6 +5,13 @@ namespace {
 
 constexpr std::size_t kRememberedAborts = 1024;
 
+// The fast path's state of this thread: whether it is running fast nodes (a Runner's turn), the
+// execution unit it runs them on, and the node the current node's turn made ready, to run on
+// this thread next (direct hand-off).
+thread_local bool tls_running [[gnu::tls_model("initial-exec")]] = false;
+thread_local caf::execution_unit* tls_unit [[gnu::tls_model("initial-exec")]] = nullptr;
+thread_local NodeActor* tls_next [[gnu::tls_model("initial-exec")]] = nullptr;
+
 }  // namespace
 
 NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index,
@@ -16,6 +23,7 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
       expected_(me_->num_inputs - me_->num_fixed + me_->num_controls),
       scratch_(me_->fixed_inputs),
       outputs_(me_->outputs.size()) {
+  fast_ = me_->kind != NodeKind::variable && me_->kind != NodeKind::queue;
   for (int s = 0; s < me_->num_inputs; ++s) {
     if (!me_->fixed_inputs[s].is_initialized()) message_slots_.push_back(s);
     else if (s < 64) fixed_mask_ |= uint64_t(1) << s;
@@ -23,21 +31,156 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
 }
 
 caf::behavior NodeActor::make_behavior() {
+  if (fast_) {
+    // Everything goes through the fast path's mailbox (see node.hpp).
+    auto reply_in_turn = [this](std::optional<uint64_t> step) {
+      auto promise = make_response_promise<std::vector<WaitReport>>();
+      post_call(context(), [this, promise, step](bool stopped) mutable {
+        promise.deliver(stopped ? std::vector<WaitReport>{} : step ? step_waits(*step) : on_waits());
+      });
+      return promise;
+    };
+    return {
+        [this](input_atom, const Tag& tag, uint32_t slot, Value& value) {
+          post(context(), tag, slot, std::move(value));
+        },
+        [this](abort_atom, uint64_t step) { post_abort(context(), step); },
+        [reply_in_turn](waits_atom) -> caf::result<std::vector<WaitReport>> { return reply_in_turn(std::nullopt); },
+        [reply_in_turn](waits_atom, uint64_t step) -> caf::result<std::vector<WaitReport>> {
+          return reply_in_turn(step);
+        },
+    };
+  }
   return {
       [this](input_atom, const Tag& tag, uint32_t slot, Value& value) {
         if (!is_aborted(tag.step)) on_input(tag, slot, value);
       },
       [this](abort_atom, uint64_t step) { on_abort(step); },
       [this](waits_atom) { return on_waits(); },
-      [this](waits_atom, uint64_t step) {
-        std::vector<WaitReport> out;
-        for (auto& r : on_waits())
-          if (r.tag.step == step) out.push_back(std::move(r));
-        add_step_waits(step, out);
-        return out;
-      },
+      [this](waits_atom, uint64_t step) { return step_waits(step); },
   };
 }
+
+std::vector<WaitReport> NodeActor::step_waits(uint64_t step) const {
+  std::vector<WaitReport> out;
+  for (auto& r : on_waits())
+    if (r.tag.step == step) out.push_back(std::move(r));
+  add_step_waits(step, out);
+  return out;
+}
+
+// ---- the fast path ----------------------------------------------------------------------
+
+void NodeActor::post(caf::execution_unit* unit, const Tag& tag, uint32_t slot, Value&& value) {
+  if (mailbox_.put(NodeMailbox::Item{NodeMailbox::Item::Kind::input, slot, tag, std::move(value)})) schedule(unit);
+}
+
+void NodeActor::post_abort(caf::execution_unit* unit, uint64_t step) {
+  if (mailbox_.put(NodeMailbox::Item{NodeMailbox::Item::Kind::abort, 0, Tag{step, 0, 0}, Value{}})) schedule(unit);
+}
+
+void NodeActor::post_call(caf::execution_unit* unit, NodeMailbox::Call&& call) {
+  if (mailbox_.put(std::move(call))) schedule(unit);
+}
+
+void NodeActor::stop_fast_path(std::function<void()> done) {
+  post_call(nullptr, [this, done = std::move(done)](bool) {
+    stopped_ = true;
+    done();
+  });
+}
+
+caf::execution_unit* NodeActor::unit() { return fast_ ? tls_unit : context(); }
+
+void NodeActor::schedule(caf::execution_unit* unit) {
+  if (tls_running) {
+    if (!tls_next) {
+      caf::intrusive_ptr_add_ref(ctrl());  // the hand-off's, released after the node's turn
+      tls_next = this;
+      return;
+    }
+    unit = tls_unit;
+  }
+  enqueue_runner(unit);
+}
+
+void NodeActor::enqueue_runner(caf::execution_unit* unit) {
+  caf::intrusive_ptr_add_ref(ctrl());  // the job's, released by the worker after its turn
+  if (unit) unit->exec_later(&runner_);
+  else home_system().scheduler().enqueue(&runner_);
+}
+
+bool NodeActor::drain() {
+  for (int round = 0; round < 4; ++round) {
+    if (!mailbox_.take(taken_, taken_calls_)) return false;
+    for (auto& call : taken_calls_) {
+      try {
+        call(stopped_);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "troupe: %s: %s\n", me_->where.c_str(), e.what());
+      }
+    }
+    taken_calls_.clear();
+    if (!stopped_)
+      for (auto& item : taken_) {
+        // A node handed off to runs after this node's turn; with more of the turn to come, it
+        // goes to the scheduler instead, where another thread may take it meanwhile.
+        if (tls_next) flush_hand_off();
+        handle(item);
+      }
+    taken_.clear();
+  }
+  return true;
+}
+
+void NodeActor::flush_hand_off() {
+  NodeActor* next = tls_next;
+  tls_next = nullptr;
+  next->enqueue_runner(tls_unit);
+  caf::intrusive_ptr_release(next->ctrl());
+}
+
+void NodeActor::handle(NodeMailbox::Item& item) {
+  try {
+    if (item.kind == NodeMailbox::Item::Kind::abort) on_abort(item.tag.step);
+    else if (!is_aborted(item.tag.step)) on_input(item.tag, item.slot, item.value);
+  } catch (const Error& e) {
+    report_error(item.tag, e.code(), e.what());
+  } catch (const std::exception& e) {
+    report_error(item.tag, ErrorCode::internal, e.what());
+  }
+}
+
+caf::resumable::resume_result NodeActor::Runner::resume(caf::execution_unit* unit, std::size_t) {
+  tls_running = true;
+  tls_unit = unit;
+  resume_result result = awaiting_message;
+  NodeActor* node = node_;
+  for (int handed = 0;; ++handed) {
+    const bool more = node->drain();
+    if (node == node_ && handed == 0) {
+      if (more) result = resume_later;  // the worker queues this job again, with its reference
+    } else {
+      if (more) node->enqueue_runner(unit);
+      caf::intrusive_ptr_release(node->ctrl());  // the hand-off's
+    }
+    node = tls_next;
+    tls_next = nullptr;
+    if (!node) break;
+    if (handed + 1 >= kHandOffs) {
+      tls_next = node;
+      flush_hand_off();
+      break;
+    }
+  }
+  tls_running = false;
+  tls_unit = nullptr;
+  return result;
+}
+
+void NodeActor::Runner::intrusive_ptr_add_ref_impl() { caf::intrusive_ptr_add_ref(node_->ctrl()); }
+
+void NodeActor::Runner::intrusive_ptr_release_impl() { caf::intrusive_ptr_release(node_->ctrl()); }
 
 void NodeActor::on_exit() {
   // The plan is released with the actor object (see ~Executable), never here.
@@ -104,14 +247,15 @@ void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
 }
 
 void NodeActor::emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs) {
+  caf::execution_unit* const u = unit();
   for (std::size_t port = 0; port < me_->outputs.size(); ++port) {
     bool port_dead = dead || (port < 64 && (dead_outputs >> port) & 1);
     for (const Target& t : me_->outputs[port]) {
       if (port_dead && t.drop_dead) continue;
-      send_input(context(), t.actor, tag, t.slot, Value{port_dead ? Tensor() : outputs[port], port_dead});
+      deliver(u, t, tag, t.slot, Value{port_dead ? Tensor() : outputs[port], port_dead});
     }
   }
-  for (const Target& t : me_->control_outputs) send_input(context(), t.actor, tag, kControlSlot, Value{Tensor(), dead});
+  for (const Target& t : me_->control_outputs) deliver(u, t, tag, kControlSlot, Value{Tensor(), dead});
 }
 
 void NodeActor::pass_input_on(const Tag& tag, Tensor* inputs, bool dead) {

@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "actors/executor/executable.hpp"
+#include "actors/executor/mailbox.hpp"
 #include "core/trace.hpp"
 
 namespace troupe {
@@ -32,6 +33,17 @@ class NodeActor : public caf::event_based_actor {
   caf::behavior make_behavior() override;
   void on_exit() override;
   const char* name() const override { return "troupe.node"; }
+
+  // Whether the node runs on the fast path (above); set at spawn, from its kind.
+  bool fast() const { return fast_; }
+  // Puts an input (abort, call) in a fast node's mailbox, from any thread. `unit`: the sender's
+  // execution unit, where a node made ready is scheduled (null: the scheduler picks one).
+  void post(caf::execution_unit* unit, const Tag& tag, uint32_t slot, Value&& value);
+  void post_abort(caf::execution_unit* unit, uint64_t step);
+  void post_call(caf::execution_unit* unit, NodeMailbox::Call&& call);
+  // Stops a fast node: once `done` has been called it takes nothing from its mailbox any more
+  // (what comes is dropped), so its actor may free its state.
+  void stop_fast_path(std::function<void()> done);
 
  protected:
   // The inputs of one tag so far. Up to kInline inputs are stored inside the slot, and the
@@ -84,6 +96,8 @@ class NodeActor : public caf::event_based_actor {
     return trace::on() && trace::detail::is_marked(plan_->trace_key, tag.step) ? trace::now() : 0;
   }
   void release(Pending& p);
+  // The execution unit this node runs on now (its actor's context, or the fast path's thread's).
+  caf::execution_unit* unit();
   // Lets go of the inputs that came by message (the hoisted constants stay).
   void let_go_of_inputs(Tensor* inputs) {
     for (int s : message_slots_) inputs[s] = Tensor();
@@ -100,6 +114,7 @@ class NodeActor : public caf::event_based_actor {
   void on_abort(uint64_t step);
   void remember_abort(uint64_t step);
   std::vector<WaitReport> on_waits() const;
+  std::vector<WaitReport> step_waits(uint64_t step) const;
   void start(Pending& p, const Tag& tag);
 
   std::unordered_set<uint64_t> aborted_;  // read by every input: kept with the other hot fields
@@ -116,6 +131,50 @@ class NodeActor : public caf::event_based_actor {
 
  private:
   std::deque<uint64_t> aborted_order_;
+
+  // The fast path.
+  class Runner final : public caf::resumable {
+   public:
+    explicit Runner(NodeActor* node) : node_(node) {}
+    subtype_t subtype() const override { return unspecified; }
+    resume_result resume(caf::execution_unit* unit, std::size_t) override;
+    void intrusive_ptr_add_ref_impl() override;
+    void intrusive_ptr_release_impl() override;
+
+   private:
+    NodeActor* node_;
+  };
+  static constexpr int kHandOffs = 64;  // nodes run in a row on one thread by direct hand-off
+  // With the claim held: run the node soon (hand-off or the scheduler).
+  void schedule(caf::execution_unit* unit);
+  void enqueue_runner(caf::execution_unit* unit);
+  // Sends this thread's hand-off node to the scheduler instead.
+  static void flush_hand_off();
+  // With the claim held: runs what is in the mailbox, a few rounds. True: there may be more, and
+  // the claim is still held; false: the mailbox was empty and the claim given up.
+  bool drain();
+  void handle(NodeMailbox::Item& item);
+
+  bool fast_ = false;
+  bool stopped_ = false;
+  Runner runner_{this};
+  NodeMailbox mailbox_;
+  std::vector<NodeMailbox::Item> taken_;
+  std::vector<NodeMailbox::Call> taken_calls_;
 };
+
+// Sends an input to a consumer: into its mailbox when it is a fast node, else as a CAF message.
+inline void deliver(caf::execution_unit* unit, const Target& to, const Tag& tag, uint32_t slot, Value&& value) {
+  if (to.node) to.node->post(unit, tag, slot, std::move(value));
+  else send_input(unit, to.actor, tag, slot, std::move(value));
+}
+
+
+// The same to node `id` of `part`.
+inline void send_to_node(caf::execution_unit* unit, const ExecPlan& part, int id, const Tag& tag, uint32_t slot,
+                         Value&& value) {
+  if (NodeActor* node = part.fast[std::size_t(id)]) node->post(unit, tag, slot, std::move(value));
+  else send_input(unit, part.actors[std::size_t(id)], tag, slot, std::move(value));
+}
 
 }  // namespace troupe

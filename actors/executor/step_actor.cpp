@@ -1,5 +1,7 @@
 #include "actors/executor/step_actor.hpp"
 
+#include "actors/executor/node.hpp"
+
 namespace troupe {
 
 void StepActorState::remember_ended(uint64_t step) {
@@ -59,10 +61,9 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
         }
         Tag tag{step, 0, 0};
         for (std::size_t i = 0; i < p.args.size(); ++i)
-          send_input(self->context(), p.parts[p.args[i].part]->actors[p.args[i].node], tag, 0,
-                     Value{std::move(feeds[i]), false});
+          send_to_node(self->context(), *p.parts[p.args[i].part], p.args[i].node, tag, 0, Value{std::move(feeds[i]), false});
         for (auto& part : p.parts)
-          for (int src : part->sources) send_input(self->context(), part->actors[src], tag, kControlSlot, Value{});
+          for (int src : part->sources) send_to_node(self->context(), *part, src, tag, kControlSlot, Value{});
         // Reports that came before the step did (values from other processes start work here
         // before this process's share of the step is asked for).
         auto early = self->state.early.find(step);
