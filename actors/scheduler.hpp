@@ -32,6 +32,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     explicit coordinator_data(caf::scheduler::abstract_coordinator*) {}
     std::atomic<std::size_t> next_worker{0};
     std::atomic<int> sleeping{0};
+    std::atomic<int> idle{0};  // workers that found no job in their last look (spinning or asleep)
   };
 
   struct worker_data {
@@ -47,7 +48,41 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     bool asleep = false;
     bool poked = false;  // woken by another worker: there is work to steal
     std::atomic<uint64_t> started{0};  // jobs this worker has begun; written by it alone
+    std::atomic<bool> idle{false};     // counted in coordinator_data::idle
+    std::atomic<bool> dozing{false};   // asleep, readable without the mutex
   };
+
+  using OurWorker = caf::scheduler::worker<SchedulingPolicy>;
+
+  // Whether any worker of the scheduler `unit` belongs to looks for work (one relaxed load).
+  // `unit` must be a worker of this policy's.
+  static bool someone_idle(caf::execution_unit* unit) {
+    return d(static_cast<OurWorker*>(unit)->parent()).idle.load(std::memory_order_relaxed) > 0;
+  }
+
+  // Hands `job` to a worker other than `unit` (a worker of this policy's) that looks for work,
+  // waking it if it sleeps; false, and nothing done, when none does.
+  static bool offer(caf::execution_unit* unit, caf::resumable* job) {
+    auto* self = static_cast<OurWorker*>(unit);
+    auto* parent = self->parent();
+    const std::size_t n = parent->num_workers();
+    for (std::size_t i = 1; i < n; ++i) {
+      auto* w = parent->worker_by_id((self->id() + i) % n);
+      auto& other = d(w);
+      // A sleeping worker is not woken for it: the wake-up costs more than a node saves.
+      if (!other.idle.load(std::memory_order_relaxed) || other.dozing.load(std::memory_order_relaxed)) continue;
+      std::lock_guard<std::mutex> lock(other.mutex);
+      other.queue.push_back(job);
+      other.size.store(other.queue.size(), std::memory_order_relaxed);
+      other.idle.store(false, std::memory_order_relaxed);  // one offer per look; it clears it itself too
+      if (other.asleep) {
+        other.poked = true;
+        other.wake.notify_one();
+      }
+      return true;
+    }
+    return false;
+  }
 
   template <class Coordinator>
   void central_enqueue(Coordinator* self, caf::resumable* job) {
@@ -78,20 +113,34 @@ class SchedulingPolicy : public caf::policy::unprofiled {
 
   template <class Worker>
   caf::resumable* dequeue(Worker* self) {
+    bool counted = false;  // this worker is counted in coordinator_data::idle
     // Yields only in the spin right after work or a wake-up: a worker whose sleep timed out
     // spins through the queues again without yielding (microseconds), then sleeps again. A
     // yield is a trip through the kernel's scheduler; an idle process yielding 128 times a
     // millisecond per worker took a fifth of the CPU from the busy processes beside it (4
     // all-reduce processes on 2 cores).
+    auto& looking = d(self).idle;
     for (bool slept = false;;) {
       for (int round = 0; round < kSpinRounds; ++round) {
         caf::resumable* job = pop_own(self);
         if (!job) job = steal(self);
         if (job) {
+          if (looking.load(std::memory_order_relaxed)) {
+            looking.store(false, std::memory_order_relaxed);
+          }
+          if (counted) {
+            d(self->parent()).idle.fetch_sub(1, std::memory_order_relaxed);
+            counted = false;
+          }
           auto& started = d(self).started;
           started.store(started.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
           return job;
         }
+        if (!counted) {
+          d(self->parent()).idle.fetch_add(1, std::memory_order_relaxed);
+          counted = true;
+        }
+        if (!looking.load(std::memory_order_relaxed)) looking.store(true, std::memory_order_relaxed);
         if (!slept && round > kSpinRounds / 2) std::this_thread::yield();
       }
       auto& me = d(self);
@@ -102,12 +151,14 @@ class SchedulingPolicy : public caf::policy::unprofiled {
         continue;
       }
       me.asleep = true;
+      me.dozing.store(true, std::memory_order_relaxed);
       shared.sleeping.fetch_add(1, std::memory_order_relaxed);
       // Timed: a job stealable elsewhere does not wake us unless its owner sees us asleep.
       slept = !me.wake.wait_for(lock, std::chrono::milliseconds(1), [&] { return !me.queue.empty() || me.poked; });
       me.poked = false;
       shared.sleeping.fetch_sub(1, std::memory_order_relaxed);
       me.asleep = false;
+      me.dozing.store(false, std::memory_order_relaxed);
     }
   }
 

@@ -7,6 +7,9 @@
 //   without running. A kernel error goes to the step actor.
 // Per tag: the inputs so far, in a Pending slot (none at all for a node of one input), freed
 //   when it fires. The inputs are let go of before the outputs go on.
+#include <algorithm>
+#include <climits>
+
 #include "actors/executor/node.hpp"
 
 namespace troupe {
@@ -25,6 +28,18 @@ class KernelNode final : public NodeActor {
   // A traced step's firing (core/trace.hpp): the kernel's slice from `start` to now, and the
   // device's memory in use then.
   void trace_firing(const Tag& tag, const Tensor* inputs, int64_t start);
+
+  // The cost of a firing, in trace::now()'s ticks (TSC cycles, or ns), averaged: a kernel below
+  // kCheapTicks is cheap (node.hpp), as a Const, a shape op or a scalar add are; one that has
+  // not fired yet is not.
+  static constexpr int64_t kCheapTicks = 10000;
+  bool fired_ = false;
+  void account(int64_t ticks) {
+    const int64_t cost = fired_ ? (7 * int64_t(cost_) + ticks) / 8 : ticks;
+    fired_ = true;
+    cost_ = int32_t(std::min<int64_t>(cost, INT32_MAX));
+    cheap_ = cost < kCheapTicks;
+  }
 
   // Interned once for the tracer; the input shapes again when they change.
   uint32_t trace_op_ = 0, trace_node_ = 0, trace_memory_ = 0, trace_shapes_ = 0;

@@ -1,16 +1,49 @@
 #include "actors/executor/node.hpp"
 
+#include "actors/scheduler.hpp"
+
 namespace troupe {
 namespace {
 
 constexpr std::size_t kRememberedAborts = 1024;
 
-// The fast path's state of this thread: whether it is running fast nodes (a Runner's turn), the
-// execution unit it runs them on, and the node the current node's turn made ready, to run on
-// this thread next (direct hand-off).
+// The fast path's state of this thread while it runs fast nodes (a Runner's turn): the execution
+// unit it runs them on, the cheap nodes made ready, to run on this thread in turn after the
+// current one (claimed, a reference held), and the first expensive node made ready by the
+// current node's turn, run here only if nothing else is.
+struct LocalReady {
+  std::vector<NodeActor*> nodes;
+  std::size_t head = 0;
+  int64_t cost = 0;  // of the nodes waiting (from head on), in trace::now()'s ticks
+  bool empty() const { return head == nodes.size(); }
+};
 thread_local bool tls_running [[gnu::tls_model("initial-exec")]] = false;
 thread_local caf::execution_unit* tls_unit [[gnu::tls_model("initial-exec")]] = nullptr;
-thread_local NodeActor* tls_next [[gnu::tls_model("initial-exec")]] = nullptr;
+thread_local LocalReady* tls_ready [[gnu::tls_model("initial-exec")]] = nullptr;
+thread_local NodeActor* tls_expensive [[gnu::tls_model("initial-exec")]] = nullptr;
+thread_local std::unique_ptr<LocalReady> tls_ready_owner;  // frees it when the thread ends
+
+// Whether this thread's execution unit is a worker of Troupe's scheduling policy (the runtime
+// installs it unless TROUPE_SCHEDULER=caf), which can hand ready nodes to idle workers.
+thread_local caf::execution_unit* tls_checked_unit [[gnu::tls_model("initial-exec")]] = nullptr;
+thread_local bool tls_ours [[gnu::tls_model("initial-exec")]] = false;
+
+bool ours(caf::execution_unit* unit) {
+  if (unit != tls_checked_unit) {
+    tls_checked_unit = unit;
+    tls_ours = dynamic_cast<SchedulingPolicy::OurWorker*>(unit) != nullptr;
+  }
+  return tls_ours;
+}
+
+LocalReady& local_ready() {
+  if (!tls_ready) {
+    tls_ready_owner = std::make_unique<LocalReady>();
+    tls_ready_owner->nodes.reserve(1024);
+    tls_ready = tls_ready_owner.get();
+  }
+  return *tls_ready;
+}
 
 }  // namespace
 
@@ -24,6 +57,7 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
       scratch_(me_->fixed_inputs),
       outputs_(me_->outputs.size()) {
   fast_ = me_->kind != NodeKind::variable && me_->kind != NodeKind::queue;
+  cheap_ = me_->kind != NodeKind::kernel;  // a kernel node's firings are measured (kernel_node.hpp)
   for (int s = 0; s < me_->num_inputs; ++s) {
     if (!me_->fixed_inputs[s].is_initialized()) message_slots_.push_back(s);
     else if (s < 64) fixed_mask_ |= uint64_t(1) << s;
@@ -84,22 +118,39 @@ void NodeActor::post_call(caf::execution_unit* unit, NodeMailbox::Call&& call) {
 }
 
 void NodeActor::stop_fast_path(std::function<void()> done) {
-  post_call(nullptr, [this, done = std::move(done)](bool) {
+  post_call(nullptr, [this, done = std::move(done)](bool) mutable {
     stopped_ = true;
-    done();
+    stop_done_ = std::move(done);
   });
+}
+
+void NodeActor::finish_stop() {
+  auto done = std::move(stop_done_);
+  done();
+}
+
+void NodeActor::prefetch() const {
+  __builtin_prefetch(&mailbox_);
+  __builtin_prefetch(&plan_);
 }
 
 caf::execution_unit* NodeActor::unit() { return fast_ ? tls_unit : context(); }
 
 void NodeActor::schedule(caf::execution_unit* unit) {
   if (tls_running) {
-    if (!tls_next) {
-      caf::intrusive_ptr_add_ref(ctrl());  // the hand-off's, released after the node's turn
-      tls_next = this;
-      return;
+    // No reference is taken for the ready list: the node stays alive until it has been stopped
+    // (its consumers' Targets and the plan hold its actor), and being claimed it is only stopped
+    // in a turn, which must come from this list first.
+    if (cheap_) {
+      LocalReady& ready = local_ready();
+      ready.nodes.push_back(this);
+      ready.cost += cost_;
+    } else if (!tls_expensive) {
+      tls_expensive = this;
+    } else {
+      give_away(tls_unit);  // a second expensive node: for another thread to take
     }
-    unit = tls_unit;
+    return;
   }
   enqueue_runner(unit);
 }
@@ -110,9 +161,23 @@ void NodeActor::enqueue_runner(caf::execution_unit* unit) {
   else home_system().scheduler().enqueue(&runner_);
 }
 
-bool NodeActor::drain() {
+bool NodeActor::offer(caf::execution_unit* unit) {
+  if (!unit || !ours(unit) || !SchedulingPolicy::someone_idle(unit)) return false;
+  caf::intrusive_ptr_add_ref(ctrl());  // the job's
+  if (SchedulingPolicy::offer(unit, &runner_)) return true;
+  caf::intrusive_ptr_release(ctrl());
+  return false;
+}
+
+void NodeActor::give_away(caf::execution_unit* unit) {
+  if (!offer(unit)) enqueue_runner(unit);
+}
+
+NodeActor::Drained NodeActor::drain() {
+  LocalReady& ready = local_ready();
+  const std::size_t ready_before = ready.nodes.size();
   for (int round = 0; round < 4; ++round) {
-    if (!mailbox_.take(taken_, taken_calls_)) return false;
+    if (!mailbox_.take(taken_, taken_calls_)) return Drained::idle;
     for (auto& call : taken_calls_) {
       try {
         call(stopped_);
@@ -121,23 +186,29 @@ bool NodeActor::drain() {
       }
     }
     taken_calls_.clear();
-    if (!stopped_)
-      for (auto& item : taken_) {
-        // A node handed off to runs after this node's turn; with more of the turn to come, it
-        // goes to the scheduler instead, where another thread may take it meanwhile.
-        if (tls_next) flush_hand_off();
-        handle(item);
-      }
+    if (stopped_) {
+      taken_.clear();
+      return Drained::stopped;
+    }
+    for (auto& item : taken_) {
+        // What an expensive node's turn made ready goes to the scheduler before it fires again,
+        // for another thread to take meanwhile, instead of waiting here behind that firing.
+      if (!cheap_ && (tls_expensive || ready.nodes.size() > ready_before)) hand_over(ready_before);
+      handle(item);
+    }
     taken_.clear();
   }
-  return true;
+  return Drained::more;
 }
 
-void NodeActor::flush_hand_off() {
-  NodeActor* next = tls_next;
-  tls_next = nullptr;
-  next->enqueue_runner(tls_unit);
-  caf::intrusive_ptr_release(next->ctrl());
+void NodeActor::hand_over(std::size_t from) {
+  LocalReady& ready = local_ready();
+  for (std::size_t i = std::max(from, ready.head); i < ready.nodes.size(); ++i) {
+    ready.cost -= ready.nodes[i]->cost_;
+    ready.nodes[i]->enqueue_runner(tls_unit);
+  }
+  ready.nodes.resize(std::max(from, ready.head));
+  if (NodeActor* e = std::exchange(tls_expensive, nullptr)) e->enqueue_runner(tls_unit);
 }
 
 void NodeActor::handle(NodeMailbox::Item& item) {
@@ -151,28 +222,94 @@ void NodeActor::handle(NodeMailbox::Item& item) {
   }
 }
 
+// Ready nodes given to another worker: it runs them as its own ready list.
+class NodeActor::Batch final : public caf::resumable {
+ public:
+  explicit Batch(std::vector<NodeActor*> nodes) : nodes_(std::move(nodes)) {}
+  subtype_t subtype() const override { return unspecified; }
+  resume_result resume(caf::execution_unit* unit, std::size_t) override {
+    tls_running = true;
+    tls_unit = unit;
+    LocalReady& ready = local_ready();
+    ready.nodes.swap(nodes_);
+    for (NodeActor* node : ready.nodes) ready.cost += node->cost_;
+    run_ready(unit);
+    tls_running = false;
+    tls_unit = nullptr;
+    return done;
+  }
+  void intrusive_ptr_add_ref_impl() override { refs_.fetch_add(1, std::memory_order_relaxed); }
+  void intrusive_ptr_release_impl() override {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+  }
+
+ private:
+  std::vector<NodeActor*> nodes_;
+  std::atomic<int> refs_{1};  // the job's
+};
+
+void NodeActor::end_turn(caf::execution_unit* unit) {
+  // The expensive node made ready goes to a worker that has nothing to do; without one it runs
+  // here if nothing cheap is waiting, else it waits in this worker's queue (where an idle worker
+  // may yet steal it).
+  if (NodeActor* e = std::exchange(tls_expensive, nullptr)) {
+    LocalReady& ready = local_ready();
+    if (e->offer(unit)) return;
+    if (ready.empty()) {
+      ready.nodes.push_back(e);
+      ready.cost += e->cost_;
+    } else {
+      e->enqueue_runner(unit);
+    }
+  }
+}
+
+void NodeActor::run_ready(caf::execution_unit* unit) {
+  LocalReady& ready = local_ready();
+  const bool can_offer = ours(unit);
+  for (int ran = 0; !ready.empty(); ++ran) {
+    if (ran == kInlineTurns) {
+      hand_over(0);
+      break;
+    }
+    // Half of what waits here goes to a worker that has nothing to do, when it is worth it.
+    const std::size_t waiting = ready.nodes.size() - ready.head;
+    if (waiting >= 2 && ready.cost >= kOfferTicks && can_offer && SchedulingPolicy::someone_idle(unit)) {
+      const std::size_t keep = ready.head + (waiting + 1) / 2;
+      auto* batch = new Batch(std::vector<NodeActor*>(ready.nodes.begin() + std::ptrdiff_t(keep), ready.nodes.end()));
+      if (SchedulingPolicy::offer(unit, batch)) {
+        for (std::size_t i = keep; i < ready.nodes.size(); ++i) ready.cost -= ready.nodes[i]->cost_;
+        ready.nodes.resize(keep);
+      } else {
+        batch->intrusive_ptr_release_impl();
+      }
+    }
+    NodeActor* node = ready.nodes[ready.head++];
+    ready.cost -= node->cost_;
+    if (!ready.empty()) ready.nodes[ready.head]->prefetch();
+    switch (node->drain()) {
+      case Drained::idle: break;
+      case Drained::more: node->enqueue_runner(unit); break;
+      case Drained::stopped: node->finish_stop(); break;  // the last use of node
+    }
+    end_turn(unit);
+  }
+  ready.nodes.clear();
+  ready.head = 0;
+  ready.cost = 0;
+}
+
 caf::resumable::resume_result NodeActor::Runner::resume(caf::execution_unit* unit, std::size_t) {
   tls_running = true;
   tls_unit = unit;
   resume_result result = awaiting_message;
-  NodeActor* node = node_;
-  for (int handed = 0;; ++handed) {
-    const bool more = node->drain();
-    if (node == node_ && handed == 0) {
-      if (more) result = resume_later;  // the worker queues this job again, with its reference
-    } else {
-      if (more) node->enqueue_runner(unit);
-      caf::intrusive_ptr_release(node->ctrl());  // the hand-off's
-    }
-    node = tls_next;
-    tls_next = nullptr;
-    if (!node) break;
-    if (handed + 1 >= kHandOffs) {
-      tls_next = node;
-      flush_hand_off();
-      break;
-    }
+  switch (node_->drain()) {
+    case Drained::idle: break;
+    case Drained::more: result = resume_later; break;  // queued again, with the job's reference
+    case Drained::stopped: node_->finish_stop(); break;  // the job's reference keeps it until we return
   }
+  end_turn(unit);
+  run_ready(unit);
   tls_running = false;
   tls_unit = nullptr;
   return result;

@@ -103,8 +103,26 @@ class NodeActor : public caf::event_based_actor {
     for (int s : message_slots_) inputs[s] = Tensor();
   }
 
-  // The fields every firing reads come first, together, with the kernel among them: a step
-  // of a large graph touches each actor once, so each cache line they span costs a miss.
+  // The fields every turn reads come first, together: the fast path's mailbox and flags, then
+  // what every firing reads, the kernel among them. A step of a large graph touches each actor
+  // once, so each cache line they span costs a miss.
+ private:
+  NodeMailbox mailbox_;
+  bool fast_ = false;
+  bool stopped_ = false;
+
+ protected:
+  // A node whose turn is short: made ready by another node's turn, it runs on that thread next
+  // (the fast path). Kinds other than kernel always are; a kernel node from its firings' cost.
+  bool cheap_ = true;
+  // What a turn costs, in trace::now()'s ticks: a kernel node's average firing, else a guess.
+  int32_t cost_ = kTurnTicks;
+
+ private:
+  std::vector<NodeMailbox::Item> taken_;
+  std::vector<NodeMailbox::Call> taken_calls_;
+
+ protected:
   std::shared_ptr<const ExecPlan> plan_;
   const NodePlan* me_;
   std::unique_ptr<OpKernel> kernel_;  // a kernel node's; null for every other kind
@@ -144,23 +162,46 @@ class NodeActor : public caf::event_based_actor {
    private:
     NodeActor* node_;
   };
-  static constexpr int kHandOffs = 64;  // nodes run in a row on one thread by direct hand-off
+  class Batch;
+  // After a node's turn on the fast path: where the expensive node it made ready goes.
+  static void end_turn(caf::execution_unit* unit);
+  // Runs this thread's ready nodes, each in its turn, handing half of them to a worker that has
+  // nothing to do whenever there is one.
+  static void run_ready(caf::execution_unit* unit);
+  // The cost of a turn of a node that runs no kernel, or of a kernel node that has not fired.
+  static constexpr int32_t kTurnTicks = 300;
+  // The cost of the nodes waiting on a thread from which half are offered to an idle worker:
+  // less is not worth the trip to another core.
+  static constexpr int64_t kOfferTicks = 20000;
+  // Turns of nodes made ready that one thread runs in a row, after which the rest go to the
+  // scheduler's queues.
+  static constexpr int kInlineTurns = 16384;
   // With the claim held: run the node soon (hand-off or the scheduler).
   void schedule(caf::execution_unit* unit);
   void enqueue_runner(caf::execution_unit* unit);
-  // Sends this thread's hand-off node to the scheduler instead.
-  static void flush_hand_off();
-  // With the claim held: runs what is in the mailbox, a few rounds. True: there may be more, and
-  // the claim is still held; false: the mailbox was empty and the claim given up.
-  bool drain();
+  // The same, but to a worker that has nothing to do if there is one.
+  void give_away(caf::execution_unit* unit);
+  // Hands the node to a worker that has nothing to do; false when there is none.
+  bool offer(caf::execution_unit* unit);
+  // Sends the nodes made ready on this thread (from position `from` of its ready list) to the
+  // scheduler's queues instead, where other threads may take them.
+  static void hand_over(std::size_t from);
+  // With the claim held: runs what is in the mailbox, a few rounds.
+  enum class Drained {
+    idle,     // the mailbox was empty: the claim is given up
+    more,     // there may be more: the claim is still held
+    stopped,  // the fast path was stopped: the claim is kept for good (nothing runs the node
+              // again), and the caller must call finish_stop() as the last thing it does with it
+  };
+  Drained drain();
   void handle(NodeMailbox::Item& item);
+  // Tells stop_fast_path's caller that the node is stopped; the node may be gone after it.
+  void finish_stop();
+  // Prefetches the fields a turn of this node reads first.
+  void prefetch() const;
 
-  bool fast_ = false;
-  bool stopped_ = false;
   Runner runner_{this};
-  NodeMailbox mailbox_;
-  std::vector<NodeMailbox::Item> taken_;
-  std::vector<NodeMailbox::Call> taken_calls_;
+  std::function<void()> stop_done_;
 };
 
 // Sends an input to a consumer: into its mailbox when it is a fast node, else as a CAF message.
