@@ -15,6 +15,9 @@ uint64_t child_frame_id(const Tag& parent, uint64_t name_hash) {
 Tag FrameTable::enter(const Tag& parent, const std::string& name, uint64_t name_hash, int exits, int enters) {
   Tag child{parent.step, child_frame_id(parent, name_hash), 0};
   std::lock_guard<std::mutex> lock(mutex_);
+  // A failed step's Enter that fired before its node heard of the abort: the frame would never
+  // be left (its Exits drop the step), so it is not made.
+  if (dropped_.count(parent.step)) return child;
   auto it = frames_.try_emplace({child.step, child.frame}, Record{name, parent, exits, enters}).first;
   if (--it->second.enters_left <= 0 && it->second.exits_left <= 0) frames_.erase(it);
   return child;

@@ -52,7 +52,8 @@ class FrameTable {
   // Iteration 0 of the frame `name` entered from `parent`, remembered until all `enters` Enters
   // of the loop have entered it and all `exits` Exits have left it. Both counts matter: a dead
   // loop's Exits need no value, so they may all leave before a late Enter arrives, which must
-  // find the frame and not make it anew (it would never be left).
+  // find the frame and not make it anew (it would never be left). A failed step's (drop_step)
+  // is not made: its Exits will not leave it.
   Tag enter(const Tag& parent, const std::string& name, uint64_t name_hash, int exits, int enters);
   // One of the frame's Exits has left it.
   void exited(const Tag& tag);

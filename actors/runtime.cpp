@@ -79,6 +79,7 @@ Runtime::Runtime(int cores, int inter_op, int intra_op, std::optional<NetworkOpt
     tls_ = network->tls;
   }
   apply_caf_options_from_environment(*config_);
+  threads_ = int(caf::get_or(*config_, "scheduler.max-threads", int64_t(threads_)));  // TROUPE_CAF_OPTIONS may set it
   system_ = std::make_unique<caf::actor_system>(*config_);
   for (auto& device : DeviceRegistry::instance().devices())
     device_actors_.push_back(system_->spawn(device_actor, device.get()));

@@ -60,6 +60,12 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     return d(static_cast<OurWorker*>(unit)->parent()).idle.load(std::memory_order_relaxed) > 0;
   }
 
+  // Queues `job` behind everything `unit` (a worker of this policy's) has queued, as a job that
+  // has used up its turn is: what waits there runs first.
+  static void enqueue_later(caf::execution_unit* unit, caf::resumable* job) {
+    push(static_cast<OurWorker*>(unit), job, false);
+  }
+
   // Hands `job` to a worker other than `unit` (a worker of this policy's) that looks for work,
   // waking it if it sleeps; false, and nothing done, when none does.
   static bool offer(caf::execution_unit* unit, caf::resumable* job) {

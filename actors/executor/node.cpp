@@ -269,7 +269,12 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
   const bool can_offer = ours(unit);
   for (int ran = 0; !ready.empty(); ++ran) {
     if (ran == kInlineTurns) {
-      hand_over(0);
+      // Enough in a row: the rest waits behind what this worker has queued (a step actor's
+      // deadline, another step), as a job that used up its turn does.
+      auto* rest = new Batch(std::vector<NodeActor*>(ready.nodes.begin() + std::ptrdiff_t(ready.head), ready.nodes.end()));
+      if (can_offer) SchedulingPolicy::enqueue_later(unit, rest);
+      else unit->exec_later(rest);
+      ready.nodes.resize(ready.head);
       break;
     }
     // Half of what waits here goes to a worker that has nothing to do, when it is worth it.
