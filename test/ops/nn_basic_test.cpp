@@ -3,6 +3,7 @@
 // (gradient_check.hpp).
 #include <boost/test/unit_test.hpp>
 
+#include <bit>
 #include <cmath>
 
 #include "test/ops/gradient_check.hpp"
@@ -52,6 +53,26 @@ BOOST_AUTO_TEST_CASE(activations_match_their_formulas) {
   // float32 too
   auto y = run1([](auto& s, auto p) { return ops::relu(s, p); }, Tensor::from_vector<float>({-1, 0.5f}));
   BOOST_TEST(y.to_vector<float>() == std::vector<float>({0, 0.5f}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(float32_tanh_is_within_a_few_ulps_of_libm_everywhere) {
+  // The float32 kernel computes tanh itself (vectorized); sweep its ranges and their edges.
+  std::vector<float> x = {0.0f, -0.0f, 1e-30f, -1e-20f, 1e-4f, 0.2499999f, 0.25f, 0.2500001f, -0.25f, 0.5f, 1.0f,
+                          -3.0f, 8.999f, 9.0f, 9.5f, -20.0f, 1e30f, -1e30f, INFINITY, -INFINITY};
+  for (int i = -20000; i <= 20000; ++i) x.push_back(float(i) * 6e-4f);  // -12 .. 12
+  for (int i = 1; i <= 2000; ++i) x.push_back(std::ldexp(1.0f, -i % 120) * (i % 2 ? 1.0f : -1.0f));
+  auto got = run1([](auto& s, auto p) { return ops::tanh(s, p); }, Tensor::from_vector<float>(x)).to_vector<float>();
+  int worst_ulps = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float want = std::tanh(x[i]);
+    const int ulps = std::abs(int(std::bit_cast<int32_t>(got[i]) - std::bit_cast<int32_t>(want)));
+    worst_ulps = std::max(worst_ulps, ulps);
+    BOOST_TEST(ulps <= 4, "tanh(" << x[i] << "): " << got[i] << ", libm " << want);
+    BOOST_TEST(std::signbit(got[i]) == std::signbit(want), "tanh(" << x[i] << ") keeps its sign");
+  }
+  BOOST_TEST(std::isnan(run1([](auto& s, auto p) { return ops::tanh(s, p); }, Tensor::from_vector<float>({NAN}))
+                            .to_vector<float>()[0]));
+  BOOST_TEST_MESSAGE("float32 tanh: at most " << worst_ulps << " ulp(s) from libm over " << x.size() << " points");
 }
 
 BOOST_AUTO_TEST_CASE(gradients_of_activations_match_central_differences) {
