@@ -66,17 +66,18 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     push(static_cast<OurWorker*>(unit), job, false);
   }
 
-  // Hands `job` to a worker other than `unit` (a worker of this policy's) that looks for work,
-  // waking it if it sleeps; false, and nothing done, when none does.
-  static bool offer(caf::execution_unit* unit, caf::resumable* job) {
+  // Hands `job` to a worker other than `unit` (a worker of this policy's) that looks for work;
+  // false, and nothing done, when none does. A sleeping worker is woken for it only if `wake`:
+  // the wake-up takes longer than a small job saves.
+  static bool offer(caf::execution_unit* unit, caf::resumable* job, bool wake = false) {
     auto* self = static_cast<OurWorker*>(unit);
     auto* parent = self->parent();
     const std::size_t n = parent->num_workers();
     for (std::size_t i = 1; i < n; ++i) {
       auto* w = parent->worker_by_id((self->id() + i) % n);
       auto& other = d(w);
-      // A sleeping worker is not woken for it: the wake-up costs more than a node saves.
-      if (!other.idle.load(std::memory_order_relaxed) || other.dozing.load(std::memory_order_relaxed)) continue;
+      if (!other.idle.load(std::memory_order_relaxed)) continue;
+      if (!wake && other.dozing.load(std::memory_order_relaxed)) continue;
       std::lock_guard<std::mutex> lock(other.mutex);
       other.queue.push_back(job);
       other.size.store(other.queue.size(), std::memory_order_relaxed);

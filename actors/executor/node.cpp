@@ -282,7 +282,7 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
     if (waiting >= 2 && ready.cost >= kOfferTicks && can_offer && SchedulingPolicy::someone_idle(unit)) {
       const std::size_t keep = ready.head + (waiting + 1) / 2;
       auto* batch = new Batch(std::vector<NodeActor*>(ready.nodes.begin() + std::ptrdiff_t(keep), ready.nodes.end()));
-      if (SchedulingPolicy::offer(unit, batch)) {
+      if (SchedulingPolicy::offer(unit, batch, /*wake=*/true)) {
         for (std::size_t i = keep; i < ready.nodes.size(); ++i) ready.cost -= ready.nodes[i]->cost_;
         ready.nodes.resize(keep);
       } else {
