@@ -191,8 +191,8 @@ NodeActor::Drained NodeActor::drain() {
       return Drained::stopped;
     }
     for (auto& item : taken_) {
-        // What an expensive node's turn made ready goes to the scheduler before it fires again,
-        // for another thread to take meanwhile, instead of waiting here behind that firing.
+      // What an expensive node's turn made ready goes to the scheduler before it fires again,
+      // for another thread to take meanwhile, instead of waiting here behind that firing.
       if (!cheap_ && (tls_expensive || ready.nodes.size() > ready_before)) hand_over(ready_before);
       handle(item);
     }
