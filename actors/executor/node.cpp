@@ -164,7 +164,8 @@ void NodeActor::enqueue_runner(caf::execution_unit* unit) {
 bool NodeActor::offer(caf::execution_unit* unit) {
   if (!unit || !ours(unit) || !SchedulingPolicy::someone_idle(unit)) return false;
   caf::intrusive_ptr_add_ref(ctrl());  // the job's
-  if (SchedulingPolicy::offer(unit, &runner_)) return true;
+  // A node that takes much longer than a wake-up may wake a sleeping worker.
+  if (SchedulingPolicy::offer(unit, &runner_, /*wake=*/cost_ >= kWakeTicks)) return true;
   caf::intrusive_ptr_release(ctrl());
   return false;
 }

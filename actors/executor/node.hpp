@@ -173,6 +173,9 @@ class NodeActor : public caf::event_based_actor {
   // The cost of the nodes waiting on a thread from which half are offered to an idle worker:
   // less is not worth the trip to another core.
   static constexpr int64_t kOfferTicks = 20000;
+  // The cost of an expensive node for which a sleeping worker is woken (a wake-up takes tens of
+  // microseconds; this is about a hundred).
+  static constexpr int64_t kWakeTicks = 250000;
   // Turns of nodes made ready that one thread runs in a row, after which the rest go to the
   // scheduler's queues.
   static constexpr int kInlineTurns = 16384;
