@@ -125,37 +125,37 @@ class ReduceKernel final : public OpKernel {
         // output is the fold of one run of `count` elements: reduce_all, a row's sum), or the
         // first ones (each of `count` runs of n_out elements folds into the outputs: a batch's
         // column sums). Any other set of axes steps through the input index by index.
-        int first_reduced = rank, last_kept = -1;
+        int first_reduced = rank, last_reduced = -1, first_kept = rank, last_kept = -1;
         for (int d = 0; d < rank; ++d) {
-          if (reduced[d]) first_reduced = std::min(first_reduced, d);
-          else last_kept = d;
-        }
-        int first_kept = rank, last_reduced = -1;
-        for (int d = 0; d < rank; ++d) {
-          if (!reduced[d]) first_kept = std::min(first_kept, d);
-          else last_reduced = d;
+          if (reduced[d]) {
+            first_reduced = std::min(first_reduced, d);
+            last_reduced = d;
+          } else {
+            first_kept = std::min(first_kept, d);
+            last_kept = d;
+          }
         }
         const bool trailing = last_kept < first_reduced;  // kept axes, then reduced ones
         const bool leading = last_reduced < first_kept;   // reduced axes, then kept ones
-        if (n > 0 && trailing) {
+        if (n == 0) {
+          // nothing to fold
+        } else if (trailing) {
           for (int64_t j = 0; j < n_out; ++j) acc[std::size_t(j)] = fold_run<R, T, Acc>(acc[std::size_t(j)], px + j * count, count);
-        } else if (n > 0 && leading) {
+        } else if (leading) {
           for (int64_t i = 0; i < count; ++i) {
             const T* row = px + i * n_out;
             for (int64_t j = 0; j < n_out; ++j) acc[std::size_t(j)] = fold<R>(acc[std::size_t(j)], widen<T, Acc>(row[j]));
           }
-        }
-        int64_t o = 0;
-        for (int64_t i = 0; i < n && !trailing && !leading; ++i) {
-          Acc v = Acc(std::conditional_t<std::is_same_v<T, half>, float, T>(px[i]));
-          if constexpr (R == Reduction::max) acc[o] = std::max(acc[o], v);
-          else if constexpr (std::is_integral_v<Acc>) acc[o] = integer::wrapping_add(acc[o], v);
-          else acc[o] += v;
-          for (int d = rank - 1; d >= 0; --d) {
-            o += ostride[d];
-            if (++idx[d] < in[d]) break;
-            o -= ostride[d] * in[d];
-            idx[d] = 0;
+        } else {
+          int64_t o = 0;
+          for (int64_t i = 0; i < n; ++i) {
+            acc[o] = fold<R>(acc[o], widen<T, Acc>(px[i]));
+            for (int d = rank - 1; d >= 0; --d) {
+              o += ostride[d];
+              if (++idx[d] < in[d]) break;
+              o -= ostride[d] * in[d];
+              idx[d] = 0;
+            }
           }
         }
         Tensor& out = ctx.allocate_output(0, x.dtype(), out_shape);
