@@ -38,18 +38,18 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   struct worker_data {
     explicit worker_data(caf::scheduler::abstract_coordinator*) {}
     worker_data(const worker_data&) {}
-    // Guards queue and asleep (size mirrors queue.size() for peeks without it). A worker blocks
-    // only on its own; another worker's it takes with try_lock (steals, wake_one_other), and
-    // never while holding its own, so no two are ever held waiting on each other.
+    // Guards queue and the changes of asleep (size and asleep may be peeked at without it). A
+    // worker blocks only on its own; another worker's it takes with try_lock (steals,
+    // wake_one_other), and never while holding its own, so no two are ever held waiting on each
+    // other.
     std::mutex mutex;
     std::deque<caf::resumable*> queue;
     std::atomic<std::size_t> size{0};
     std::condition_variable wake;
-    bool asleep = false;
+    std::atomic<bool> asleep{false};  // written under the mutex
     bool poked = false;  // woken by another worker: there is work to steal
     std::atomic<uint64_t> started{0};  // jobs this worker has begun; written by it alone
     std::atomic<bool> idle{false};     // counted in coordinator_data::idle
-    std::atomic<bool> dozing{false};   // asleep, readable without the mutex
   };
 
   using OurWorker = caf::scheduler::worker<SchedulingPolicy>;
@@ -77,7 +77,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
       auto* w = parent->worker_by_id((self->id() + i) % n);
       auto& other = d(w);
       if (!other.idle.load(std::memory_order_relaxed)) continue;
-      if (!wake && other.dozing.load(std::memory_order_relaxed)) continue;
+      if (!wake && other.asleep.load(std::memory_order_relaxed)) continue;
       std::lock_guard<std::mutex> lock(other.mutex);
       other.queue.push_back(job);
       other.size.store(other.queue.size(), std::memory_order_relaxed);
@@ -158,14 +158,12 @@ class SchedulingPolicy : public caf::policy::unprofiled {
         continue;
       }
       me.asleep = true;
-      me.dozing.store(true, std::memory_order_relaxed);
       shared.sleeping.fetch_add(1, std::memory_order_relaxed);
       // Timed: a job stealable elsewhere does not wake us unless its owner sees us asleep.
       slept = !me.wake.wait_for(lock, std::chrono::milliseconds(1), [&] { return !me.queue.empty() || me.poked; });
       me.poked = false;
       shared.sleeping.fetch_sub(1, std::memory_order_relaxed);
       me.asleep = false;
-      me.dozing.store(false, std::memory_order_relaxed);
     }
   }
 

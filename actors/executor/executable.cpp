@@ -2,7 +2,6 @@
 
 #include <condition_variable>
 #include <set>
-#include <unordered_map>
 
 #include "actors/executor/node.hpp"
 #include "actors/executor/spawn_node.hpp"
@@ -227,6 +226,12 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
 
 // ---- wire -----------------------------------------------------------------------------
 
+// Node `id` of `p` as the consumer of an output at `slot`: into its mailbox when it runs on
+// the fast path (node.hpp), else by CAF message.
+Target target_of(const ExecPlan& p, int id, uint32_t slot, bool drop_dead = false) {
+  return {p.actors[std::size_t(id)], slot, drop_dead, p.fast[std::size_t(id)]};
+}
+
 // Within one partition: each data input of an active node to its producer's output (past
 // pass-through nodes), each control input to its source.
 void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
@@ -242,26 +247,26 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
       if (!p.nodes[id].fixed_inputs[slot].is_initialized()) {
         Endpoint from = producer_of(n.inputs[slot]);
         p.nodes[from.node].outputs[from.port].push_back(
-            {p.actors[id], uint32_t(slot), p.nodes[id].kind == NodeKind::exit && slot == 0});
+            target_of(p, id, uint32_t(slot), p.nodes[id].kind == NodeKind::exit && slot == 0));
       }
-    for (int c : n.control_inputs) p.nodes[c].control_outputs.push_back({p.actors[id], kControlSlot});
+    for (int c : n.control_inputs) p.nodes[c].control_outputs.push_back(target_of(p, id, kControlSlot));
   }
 }
 
 // Each _Send to the _Recv of its rendezvous key, in whichever partition that is, or to another
 // process (options.remote_target).
 void wire_transfers(const std::vector<std::shared_ptr<ExecPlan>>& parts, const ExecutableOptions& options) {
-  std::map<std::string, caf::actor> recv_of;
+  std::map<std::string, Target> recv_of;
   for (auto& p : parts)
     for (int id = 0; id < int(p->nodes.size()); ++id)
-      if (p->nodes[id].kind == NodeKind::recv) recv_of[rendezvous_key(p->graph->node(id))] = p->actors[id];
+      if (p->nodes[id].kind == NodeKind::recv) recv_of[rendezvous_key(p->graph->node(id))] = target_of(*p, id, 0);
   for (auto& p : parts)
     for (int id = 0; id < int(p->nodes.size()); ++id) {
       if (p->nodes[id].kind != NodeKind::send) continue;
       const std::string key = rendezvous_key(p->graph->node(id));
       auto it = recv_of.find(key);
       if (it != recv_of.end()) {
-        p->nodes[id].outputs[0].push_back({it->second, 0});
+        p->nodes[id].outputs[0].push_back(it->second);
         continue;
       }
       auto remote = options.remote_target ? options.remote_target(p->graph->node(id)) : std::nullopt;
@@ -412,21 +417,6 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
           ++step.num_root_sends;
         }
   }
-  // Targets that are fast nodes of this executable take their inputs into the node's mailbox.
-  std::unordered_map<const caf::abstract_actor*, NodeActor*> fast;
-  for (PartPlan& part : parts)
-    for (std::size_t id = 0; id < part.plan->fast.size(); ++id)
-      if (part.plan->fast[id]) fast[caf::actor_cast<caf::abstract_actor*>(part.plan->actors[id])] = part.plan->fast[id];
-  auto resolve = [&](Target& t) {
-    auto it = fast.find(caf::actor_cast<caf::abstract_actor*>(t.actor));
-    if (it != fast.end()) t.node = it->second;
-  };
-  for (PartPlan& part : parts)
-    for (NodePlan& n : part.plan->nodes) {
-      for (auto& port : n.outputs)
-        for (Target& t : port) resolve(t);
-      for (Target& t : n.control_outputs) resolve(t);
-    }
 }
 
 std::map<std::string, caf::actor> Executable::recv_actors() const {

@@ -7,10 +7,10 @@ namespace {
 
 constexpr std::size_t kRememberedAborts = 1024;
 
-// The fast path's state of this thread while it runs fast nodes (a Runner's turn): the execution
-// unit it runs them on, the cheap nodes made ready, to run on this thread in turn after the
-// current one (claimed, a reference held), and the first expensive node made ready by the
-// current node's turn, run here only if nothing else is.
+// The fast path's state of this thread while it runs fast nodes (a Runner's or a Batch's turn):
+// the execution unit it runs them on, the cheap nodes made ready, to run on this thread in turn
+// after the current one (claimed; no reference held, see schedule()), and the first expensive
+// node made ready by the current node's turn, run here only if nothing else is.
 struct LocalReady {
   std::vector<NodeActor*> nodes;
   std::size_t head = 0;
@@ -35,6 +35,18 @@ bool ours(caf::execution_unit* unit) {
   }
   return tls_ours;
 }
+
+// Marks this thread as running fast nodes on `unit` for its lifetime (a job's resume).
+struct OnFastPath {
+  explicit OnFastPath(caf::execution_unit* unit) {
+    tls_running = true;
+    tls_unit = unit;
+  }
+  ~OnFastPath() {
+    tls_running = false;
+    tls_unit = nullptr;
+  }
+};
 
 LocalReady& local_ready() {
   if (!tls_ready) {
@@ -229,14 +241,11 @@ class NodeActor::Batch final : public caf::resumable {
   explicit Batch(std::vector<NodeActor*> nodes) : nodes_(std::move(nodes)) {}
   subtype_t subtype() const override { return unspecified; }
   resume_result resume(caf::execution_unit* unit, std::size_t) override {
-    tls_running = true;
-    tls_unit = unit;
+    OnFastPath here(unit);
     LocalReady& ready = local_ready();
     ready.nodes.swap(nodes_);
     for (NodeActor* node : ready.nodes) ready.cost += node->cost_;
     run_ready(unit);
-    tls_running = false;
-    tls_unit = nullptr;
     return done;
   }
   void intrusive_ptr_add_ref_impl() override { refs_.fetch_add(1, std::memory_order_relaxed); }
@@ -306,8 +315,7 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
 }
 
 caf::resumable::resume_result NodeActor::Runner::resume(caf::execution_unit* unit, std::size_t) {
-  tls_running = true;
-  tls_unit = unit;
+  OnFastPath here(unit);
   resume_result result = awaiting_message;
   switch (node_->drain()) {
     case Drained::idle: break;
@@ -316,8 +324,6 @@ caf::resumable::resume_result NodeActor::Runner::resume(caf::execution_unit* uni
   }
   end_turn(unit);
   run_ready(unit);
-  tls_running = false;
-  tls_unit = nullptr;
   return result;
 }
 

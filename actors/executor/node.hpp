@@ -207,18 +207,23 @@ class NodeActor : public caf::event_based_actor {
   std::function<void()> stop_done_;
 };
 
-// Sends an input to a consumer: into its mailbox when it is a fast node, else as a CAF message.
-inline void deliver(caf::execution_unit* unit, const Target& to, const Tag& tag, uint32_t slot, Value&& value) {
-  if (to.node) to.node->post(unit, tag, slot, std::move(value));
-  else send_input(unit, to.actor, tag, slot, std::move(value));
+// Sends an input to a node: into the mailbox of `fast` when it runs on the fast path (non-null),
+// else as a CAF message to `actor`.
+inline void send_to(caf::execution_unit* unit, NodeActor* fast, const caf::actor& actor, const Tag& tag, uint32_t slot,
+                    Value&& value) {
+  if (fast) fast->post(unit, tag, slot, std::move(value));
+  else send_input(unit, actor, tag, slot, std::move(value));
 }
 
+// The same to a consumer.
+inline void deliver(caf::execution_unit* unit, const Target& to, const Tag& tag, uint32_t slot, Value&& value) {
+  send_to(unit, to.node, to.actor, tag, slot, std::move(value));
+}
 
 // The same to node `id` of `part`.
 inline void send_to_node(caf::execution_unit* unit, const ExecPlan& part, int id, const Tag& tag, uint32_t slot,
                          Value&& value) {
-  if (NodeActor* node = part.fast[std::size_t(id)]) node->post(unit, tag, slot, std::move(value));
-  else send_input(unit, part.actors[std::size_t(id)], tag, slot, std::move(value));
+  send_to(unit, part.fast[std::size_t(id)], part.actors[std::size_t(id)], tag, slot, std::move(value));
 }
 
 }  // namespace troupe
