@@ -44,6 +44,8 @@ caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr
                                        v.incarnation, v.handle));
           return;
         }
+        // A value may be the first of its step to reach this task (before the step's run_graph).
+        s.context->begin_own_trace(v.handle, v.tag.step);
         auto recv = reg->recv_of.find(v.key);
         if (recv == reg->recv_of.end()) {
           fail_step(*reg, v.tag, ErrorCode::internal,

@@ -776,11 +776,14 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
   } ended{im, step};
   caf::scoped_actor self{im.system()};
   std::vector<caf::actor> workers = im.workers_of(sig);
+  // Every task hears that the step is traced before any starts it: a task's kernels may fire on
+  // another task's values before its own run_graph arrives.
+  if (traced)
+    for (auto& w : workers) self->send(w, trace_atom::value, handle, step);
   for (std::size_t i = 0; i < sig.shares.size(); ++i) {
     self->monitor(workers[i]);
     std::vector<WireTensor> mine;
     for (int f : sig.shares[i].feed_index) mine.push_back(to_wire(feeds[std::size_t(f)]));
-    if (traced) self->send(workers[i], trace_atom::value, handle, step);
     self->send(workers[i], run_graph_atom::value, handle, step, std::move(mine));
   }
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "actors/cluster/cluster_spec.hpp"
+#include "core/trace.hpp"
 
 namespace troupe {
 
@@ -61,6 +63,18 @@ struct MemberContext {
   // MemberOptions::trace: the task's own trace file and the steps it takes.
   std::shared_ptr<TraceFile> trace;
   uint64_t trace_first = 0, trace_last = 0;
+  // The task's share of step `step` of registration `handle` in its own trace begins with the
+  // first of the step's things to reach the task: its run_graph, or a value from another task
+  // (a kernel fed only by such values may fire before its run_graph arrives). Begins tracing it
+  // if it is in the trace's range and its session does not trace it; returns when it began,
+  // nothing if the step is not in the task's own trace.
+  std::optional<trace::Moment> begin_own_trace(uint64_t handle, uint64_t step);
+  // Its end: returns when it began (nothing if not in the own trace) and forgets it; the caller
+  // ends the mark once it has taken the events.
+  std::optional<trace::Moment> end_own_trace(uint64_t handle, uint64_t step);
+  // The session traces the step itself (its trace_atom came after a value had begun the task's
+  // own trace of it): the events go to the session; returns whether the step was marked here.
+  bool hand_own_trace_to_session(uint64_t handle, uint64_t step);
   std::atomic<uint64_t> next_transfer{1};
   // What crossed to and from this process since it started (all registrations), as the
   // worker's (transfer_stats_atom) answers: values and bytes sent and received (bytes on the
@@ -76,6 +90,10 @@ struct MemberContext {
   caf::actor collective;
   std::unordered_map<uint64_t, std::shared_ptr<Registration>> registrations;
   std::shared_ptr<Registration> find(uint64_t handle) const;
+
+ private:
+  std::mutex own_trace_mutex_;
+  std::map<std::pair<uint64_t, uint64_t>, trace::Moment> own_traces_;  // (handle, step) -> its start
 };
 
 }  // namespace troupe

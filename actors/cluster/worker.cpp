@@ -38,6 +38,30 @@ std::shared_ptr<Registration> MemberContext::find(uint64_t handle) const {
   return it == registrations.end() ? nullptr : it->second;
 }
 
+std::optional<trace::Moment> MemberContext::begin_own_trace(uint64_t handle, uint64_t step) {
+  if (!trace || step < trace_first || step > trace_last) return std::nullopt;
+  std::lock_guard<std::mutex> lock(own_trace_mutex_);
+  if (auto it = own_traces_.find({handle, step}); it != own_traces_.end()) return it->second;
+  if (trace::traced(handle, step) || !trace::begin(handle, step)) return std::nullopt;  // the session's, or no slot
+  return own_traces_[{handle, step}] = trace::moment();
+}
+
+std::optional<trace::Moment> MemberContext::end_own_trace(uint64_t handle, uint64_t step) {
+  if (!trace) return std::nullopt;
+  std::lock_guard<std::mutex> lock(own_trace_mutex_);
+  auto it = own_traces_.find({handle, step});
+  if (it == own_traces_.end()) return std::nullopt;
+  const trace::Moment start = it->second;
+  own_traces_.erase(it);
+  return start;
+}
+
+bool MemberContext::hand_own_trace_to_session(uint64_t handle, uint64_t step) {
+  if (!trace) return false;
+  std::lock_guard<std::mutex> lock(own_trace_mutex_);
+  return own_traces_.erase({handle, step}) > 0;
+}
+
 std::string task_of_device(const std::string& device) {
   DeviceSpec d = DeviceSpec::parse(device);
   if (!d.job || !d.task) fail(ErrorCode::invalid_argument, "device '{}' names no job and task", device);
@@ -386,7 +410,10 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         connection_exists(self, it->second);
       },
       [](clock_atom) { return trace::now_ns(); },
-      [](trace_atom, uint64_t handle, uint64_t step) { trace::begin(handle, step); },
+      [self](trace_atom, uint64_t handle, uint64_t step) {
+        // A value of the step may have begun the task's own trace of it already: marked once.
+        if (!self->state.context->hand_own_trace_to_session(handle, step)) trace::begin(handle, step);
+      },
       [](trace_atom, uint64_t handle, uint64_t step, bool) { trace::end(handle, step); },
       [self](trace_atom, uint64_t handle, uint64_t step, const std::vector<int64_t>& times) {
         // Start and end of the step: ticks, then ns (core/trace.hpp's Moment).
@@ -508,20 +535,19 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         auto& ctx = *self->state.context;
         running->emplace(std::pair{handle, step}, std::chrono::steady_clock::now());
         // The task's own trace (troupe-node --trace) takes the steps in its range that their
-        // session does not trace itself.
-        const bool own_trace = ctx.trace && step >= ctx.trace_first && step <= ctx.trace_last &&
-                               !trace::traced(handle, step) && trace::begin(handle, step);
-        const trace::Moment trace_start = own_trace ? trace::moment() : trace::Moment{};
-        auto answer = [self, requester, handle, step, running, own_trace, trace_start](RunGraphReply reply) {
-          if (own_trace) {  // taken a little later: an outbox may still be sending a value of it
+        // session does not trace itself (begun here or by a value of the step that came first).
+        ctx.begin_own_trace(handle, step);
+        auto answer = [self, requester, handle, step, running](RunGraphReply reply) {
+          if (auto start = self->state.context->end_own_trace(handle, step)) {
+            // Taken a little later: an outbox may still be sending a value of it.
             const trace::Moment end = trace::moment();
             self->delayed_send(self, std::chrono::milliseconds(500), trace_atom::value, handle, step,
-                               std::vector<int64_t>{trace_start.ticks, trace_start.ns, end.ticks, end.ns});
-          }
-          // A traced step stays so a little longer: an outbox may still be sending a value of it.
-          // Its events wait for the master to take them.
-          if (trace::traced(handle, step))
+                               std::vector<int64_t>{start->ticks, start->ns, end.ticks, end.ns});
+          } else if (trace::traced(handle, step)) {
+            // A step its session traces stays so a little longer, for the same reason; its
+            // events wait for the master to take them.
             self->delayed_send(self, std::chrono::milliseconds(500), trace_atom::value, handle, step, true);
+          }
           running->erase({handle, step});
           self->send(requester, run_done_atom::value, handle, step, std::move(reply));
         };
