@@ -8,6 +8,7 @@
 // --devices 2 spans the loop over two host CPU devices (TROUPE_CPU_DEVICES=2): the body's add
 // (and, for independent, its chain of work) runs on CPU:1, the condition on CPU:0, so every
 // iteration sends the counter across and back, and each device runs a control loop.
+// --trace FILE (one body, one --parallel, one --devices) writes a Chrome trace of the timed steps.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -33,7 +34,7 @@ struct Args : CommonFlags {
 };
 
 void add_options(CLI::App& app, Args& a) {
-  add_common_flags(app, a);
+  add_common_flags(app, a, /*traced=*/true);
   app.add_option("--iterations", a.iterations, "iterations of the loop a step")->check(troupe::cli::positive);
   app.add_option("--parallel", a.parallel, "parallel_iterations values, by ','")
       ->delimiter(',')
@@ -88,6 +89,8 @@ int loop_main(int argc, char** argv) {
   add_options(app, a);
   if (auto done = parse_command_line(app, argc, argv)) return *done;
   if (a.steps < 1) fail(ErrorCode::invalid_argument, "--steps must be positive");
+  if (!a.trace.empty() && a.bodies.size() * a.parallel.size() * a.devices.size() > 1)
+    fail(ErrorCode::invalid_argument, "--trace writes one loop's steps: give one --body, one --parallel and one --devices");
   use_devices(a);
   SessionOptions options;
   options.threads = a.threads;
@@ -96,7 +99,9 @@ int loop_main(int argc, char** argv) {
       for (int parallel : a.parallel) {
         auto root = Scope::root();
         Loop l = build(root, body, parallel, devices);
-        Session session(root, options);
+        SessionOptions traced = options;
+        a.apply_trace(traced, /*first_timed=*/std::max(a.warmup, 1) + 1);
+        Session session(root, traced);
         FeedList feeds{{l.n, Tensor::scalar<int32_t>(a.iterations)}};
         for (int i = 0; i < std::max(a.warmup, 1); ++i) session.run(feeds, {l.result});
         std::vector<double> us;
