@@ -18,6 +18,7 @@
 #include "actors/session.hpp"
 #include "apps/cli_checks.hpp"
 #include "bench/flags.hpp"
+#include "core/huge_pages.hpp"
 #include "devices/cpu_threads.hpp"
 #include "ops/all.hpp"
 
@@ -138,14 +139,16 @@ int executor_main(int argc, char** argv) {
     std::printf(
         "{\"bench\":\"executor\",\"system\":\"troupe\",\"shape\":\"%s\",\"nodes\":%d,\"steps\":%d,"
         "\"threads\":%d,\"median_step_ms\":%.3f,\"min_step_ms\":%.3f,\"us_per_node\":%.4f,"
-        "\"nodes_per_s\":%.0f,\"setup_ms\":%.1f,\"rss_mib_before\":%.1f,\"rss_mib_after\":%.1f}\n",
+        "\"nodes_per_s\":%.0f,\"setup_ms\":%.1f,\"rss_mib_before\":%.1f,\"rss_mib_after\":%.1f,"
+        "\"huge_page_ranges\":%zu}\n",
         a.shape.c_str(), a.nodes, a.steps, threads, median / 1e3, best / 1e3, per_node,
-        1e6 / per_node, setup_ms, rss_before, rss_mib());
+        1e6 / per_node, setup_ms, rss_before, rss_mib(), huge_pages::counts().collapsed);
   } else {
     std::printf("executor %s: %d nodes, %d steps: median %.3f ms/step (min %.3f), %.3f us/node, "
-                "%.2f M nodes/s (setup %.1f ms); RSS %.1f -> %.1f MiB over the timed steps\n",
+                "%.2f M nodes/s (setup %.1f ms); RSS %.1f -> %.1f MiB over the timed steps; %zu ranges of 2 MiB "
+                "in huge pages\n",
                 a.shape.c_str(), a.nodes, a.steps, median / 1e3, best / 1e3, per_node,
-                1e6 / per_node / 1e6, setup_ms, rss_before, rss_mib());
+                1e6 / per_node / 1e6, setup_ms, rss_before, rss_mib(), huge_pages::counts().collapsed);
   }
   return 0;
 }

@@ -8,12 +8,17 @@
 #include "actors/runtime.hpp"
 #include "actors/executor/step_actor.hpp"
 #include "core/fingerprint.hpp"
+#include "core/huge_pages.hpp"
 #include "graph/partition.hpp"
 #include "ops/kernel.hpp"
 #include "ops/state/variable.hpp"
 
 namespace troupe {
 namespace {
+
+// Graphs of at least this many active nodes have their node state collapsed into huge pages
+// (core/huge_pages.hpp); a smaller one's few MiB stay within the TLB's reach anyway.
+constexpr std::size_t kHugePageNodes = 2048;
 
 // ---- prune ----------------------------------------------------------------------------
 
@@ -390,6 +395,13 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
 
   // spawn: actors first, then the wiring that names them; nothing runs before the first step.
   step_actor_ = system.spawn(troupe::step_actor, std::shared_ptr<const StepPlan>(plan_));
+  std::size_t active = 0;
+  for (PartPlan& part : parts)
+    for (auto& n : part.plan->nodes) active += n.active;
+  // A large graph's node state goes into huge pages (core/huge_pages.hpp): what each node's
+  // turn reads, by where it lies.
+  std::vector<const void*> hot;
+  const bool huge = active >= kHugePageNodes && huge_pages::enabled();
   for (PartPlan& part : parts) {
     ExecPlan& p = *part.plan;
     p.step_actor = step_actor_;
@@ -397,9 +409,12 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
     p.fast.assign(p.nodes.size(), nullptr);
     for (int id = 0; id < int(p.nodes.size()); ++id)
       if (p.nodes[id].active) {
+        if (huge) hot.insert(hot.end(), {&p.nodes[id], part.kernels[id].get()});
         p.actors[id] = spawn_node(system, std::shared_ptr<const ExecPlan>(part.plan), id, std::move(part.kernels[id]));
-        auto* node = dynamic_cast<NodeActor*>(caf::actor_cast<caf::abstract_actor*>(p.actors[id]));
+        auto* actor = caf::actor_cast<caf::abstract_actor*>(p.actors[id]);
+        auto* node = dynamic_cast<NodeActor*>(actor);
         if (node && node->fast()) p.fast[id] = node;
+        if (huge) hot.push_back(actor);
       }
   }
 
@@ -416,6 +431,12 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
           p.nodes[id].control_outputs.push_back({step_actor_, kControlSlot});
           ++step.num_root_sends;
         }
+  }
+  if (huge) {
+    for (PartPlan& part : parts)
+      for (const NodePlan& n : part.plan->nodes)
+        for (const auto& targets : n.outputs) hot.push_back(targets.data());
+    huge_pages::collapse_around(hot);
   }
 }
 

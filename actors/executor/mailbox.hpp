@@ -24,6 +24,9 @@ class NodeMailbox {
   // leave the node's state alone, which its actor may be freeing).
   using Call = std::function<void(bool stopped)>;
 
+  // Room for `n` items without allocating (the taker's vector should get the same).
+  void reserve(std::size_t n) { items_.reserve(n); }
+
   // Puts an item in; true when the node was idle and the caller now holds its claim (it must
   // run or schedule it).
   bool put(Item&& item) {

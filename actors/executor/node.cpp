@@ -69,6 +69,14 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
       scratch_(me_->fixed_inputs),
       outputs_(me_->outputs.size()) {
   fast_ = me_->kind != NodeKind::variable && me_->kind != NodeKind::queue;
+  if (fast_) {
+    // The mailbox's vectors get their room here, beside the actor, not at the first input on
+    // whichever thread sends it (where they would lie among that thread's other allocations;
+    // a large graph's node state goes into huge pages, see core/huge_pages.hpp).
+    const std::size_t room = expected_ > 1 ? 2 : 1;
+    mailbox_.reserve(room);
+    taken_.reserve(room);
+  }
   cheap_ = me_->kind != NodeKind::kernel;  // a kernel node's firings are measured (kernel_node.hpp)
   for (int s = 0; s < me_->num_inputs; ++s) {
     if (!me_->fixed_inputs[s].is_initialized()) message_slots_.push_back(s);

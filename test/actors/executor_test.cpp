@@ -10,6 +10,7 @@
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
+#include "core/huge_pages.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
 #include "test/support/settles.hpp"
@@ -185,4 +186,32 @@ BOOST_AUTO_TEST_CASE(a_graph_without_requests_runs_on_one_device_unless_spread) 
   Session s(root);
   auto out = s.run({{x, Tensor::from_vector<float>({2, 3})}}, {y});
   BOOST_TEST(out[0].to_vector<float>() == std::vector<float>({2, 6}), boost::test_tools::per_element());
+}
+
+namespace {
+// Builds and runs a chain of n adds, then waits for the huge-page thread to be done with it.
+void run_chain_of(int n) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_op_name("x"), DType::float32, {});
+  auto one = ops::constant(root, 1.0f);
+  Output y = x;
+  for (int i = 0; i < n; ++i) y = ops::add(root, y, one);
+  Session s(root);
+  BOOST_TEST(s.run({{x, Tensor::scalar(0.0f)}}, {y})[0].scalar_value<float>() == float(n));
+  BOOST_TEST_REQUIRE(huge_pages::settle(std::chrono::seconds(60)));
+}
+std::size_t handled() { return huge_pages::counts().collapsed + huge_pages::counts().refused; }
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_large_graphs_node_state_goes_into_huge_pages_and_small_ones_are_left_alone) {
+  if (!huge_pages::enabled()) {
+    BOOST_TEST_MESSAGE("skipped: huge pages are off (TROUPE_HUGE_PAGES=0 or a kernel without MADV_COLLAPSE)");
+    return;
+  }
+  const std::size_t before = handled();
+  run_chain_of(100);
+  BOOST_TEST(handled() == before);
+  run_chain_of(4000);
+  // 4,000 nodes' actors alone take several MiB: more than one range was handled.
+  BOOST_TEST(handled() >= before + 2);
 }
