@@ -21,27 +21,15 @@ Buffer* Buffer::create(Allocator& allocator, std::size_t bytes) {
   return b;
 }
 
-void Buffer::release() {
-  if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    if (data_ != inline_) allocator_->deallocate(data_, bytes_);
-    delete this;
-  }
+void Buffer::destroy() {
+  if (data_ != inline_) allocator_->deallocate(data_, bytes_);
+  delete this;
 }
 
 Tensor::Tensor(DType dtype, Shape shape, Allocator& allocator)
     : shape_(shape), dtype_(dtype) {
   TROUPE_CHECK_ARG(dtype != DType::invalid, "cannot allocate a tensor of invalid dtype");
   buffer_ = Buffer::create(allocator, byte_size());
-}
-
-Tensor::Tensor(const Tensor& o)
-    : buffer_(o.buffer_), offset_(o.offset_), shape_(o.shape_), dtype_(o.dtype_) {
-  if (buffer_) buffer_->add_ref();
-}
-
-Tensor::Tensor(Tensor&& o) noexcept
-    : buffer_(o.buffer_), offset_(o.offset_), shape_(o.shape_), dtype_(o.dtype_) {
-  o.buffer_ = nullptr;
 }
 
 Tensor& Tensor::operator=(const Tensor& o) {
@@ -54,22 +42,6 @@ Tensor& Tensor::operator=(const Tensor& o) {
     dtype_ = o.dtype_;
   }
   return *this;
-}
-
-Tensor& Tensor::operator=(Tensor&& o) noexcept {
-  if (this != &o) {
-    if (buffer_) buffer_->release();
-    buffer_ = o.buffer_;
-    offset_ = o.offset_;
-    shape_ = o.shape_;
-    dtype_ = o.dtype_;
-    o.buffer_ = nullptr;
-  }
-  return *this;
-}
-
-Tensor::~Tensor() {
-  if (buffer_) buffer_->release();
 }
 
 Tensor Tensor::zeros(DType dtype, Shape shape) {

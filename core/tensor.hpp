@@ -20,7 +20,10 @@ class Buffer {
  public:
   static Buffer* create(Allocator& allocator, std::size_t bytes);
   void add_ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
-  void release();
+  // Drops a reference; the last one frees the buffer (out of line).
+  void release() {
+    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) destroy();
+  }
   int use_count() const { return refs_.load(std::memory_order_acquire); }
   void* data() const { return data_; }
   std::size_t bytes() const { return bytes_; }
@@ -28,6 +31,7 @@ class Buffer {
 
  private:
   Buffer() = default;
+  void destroy();
   static constexpr std::size_t kInlineBytes = 32;
   std::atomic<int> refs_{1};
   void* data_ = nullptr;
@@ -41,11 +45,34 @@ class Tensor {
   Tensor() = default;
   // Uninitialised storage for dtype and shape on the allocator's device.
   Tensor(DType dtype, Shape shape, Allocator& allocator = host_allocator());
-  Tensor(const Tensor& other);
-  Tensor(Tensor&& other) noexcept;
+  // Copies share the buffer; all of these are on the path of every value an executor passes.
+  Tensor(const Tensor& o) : buffer_(o.buffer_), offset_(o.offset_), shape_(o.shape_), dtype_(o.dtype_) {
+    if (buffer_) buffer_->add_ref();
+  }
+  Tensor(Tensor&& o) noexcept : buffer_(o.buffer_), offset_(o.offset_), shape_(o.shape_), dtype_(o.dtype_) {
+    o.buffer_ = nullptr;
+  }
   Tensor& operator=(const Tensor& other);
-  Tensor& operator=(Tensor&& other) noexcept;
-  ~Tensor();
+  Tensor& operator=(Tensor&& o) noexcept {
+    if (this != &o) {
+      if (buffer_) buffer_->release();
+      buffer_ = o.buffer_;
+      offset_ = o.offset_;
+      shape_ = o.shape_;
+      dtype_ = o.dtype_;
+      o.buffer_ = nullptr;
+    }
+    return *this;
+  }
+  ~Tensor() {
+    if (buffer_) buffer_->release();
+  }
+  // Lets go of the buffer: the tensor is empty after it (as Tensor() is, without writing the
+  // rest of it).
+  void reset() {
+    if (buffer_) buffer_->release();
+    buffer_ = nullptr;
+  }
 
   template <class T>
   static Tensor scalar(T value);

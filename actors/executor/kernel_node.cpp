@@ -60,8 +60,7 @@ inline void KernelNode::run(const Tag& tag, Tensor* inputs, bool dead, int64_t t
   // Let go of the inputs before the outputs travel on: a node that runs after this one (an
   // optimizer update gated on the readers of its variable) then finds no reader holding them.
   let_go_of_inputs(inputs);
-  emit(tag, outputs_.data(), false, dead_outputs);
-  for (auto& t : outputs_) t = Tensor();
+  emit_owned(tag, outputs_.data(), dead_outputs);
 }
 
 void KernelNode::trace_firing(const Tag& tag, const Tensor* inputs, int64_t start) {

@@ -31,11 +31,13 @@ class KernelNode final : public NodeActor {
 
   // The cost of a firing, in trace::now()'s ticks (TSC cycles, or ns), averaged: a kernel below
   // kCheapTicks is cheap (node.hpp), as a Const, a shape op or a scalar add are; one that has
-  // not fired yet is not.
+  // not fired yet is not. The average follows a rise by an eighth of it per firing but never
+  // stays above twice the last firing: a first firing that paid for cold caches and page faults
+  // (ten or a hundred times a warm one) is forgotten at the next, not after a dozen steps.
   static constexpr int64_t kCheapTicks = 10000;
   bool fired_ = false;
   void account(int64_t ticks) {
-    const int64_t cost = fired_ ? (7 * int64_t(cost_) + ticks) / 8 : ticks;
+    const int64_t cost = fired_ ? std::min((7 * int64_t(cost_) + ticks) / 8, 2 * ticks) : ticks;
     fired_ = true;
     cost_ = int32_t(std::min<int64_t>(cost, INT32_MAX));
     cheap_ = cost < kCheapTicks;

@@ -29,9 +29,9 @@ class NodeMailbox {
 
   // Puts an item in; true when the node was idle and the caller now holds its claim (it must
   // run or schedule it).
-  bool put(Item&& item) {
+  bool put(Item::Kind kind, uint32_t slot, const Tag& tag, Value&& value) {
     lock();
-    items_.push_back(std::move(item));
+    items_.emplace_back(kind, slot, tag, std::move(value));  // built in place: an Item is ~140 bytes
     return claim_and_unlock();
   }
   bool put(Call&& call) {

@@ -126,11 +126,11 @@ std::vector<WaitReport> NodeActor::step_waits(uint64_t step) const {
 // ---- the fast path ----------------------------------------------------------------------
 
 void NodeActor::post(caf::execution_unit* unit, const Tag& tag, uint32_t slot, Value&& value) {
-  if (mailbox_.put(NodeMailbox::Item{NodeMailbox::Item::Kind::input, slot, tag, std::move(value)})) schedule(unit);
+  if (mailbox_.put(NodeMailbox::Item::Kind::input, slot, tag, std::move(value))) schedule(unit);
 }
 
 void NodeActor::post_abort(caf::execution_unit* unit, uint64_t step) {
-  if (mailbox_.put(NodeMailbox::Item{NodeMailbox::Item::Kind::abort, 0, Tag{step, 0, 0}, Value{}})) schedule(unit);
+  if (mailbox_.put(NodeMailbox::Item::Kind::abort, 0, Tag{step, 0, 0}, Value{})) schedule(unit);
 }
 
 void NodeActor::post_call(caf::execution_unit* unit, NodeMailbox::Call&& call) {
@@ -387,7 +387,7 @@ void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
     } else {
       scratch_[slot] = std::move(value.tensor);
       fire(tag, scratch_.data(), value.dead);
-      scratch_[slot] = Tensor();
+      scratch_[slot].reset();
     }
     return;
   }
@@ -415,14 +415,33 @@ void NodeActor::emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_o
   for (const Target& t : me_->control_outputs) deliver(u, t, tag, kControlSlot, Value{Tensor(), dead});
 }
 
+void NodeActor::emit_owned(const Tag& tag, Tensor* outputs, uint64_t dead_outputs) {
+  caf::execution_unit* const u = unit();
+  for (std::size_t port = 0; port < me_->outputs.size(); ++port) {
+    const bool port_dead = port < 64 && (dead_outputs >> port) & 1;
+    const auto& targets = me_->outputs[port];
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+      const Target& t = targets[i];
+      if (port_dead) {
+        if (!t.drop_dead) deliver(u, t, tag, t.slot, Value{Tensor(), true});
+      } else if (i + 1 == targets.size()) {
+        deliver(u, t, tag, t.slot, Value{std::move(outputs[port]), false});  // the last consumer takes it
+      } else {
+        deliver(u, t, tag, t.slot, Value{outputs[port], false});
+      }
+    }
+    outputs[port].reset();
+  }
+  for (const Target& t : me_->control_outputs) deliver(u, t, tag, kControlSlot, Value{Tensor(), false});
+}
+
 void NodeActor::pass_input_on(const Tag& tag, Tensor* inputs, bool dead) {
   if (dead) {
     emit(tag, nullptr, true);
     return;
   }
   outputs_[0] = std::move(inputs[0]);
-  emit(tag, outputs_.data(), false);
-  outputs_[0] = Tensor();
+  emit_owned(tag, outputs_.data());
 }
 
 void NodeActor::report_error(const Tag& tag, ErrorCode code, const std::string& cause) {
