@@ -36,7 +36,7 @@ void ExitNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
     return;
   }
   std::array<Tensor, 2> out{std::move(left.value), Tensor::scalar<int32_t>(int32_t(left.last))};
-  emit(*parent, out.data(), false);
+  emit_owned(*parent, out.data());
 }
 
 void ExitNode::add_waits(std::vector<WaitReport>& out) const {

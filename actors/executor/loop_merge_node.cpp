@@ -12,8 +12,7 @@ void LoopMergeNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   }
   outputs_[0] = std::move(value.tensor);
   outputs_[1] = Tensor::scalar<int32_t>(int32_t(slot));
-  emit(tag, outputs_.data(), false);
-  for (auto& t : outputs_) t = Tensor();
+  emit_owned(tag, outputs_.data());
 }
 
 }  // namespace troupe

@@ -11,8 +11,7 @@ void MergeNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
     p.dead = true;  // here: "has fired"
     outputs_[0] = std::move(value.tensor);
     outputs_[1] = Tensor::scalar<int32_t>(int32_t(slot));
-    emit(tag, outputs_.data(), false);
-    for (auto& t : outputs_) t = Tensor();
+    emit_owned(tag, outputs_.data());
   }
   if (--p.remaining > 0) return;
   if (!p.dead) emit(tag, nullptr, true);  // every data input was dead

@@ -12,7 +12,7 @@ void NextIterationNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
     if (!value.dead) {
       Tag next = tag;
       ++next.iteration;
-      emit(next, &value.tensor, false);
+      emit_owned(next, &value.tensor);
     }
     return;
   }
@@ -25,7 +25,7 @@ void NextIterationNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
       if (g.held[i].first.iteration < g.done.below + window) {
         auto [next, tensor] = std::move(g.held[i]);
         g.held.erase(g.held.begin() + std::ptrdiff_t(i));
-        emit(next, &tensor, false);
+        emit_owned(next, &tensor);
       } else {
         ++i;
       }
@@ -35,7 +35,7 @@ void NextIterationNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   } else {
     Tag next = tag;
     ++next.iteration;
-    if (next.iteration < g.done.below + window) emit(next, &value.tensor, false);
+    if (next.iteration < g.done.below + window) emit_owned(next, &value.tensor);
     else g.held.emplace_back(std::move(next), std::move(value.tensor));
   }
   if (g.last >= 0 && g.done.below > g.last) gates_.erase(key);
