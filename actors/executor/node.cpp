@@ -469,13 +469,16 @@ void NodeActor::report_unknown_frame(const Tag& tag, const std::string& loop) {
 }
 
 void NodeActor::remember_abort(uint64_t step) {
-  if (aborted_.insert(step).second) {
+  if (!aborted_.insert(step).second) return;
+  // A ring of the last kRememberedAborts steps, oldest at aborted_next_ once full (a deque
+  // would allocate half a KiB per node up front, and most nodes never see an abort).
+  if (aborted_order_.size() < kRememberedAborts) {
     aborted_order_.push_back(step);
-    if (aborted_order_.size() > kRememberedAborts) {
-      aborted_.erase(aborted_order_.front());
-      aborted_order_.pop_front();
-    }
+    return;
   }
+  aborted_.erase(aborted_order_[aborted_next_]);
+  aborted_order_[aborted_next_] = step;
+  aborted_next_ = (aborted_next_ + 1) % kRememberedAborts;
 }
 
 void NodeActor::on_abort(uint64_t step) {

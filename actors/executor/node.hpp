@@ -15,7 +15,6 @@
 // fires, and the slot is free for the next tag. Kinds that keep other state (per frame, per
 // step) free it when it is over, and when the step is aborted (drop_step).
 #include <array>
-#include <deque>
 #include <memory>
 #include <unordered_set>
 
@@ -152,7 +151,8 @@ class NodeActor : public caf::event_based_actor {
   std::vector<Tensor> outputs_;
 
  private:
-  std::deque<uint64_t> aborted_order_;
+  std::vector<uint64_t> aborted_order_;  // the steps in aborted_, as a ring (remember_abort)
+  std::size_t aborted_next_ = 0;
 
   // The fast path.
   class Runner final : public caf::resumable {
