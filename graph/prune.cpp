@@ -83,12 +83,17 @@ std::vector<bool> needed_nodes(const Graph& graph, const std::vector<Endpoint>& 
   return needed;
 }
 
-Subgraph extract_subgraph(const Graph& graph, const std::vector<Endpoint>& feeds,
-                          const std::vector<Endpoint>& fetches, const std::vector<int>& targets) {
-  auto needed = needed_nodes(graph, feeds, fetches, targets);
-  Subgraph out;
-  out.graph = std::make_shared<Graph>();
-  Graph& g = *out.graph;
+namespace {
+
+std::vector<int> id_order(const Graph& g) {
+  std::vector<int> order(std::size_t(g.size()));
+  for (int i = 0; i < g.size(); ++i) order[std::size_t(i)] = i;
+  return order;
+}
+
+// The _Arg node of each feed, added to `g` first; refuses a tensor fed twice.
+std::map<Endpoint, Endpoint> add_args(const Graph& graph, const std::vector<Endpoint>& feeds, Graph& g,
+                                      std::vector<int>& args) {
   std::map<Endpoint, Endpoint> fed_to_arg;
   for (std::size_t i = 0; i < feeds.size(); ++i) {
     const Node& producer = graph.node(feeds[i].node);
@@ -105,43 +110,21 @@ Subgraph extract_subgraph(const Graph& graph, const std::vector<Endpoint>& feeds
                   {"index", int64_t(i)}},
         .requested_device = producer.requested_device});
     it->second = {arg.id, 0};
-    out.args.push_back(arg.id);
+    args.push_back(arg.id);
   }
-  std::vector<int> new_id(graph.size(), -1);
-  BackEdges back_edges;
-  for (int id : graph.topological_order()) {
-    if (!needed[id]) continue;
-    const Node& n = graph.node(id);
-    NodeSpec spec{.name = n.name, .op = n.op, .attrs = n.attrs,
-                  .requested_device = n.requested_device};
-    auto map = [&](const Endpoint& in) {
-      auto f = fed_to_arg.find(in);
-      return f != fed_to_arg.end() ? f->second : Endpoint{new_id[in.node], in.port};
-    };
-    for (auto& in : n.inputs) spec.inputs.push_back(map(in));
-    for (std::size_t i = 0; i < n.inputs.size(); ++i) spec.inputs[i] = back_edges.hold(spec.inputs, int(i), n.inputs[i]);
-    for (int c : n.control_inputs) spec.control_inputs.push_back(new_id[c]);
-    new_id[id] = g.add_node(std::move(spec)).id;
-    back_edges.built(new_id[id]);
-  }
-  back_edges.close(g, [&](const Endpoint& in) {
-    auto f = fed_to_arg.find(in);
-    return f != fed_to_arg.end() ? f->second : Endpoint{new_id[in.node], in.port};
-  });
-  for (auto& f : fetches) {
-    auto a = fed_to_arg.find(f);
-    out.fetches.push_back(a != fed_to_arg.end() ? a->second : Endpoint{new_id[f.node], f.port});
-  }
-  for (int t : targets) out.targets.push_back(new_id[t]);
-  return out;
+  return fed_to_arg;
 }
 
-Subgraph eliminate_common_subexpressions(const Subgraph& in) {
-  const Graph& src = *in.graph;
-  auto order = src.topological_order();
-  std::vector<int> rep(src.size());
-  for (int i = 0; i < src.size(); ++i) rep[i] = i;
-
+// Common subexpressions among the nodes of `g` that `include` says (all when null), visited in
+// `order` (a topological one; of nodes that compute the same thing the first visited stands for
+// the others): per node, the node that stands for it (itself unless merged). `input_key(e, rep)`
+// is what input `e` counts as when comparing nodes (its producer's representative, or a stand-in
+// for a fed tensor).
+template <class InputKey>
+std::vector<int> representatives(const Graph& g, const std::vector<int>& order, const std::vector<bool>* include,
+                                 InputKey&& input_key) {
+  std::vector<int> rep(std::size_t(g.size()));
+  for (int i = 0; i < g.size(); ++i) rep[std::size_t(i)] = i;
   struct Key {
     const Node* node;
     std::vector<Endpoint> inputs;
@@ -164,12 +147,14 @@ Subgraph eliminate_common_subexpressions(const Subgraph& in) {
     return true;
   };
   std::unordered_multimap<std::size_t, Key> seen;
+  seen.reserve(order.size());
   for (int id : order) {
-    const Node& n = src.node(id);
+    if (include && !(*include)[std::size_t(id)]) continue;
+    const Node& n = g.node(id);
     if (n.op_def->stateful || n.op_def->variable_op) continue;
     Key key{&n, {}, {}};
-    for (auto& e : n.inputs) key.inputs.push_back({rep[e.node], e.port});
-    for (int c : n.control_inputs) key.controls.push_back(rep[c]);
+    for (auto& e : n.inputs) key.inputs.push_back(input_key(e, rep));
+    for (int c : n.control_inputs) key.controls.push_back(rep[std::size_t(c)]);
     std::sort(key.controls.begin(), key.controls.end());
     key.controls.erase(std::unique(key.controls.begin(), key.controls.end()), key.controls.end());
     std::size_t h = hash_key(key);
@@ -177,34 +162,118 @@ Subgraph eliminate_common_subexpressions(const Subgraph& in) {
     bool merged = false;
     for (auto it = range.first; it != range.second; ++it) {
       if (same(it->second, key)) {
-        rep[id] = it->second.node->id;
+        rep[std::size_t(id)] = it->second.node->id;
         merged = true;
         break;
       }
     }
     if (!merged) seen.emplace(h, std::move(key));
   }
+  return rep;
+}
 
+// Copies into `g` the nodes of `src` in `order` (a topological one) that `keep` says, each input and control input
+// through `map` (an Endpoint of `src` -> one of `g`); `new_id` gets each copy's id. Inputs
+// built later than their consumer (a loop's back edges, the control inputs while_loop adds to
+// nodes it made earlier) are closed at the end.
+template <class Keep, class Map>
+void copy_nodes(const Graph& src, const std::vector<int>& order, Keep&& keep, Map&& map, Graph& g,
+                std::vector<int>& new_id) {
+  BackEdges back_edges;
+  std::vector<std::pair<int, int>> later_controls;  // (copy, control input of src): added to a node after it was built
+  for (int id : order) {
+    if (!keep(id)) continue;
+    const Node& n = src.node(id);
+    NodeSpec spec{.name = n.name, .op = n.op, .attrs = n.attrs, .requested_device = n.requested_device};
+    spec.inputs.reserve(n.inputs.size());
+    for (auto& in : n.inputs) spec.inputs.push_back(map(in));
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) spec.inputs[i] = back_edges.hold(spec.inputs, int(i), n.inputs[i]);
+    std::vector<int> later;
+    for (int c : n.control_inputs) {
+      const int mapped = map(Endpoint{c, -1}).node;
+      if (mapped >= 0) spec.control_inputs.push_back(mapped);
+      else later.push_back(c);
+    }
+    new_id[std::size_t(id)] = g.add_node(std::move(spec)).id;
+    back_edges.built(new_id[std::size_t(id)]);
+    for (int c : later) later_controls.push_back({new_id[std::size_t(id)], c});
+  }
+  back_edges.close(g, map);
+  for (auto [copy, c] : later_controls) {
+    auto& controls = g.node(copy).control_inputs;
+    const int mapped = map(Endpoint{c, -1}).node;
+    if (mapped < 0) fail(ErrorCode::internal, "rebuilding the graph: {} has a control input from a node not copied",
+                         g.node(copy).describe());
+    if (std::find(controls.begin(), controls.end(), mapped) == controls.end()) {
+      controls.push_back(mapped);
+      std::sort(controls.begin(), controls.end());
+    }
+  }
+}
+
+}  // namespace
+
+Subgraph extract_subgraph(const Graph& graph, const std::vector<Endpoint>& feeds,
+                          const std::vector<Endpoint>& fetches, const std::vector<int>& targets) {
+  auto needed = needed_nodes(graph, feeds, fetches, targets);
   Subgraph out;
   out.graph = std::make_shared<Graph>();
-  std::vector<int> new_id(src.size(), -1);
-  BackEdges back_edges;
-  auto map = [&](const Endpoint& e) { return Endpoint{new_id[rep[e.node]], e.port}; };
-  for (int id : order) {
-    if (rep[id] != id) continue;
-    const Node& n = src.node(id);
-    NodeSpec spec{.name = n.name, .op = n.op, .attrs = n.attrs,
-                  .requested_device = n.requested_device};
-    for (auto& e : n.inputs) spec.inputs.push_back(map(e));
-    for (std::size_t i = 0; i < n.inputs.size(); ++i) spec.inputs[i] = back_edges.hold(spec.inputs, int(i), n.inputs[i]);
-    for (int c : n.control_inputs) spec.control_inputs.push_back(new_id[rep[c]]);
-    new_id[id] = out.graph->add_node(std::move(spec)).id;
-    back_edges.built(new_id[id]);
-  }
-  back_edges.close(*out.graph, map);
-  for (auto& f : in.fetches) out.fetches.push_back({new_id[rep[f.node]], f.port});
-  for (int t : in.targets) out.targets.push_back(new_id[rep[t]]);
-  for (int a : in.args) out.args.push_back(new_id[a]);
+  const auto fed_to_arg = add_args(graph, feeds, *out.graph, out.args);
+  std::vector<int> new_id(std::size_t(graph.size()), -1);
+  auto map = [&](const Endpoint& in) {
+    auto f = fed_to_arg.find(in);
+    return f != fed_to_arg.end() ? f->second : Endpoint{new_id[std::size_t(in.node)], in.port};
+  };
+  copy_nodes(graph, graph.topological_order(), [&](int id) { return bool(needed[std::size_t(id)]); }, map, *out.graph,
+             new_id);
+  for (auto& f : fetches) out.fetches.push_back(map(f));
+  for (int t : targets) out.targets.push_back(new_id[std::size_t(t)]);
+  return out;
+}
+
+Subgraph eliminate_common_subexpressions(const Subgraph& in) {
+  const Graph& src = *in.graph;
+  const auto order = src.topological_order();
+  // Merged in id order: extract_subgraph built `src` in its graph's topological order, so this
+  // visits the nodes as prune_and_merge does and keeps the same ones.
+  const auto rep = representatives(src, id_order(src), nullptr, [](const Endpoint& e, const std::vector<int>& r) {
+    return Endpoint{r[std::size_t(e.node)], e.port};
+  });
+  Subgraph out;
+  out.graph = std::make_shared<Graph>();
+  std::vector<int> new_id(std::size_t(src.size()), -1);
+  auto map = [&](const Endpoint& e) { return Endpoint{new_id[std::size_t(rep[std::size_t(e.node)])], e.port}; };
+  copy_nodes(src, order, [&](int id) { return rep[std::size_t(id)] == id; }, map, *out.graph, new_id);
+  for (auto& f : in.fetches) out.fetches.push_back(map(f));
+  for (int t : in.targets) out.targets.push_back(new_id[std::size_t(rep[std::size_t(t)])]);
+  for (int a : in.args) out.args.push_back(new_id[std::size_t(a)]);
+  return out;
+}
+
+Subgraph prune_and_merge(const Graph& graph, const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
+                         const std::vector<int>& targets) {
+  auto needed = needed_nodes(graph, feeds, fetches, targets);
+  Subgraph out;
+  out.graph = std::make_shared<Graph>();
+  const auto fed_to_arg = add_args(graph, feeds, *out.graph, out.args);
+  const auto order = graph.topological_order();
+  // A fed tensor counts as its feed (node -1 - its _Arg's id), so readers of one feed merge.
+  const auto rep = representatives(graph, order, &needed, [&](const Endpoint& e, const std::vector<int>& r) {
+    auto f = fed_to_arg.find(e);
+    return f != fed_to_arg.end() ? Endpoint{-1 - f->second.node, 0} : Endpoint{r[std::size_t(e.node)], e.port};
+  });
+  std::vector<int> new_id(std::size_t(graph.size()), -1);
+  auto map = [&](const Endpoint& in) {
+    if (in.port >= 0) {
+      auto f = fed_to_arg.find(in);
+      if (f != fed_to_arg.end()) return f->second;
+    }
+    return Endpoint{new_id[std::size_t(rep[std::size_t(in.node)])], in.port};
+  };
+  copy_nodes(graph, order, [&](int id) { return needed[std::size_t(id)] && rep[std::size_t(id)] == id; }, map,
+             *out.graph, new_id);
+  for (auto& f : fetches) out.fetches.push_back(map(f));
+  for (int t : targets) out.targets.push_back(new_id[std::size_t(rep[std::size_t(t)])]);
   return out;
 }
 

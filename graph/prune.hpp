@@ -33,4 +33,9 @@ Subgraph extract_subgraph(const Graph& graph, const std::vector<Endpoint>& feeds
 // (after merging) and control inputs. Stateful ops are never merged.
 Subgraph eliminate_common_subexpressions(const Subgraph& in);
 
+// Both in one copy: eliminate_common_subexpressions(extract_subgraph(...)) without the
+// intermediate graph (what an executable is built from).
+Subgraph prune_and_merge(const Graph& graph, const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
+                         const std::vector<int>& targets);
+
 }  // namespace troupe

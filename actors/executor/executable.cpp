@@ -26,7 +26,7 @@ constexpr std::size_t kHugePageNodes = 2048;
 // target inside a loop, an edge between frames that bypasses Enter and Exit.
 Subgraph prune(const Graph& graph, const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
                const std::vector<int>& targets) {
-  Subgraph sub = eliminate_common_subexpressions(extract_subgraph(graph, feeds, fetches, targets));
+  Subgraph sub = prune_and_merge(graph, feeds, fetches, targets);
   const Graph& g = *sub.graph;
   auto frame_of = [&](int id) -> const std::string& { return loop_frame(g.node(id)); };
   for (auto& f : sub.fetches)

@@ -115,3 +115,59 @@ BOOST_AUTO_TEST_CASE(cse_keeps_fetches_and_targets_pointing_at_the_survivors) {
   BOOST_TEST(sub.fetches[0].node == sub.fetches[1].node);
   BOOST_TEST(sub.targets[0] == sub.fetches[0].node);
 }
+
+namespace {
+
+// A graph's nodes as text (op, name, inputs and control inputs by name), in id order.
+std::vector<std::string> described(const Graph& g) {
+  std::vector<std::string> out;
+  for (int i = 0; i < g.size(); ++i) {
+    const Node& n = g.node(i);
+    std::string s = n.op + " " + n.name + " <-";
+    for (auto& in : n.inputs) s += " " + tensor_name(g.node(in.node), in.port);
+    for (int c : n.control_inputs) s += " ^" + g.node(c).name;
+    out.push_back(s);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(pruning_and_merging_in_one_copy_gives_what_the_two_passes_give) {
+  // Feeds (one read twice, so its readers merge), duplicates, an unneeded branch, control
+  // inputs and a while loop (whose back edge is built after its Merge).
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_op_name("x"), DType::float32, {});
+  auto fed_mid = ops::neg(root.with_op_name("fed_mid"), x);
+  auto a = ops::square(root.with_op_name("a"), fed_mid);
+  auto b = ops::square(root.with_op_name("b"), fed_mid);  // same as a
+  auto one = ops::constant(root, 1.0f);
+  auto one_again = ops::constant(root, 1.0f);
+  auto sum = ops::add(root.with_op_name("sum"), a, one);
+  auto sum_again = ops::add(root.with_op_name("sum_again"), b, one_again);  // same as sum
+  auto gated = ops::identity(root.with_op_name("gated").with_control_dependencies(std::vector<Output>{sum}), sum_again);
+  auto loop = ops::while_loop(
+      root, [&](const Scope& s, const std::vector<Output>& v) { return ops::less(s, v[0], ops::constant(s, 5.0f)); },
+      [&](const Scope& s, const std::vector<Output>& v) {
+        return std::vector<Output>{ops::add(s, v[0], ops::constant(s, 1.0f))};
+      },
+      {ops::constant(root, 0.0f)});
+  ops::mul(root.with_op_name("unneeded"), a, b);
+  auto y = ops::mul(root.with_op_name("y"), loop[0], sum);
+  const std::vector<Endpoint> feeds{fed_mid.endpoint()};
+  const std::vector<Endpoint> fetches{y.endpoint(), sum_again.endpoint(), fed_mid.endpoint()};
+  const std::vector<int> targets{gated.node()->id};
+  auto two = eliminate_common_subexpressions(extract_subgraph(root.graph(), feeds, fetches, targets));
+  auto one_pass = prune_and_merge(root.graph(), feeds, fetches, targets);
+  BOOST_TEST(described(*one_pass.graph) == described(*two.graph), boost::test_tools::per_element());
+  BOOST_TEST(count_op(*one_pass.graph, "Square") == 1);
+  BOOST_TEST(count_op(*one_pass.graph, "Neg") == 0);  // fed: an _Arg instead
+  BOOST_TEST(count_op(*one_pass.graph, "_Arg") == 1);
+  BOOST_TEST(count_op(*one_pass.graph, "Mul") == 1);  // not the unneeded one
+  auto name_of = [](const Subgraph& s, Endpoint e) { return tensor_name(s.graph->node(e.node), e.port); };
+  for (std::size_t i = 0; i < fetches.size(); ++i)
+    BOOST_TEST(name_of(one_pass, one_pass.fetches[i]) == name_of(two, two.fetches[i]));
+  BOOST_TEST(one_pass.graph->node(one_pass.targets[0]).name == two.graph->node(two.targets[0]).name);
+  BOOST_TEST(one_pass.graph->node(one_pass.args[0]).name == two.graph->node(two.args[0]).name);
+}
