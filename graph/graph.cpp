@@ -30,7 +30,7 @@ void infer_shapes(const Graph& graph, Node& node) {
   node.output_shapes = std::move(c.output_shapes);
 }
 
-Node& Graph::add_node(NodeSpec spec) {
+Node& Graph::add_node(NodeSpec spec, const Node* like) {
   const OpDef& def = OpRegistry::global().get(spec.op);
   if (spec.name.empty()) fail(ErrorCode::invalid_argument, "{} node needs a name", spec.op);
   if (by_name_.count(spec.name))
@@ -68,7 +68,12 @@ Node& Graph::add_node(NodeSpec spec) {
                              node->control_inputs.end());
   node->attrs = std::move(spec.attrs);
   node->requested_device = std::move(spec.requested_device);
-  infer_shapes(*this, *node);
+  if (like && like->op == node->op && like->inputs.size() == node->inputs.size()) {
+    node->output_types = like->output_types;
+    node->output_shapes = like->output_shapes;
+  } else {
+    infer_shapes(*this, *node);
+  }
   by_name_.emplace(node->name, node->id);
   nodes_.push_back(std::move(node));
   return *nodes_.back();

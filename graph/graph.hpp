@@ -63,7 +63,10 @@ class Graph {
   Graph& operator=(const Graph&) = delete;
 
   // Validates the op, the inputs and the name, runs the shape function, appends the node.
-  Node& add_node(NodeSpec spec);
+  // `like`: a node of another graph that this one copies (pruning, partitioning), whose inputs
+  // here carry the same dtypes and shapes as there; its inferred outputs are taken instead of
+  // running the op's shape function again.
+  Node& add_node(NodeSpec spec, const Node* like = nullptr);
 
   int size() const { return int(nodes_.size()); }
   const Node& node(int id) const { return *nodes_[id]; }

@@ -270,7 +270,7 @@ class Partitioner {
       spec.inputs.push_back(input_on(device, in));  // a back edge from another device: a Recv
     }
     for (int c : n.control_inputs) spec.control_inputs.push_back(control_on(device, c));
-    result_.of[id] = {part, graph(part).add_node(std::move(spec)).id};
+    result_.of[id] = {part, graph(part).add_node(std::move(spec), &n).id};
   }
 
   // What a node on `device` reads for the value `in`: the producer itself, a copy of a

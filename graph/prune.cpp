@@ -194,7 +194,7 @@ void copy_nodes(const Graph& src, const std::vector<int>& order, Keep&& keep, Ma
       if (mapped >= 0) spec.control_inputs.push_back(mapped);
       else later.push_back(c);
     }
-    new_id[std::size_t(id)] = g.add_node(std::move(spec)).id;
+    new_id[std::size_t(id)] = g.add_node(std::move(spec), &n).id;
     back_edges.built(new_id[std::size_t(id)]);
     for (int c : later) later_controls.push_back({new_id[std::size_t(id)], c});
   }
