@@ -43,7 +43,7 @@ auto read_message(const unsigned char* data, std::size_t size, const std::string
          size);
   // Copy into word-aligned storage: the caller's bytes may be unaligned.
   auto words = kj::heapArray<capnp::word>(size / sizeof(capnp::word));
-  std::memcpy(words.begin(), data, size);
+  if (size) std::memcpy(words.begin(), data, size);  // an empty message may come with no bytes at all
   try {
     capnp::ReaderOptions options;
     options.traversalLimitInWords = traversal_limit_words;
