@@ -403,36 +403,34 @@ void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
   release(p);
 }
 
-void NodeActor::emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs) {
+template <bool owned>
+void NodeActor::send_outputs(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs) {
+  if constexpr (owned) dead = false;  // owned outputs are live (but for those in dead_outputs)
   caf::execution_unit* const u = unit();
   for (std::size_t port = 0; port < me_->outputs.size(); ++port) {
-    bool port_dead = dead || (port < 64 && (dead_outputs >> port) & 1);
-    for (const Target& t : me_->outputs[port]) {
-      if (port_dead && t.drop_dead) continue;
-      deliver(u, t, tag, t.slot, Value{port_dead ? Tensor() : outputs[port], port_dead});
-    }
-  }
-  for (const Target& t : me_->control_outputs) deliver(u, t, tag, kControlSlot, Value{Tensor(), dead});
-}
-
-void NodeActor::emit_owned(const Tag& tag, Tensor* outputs, uint64_t dead_outputs) {
-  caf::execution_unit* const u = unit();
-  for (std::size_t port = 0; port < me_->outputs.size(); ++port) {
-    const bool port_dead = port < 64 && (dead_outputs >> port) & 1;
+    const bool port_dead = dead || (port < 64 && (dead_outputs >> port) & 1);
     const auto& targets = me_->outputs[port];
     for (std::size_t i = 0; i < targets.size(); ++i) {
       const Target& t = targets[i];
       if (port_dead) {
         if (!t.drop_dead) deliver(u, t, tag, t.slot, Value{Tensor(), true});
-      } else if (i + 1 == targets.size()) {
+      } else if (owned && i + 1 == targets.size()) {
         deliver(u, t, tag, t.slot, Value{std::move(outputs[port]), false});  // the last consumer takes it
       } else {
         deliver(u, t, tag, t.slot, Value{outputs[port], false});
       }
     }
-    outputs[port].reset();
+    if constexpr (owned) outputs[port].reset();
   }
-  for (const Target& t : me_->control_outputs) deliver(u, t, tag, kControlSlot, Value{Tensor(), false});
+  for (const Target& t : me_->control_outputs) deliver(u, t, tag, kControlSlot, Value{Tensor(), dead});
+}
+
+void NodeActor::emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs) {
+  send_outputs<false>(tag, outputs, dead, dead_outputs);
+}
+
+void NodeActor::emit_owned(const Tag& tag, Tensor* outputs, uint64_t dead_outputs) {
+  send_outputs<true>(tag, outputs, /*dead=*/false, dead_outputs);
 }
 
 void NodeActor::pass_input_on(const Tag& tag, Tensor* inputs, bool dead) {

@@ -78,6 +78,8 @@ class NodeActor : public caf::event_based_actor {
   virtual void add_step_waits(uint64_t, std::vector<WaitReport>&) const {}
 
   bool is_aborted(uint64_t step) const { return !aborted_.empty() && aborted_.count(step); }
+  // Sends each output to its consumers (dead ones on dead, or every one if `dead`) and a control
+  // signal to each control consumer.
   void emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs = 0);
   // The same for live outputs the caller is done with: each port's last consumer gets the
   // tensor itself, not a copy (one reference count less to add and drop), and `outputs` are
@@ -132,6 +134,9 @@ class NodeActor : public caf::event_based_actor {
   int expected_;  // data inputs by message, control inputs and the start signal
 
  private:
+  // emit() and emit_owned(), one body compiled twice (no test of `owned` per output).
+  template <bool owned>
+  void send_outputs(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs);
   void on_abort(uint64_t step);
   void remember_abort(uint64_t step);
   std::vector<WaitReport> on_waits() const;
