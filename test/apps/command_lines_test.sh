@@ -49,6 +49,7 @@ refused "$bench convnet --no-such-option" --no-such-option
 refused "$bench convnet --batch abc" "--batch: 'abc' is not a number"
 refused "$bench convnet --model lenet" --model
 refused "$bench loop --parallel 1,0" --parallel
+refused "$bench loop --trace /tmp/unwritten.json" "--trace writes one loop's steps"
 refused "$bench transfer --sizes 4K,12X" "'12X' is not a size"
 refused "$bench allreduce --procs 2,x" --procs
 refused "$bench checkpoint" --dir
