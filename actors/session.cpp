@@ -391,6 +391,7 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
                                                 im.runtime->system().render(e));
                  });
     if (timed_out) result = im.abort_late_step(*exe, step, timeout);
+    exe->step_ended();
     if (traced) {
       const trace::Moment end = trace::moment();
       trace::end(exe->trace_key(), step);

@@ -123,30 +123,44 @@ std::vector<int> Graph::topological_order() const {
   // Nodes are appended after their inputs, so id order is topological unless GraphDef import
   // built them otherwise or a loop was closed; compute it properly all the same. Loops' back
   // edges (is_back_edge) are left out, as TensorFlow does.
-  std::vector<int> pending(nodes_.size());
-  std::vector<int> order, ready;
-  for (auto& n : nodes_) {
-    int count = int(n->control_inputs.size());
-    for (int i = 0; i < int(n->inputs.size()); ++i) count += is_back_edge(*this, *n, i) ? 0 : 1;
-    pending[n->id] = count;
-    if (count == 0) ready.push_back(n->id);
+  const int n = int(nodes_.size());
+  std::vector<int> pending(std::size_t(n), 0);
+  std::vector<int> first(std::size_t(n) + 1, 0);  // the consumers of node i: edges[first[i], first[i+1])
+  bool in_id_order = true;
+  auto each_edge = [&](auto&& visit) {
+    for (auto& node : nodes_) {
+      for (int i = 0; i < int(node->inputs.size()); ++i)
+        if (!is_back_edge(*this, *node, i)) visit(node->inputs[i].node, node->id);
+      for (int c : node->control_inputs) visit(c, node->id);
+    }
+  };
+  each_edge([&](int from, int to) {
+    ++pending[to];
+    ++first[from + 1];
+    in_id_order = in_id_order && from < to;
+  });
+  std::vector<int> order(static_cast<std::size_t>(n));
+  if (in_id_order) {  // the common case: the ids are an order already
+    for (int id = 0; id < n; ++id) order[id] = id;
+    return order;
   }
-  auto edges = out_edges();
+  for (int i = 0; i < n; ++i) first[i + 1] += first[i];
+  std::vector<int> edges(static_cast<std::size_t>(first[n]));
+  std::vector<int> fill(first.begin(), first.end() - 1);
+  each_edge([&](int from, int to) { edges[fill[from]++] = to; });
+  std::vector<int> ready;
+  for (int id = 0; id < n; ++id)
+    if (pending[id] == 0) ready.push_back(id);
+  std::size_t placed = 0;
   while (!ready.empty()) {
     int id = ready.back();
     ready.pop_back();
-    order.push_back(id);
-    auto release = [&](int consumer) {
-      if (--pending[consumer] == 0) ready.push_back(consumer);
-    };
-    for (auto& port : edges.data[id])
-      for (auto& c : port)
-        if (!is_back_edge(*this, *nodes_[c.node], c.slot)) release(c.node);
-    for (int c : edges.control[id]) release(c);
+    order[placed++] = id;
+    for (int e = first[id]; e < first[id + 1]; ++e)
+      if (--pending[edges[e]] == 0) ready.push_back(edges[e]);
   }
-  if (order.size() != nodes_.size())
-    fail(ErrorCode::invalid_argument, "graph has a cycle ({} of {} nodes ordered)", order.size(),
-         nodes_.size());
+  if (placed != nodes_.size())
+    fail(ErrorCode::invalid_argument, "graph has a cycle ({} of {} nodes ordered)", placed, nodes_.size());
   return order;
 }
 

@@ -375,6 +375,21 @@ Partitions partition(const Graph& graph, const std::vector<std::string>& device_
   return Partitioner(graph, device_of).run();
 }
 
+Partitions partition(std::shared_ptr<Graph> graph, const std::vector<std::string>& device_of) {
+  const bool one_device =
+      !device_of.empty() && std::all_of(device_of.begin(), device_of.end(), [&](auto& d) { return d == device_of[0]; });
+  if (!one_device || int(device_of.size()) != graph->size()) return partition(*graph, device_of);
+  // Nothing crosses a device: the graph is its own partition, with no copy.
+  Partitions out;
+  out.of.resize(device_of.size());
+  for (int id = 0; id < graph->size(); ++id) {
+    graph->node(id).requested_device = device_of[0];
+    out.of[std::size_t(id)] = {0, id};
+  }
+  out.parts.push_back({device_of[0], std::move(graph)});
+  return out;
+}
+
 std::string rendezvous_key(const Node& n) {
   return fmt::format("{};{};{}", get_attr<std::string>(n.attrs, "send_device", n.name),
                      get_attr<std::string>(n.attrs, "recv_device", n.name),

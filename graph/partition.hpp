@@ -46,6 +46,9 @@ struct Partitions {
 
 // Cuts `graph` by `device_of` (per node id, a full device name, as graph/placement.hpp gives).
 Partitions partition(const Graph& graph, const std::vector<std::string>& device_of);
+// The same, but a graph whose nodes all lie on one device becomes that device's partition
+// itself (each node's requested device set to it), not a copy: `graph` is the partition's then.
+Partitions partition(std::shared_ptr<Graph> graph, const std::vector<std::string>& device_of);
 
 // The rendezvous key of a _Send or _Recv: "send_device;recv_device;tensor_name". A Send and
 // the Recv it feeds have the same key; the value's tag adds step, frame and iteration.

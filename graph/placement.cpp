@@ -5,6 +5,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <string_view>
 
 #include "devices/device_name.hpp"
 
@@ -183,19 +184,36 @@ class Placer {
   }
 
   std::vector<std::string> place() {
-    const auto edges = graph_.out_edges();
+    // The consumers of nodes are read only for a loop's NextIteration.
+    bool loops = false;
+    for (int id = 0; id < graph_.size() && !loops; ++id) loops = graph_.node(id).op == "NextIteration";
+    const auto edges = loops ? graph_.out_edges() : Graph::Edges{};
     auto groups = colocation_groups(graph_, edges);
     std::vector<int> group_of(std::size_t(graph_.size()));
-    std::map<int, int> index_of_root;
+    std::vector<int> index_of_root(std::size_t(graph_.size()), -1);
     for (int id = 0; id < graph_.size(); ++id) {
-      auto [it, fresh] = index_of_root.try_emplace(groups.find(id), int(groups_.size()));
-      if (fresh) groups_.emplace_back();
-      group_of[id] = it->second;
-      groups_[it->second].members.push_back(id);
+      int& index = index_of_root[groups.find(id)];
+      if (index < 0) {
+        index = int(groups_.size());
+        groups_.emplace_back();
+      }
+      group_of[id] = index;
+      groups_[index].members.push_back(id);
     }
+    // A group of one node has the candidates of its request and op: found once for each pair
+    // (most nodes of a graph are alone and request nothing).
+    std::map<std::pair<std::string_view, std::string_view>, const Group*> alike;
     for (auto& group : groups_) {
+      const Node* alone = group.members.size() == 1 ? &graph_.node(group.members[0]) : nullptr;
+      if (alone)
+        if (auto it = alike.find({alone->requested_device, alone->op}); it != alike.end()) {
+          group.request = it->second->request;
+          group.candidates = it->second->candidates;
+          continue;
+        }
       merge_requests(graph_, edges, groups, group, options_.single_process);
       find_candidates(group);
+      if (alone) alike.emplace(std::make_pair(std::string_view(alone->requested_device), std::string_view(alone->op)), &group);
     }
     std::vector<int> device_of_group(groups_.size(), -1);
     for (std::size_t g = 0; g < groups_.size(); ++g)

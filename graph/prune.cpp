@@ -56,28 +56,32 @@ std::vector<bool> needed_nodes(const Graph& graph, const std::vector<Endpoint>& 
                                const std::vector<int>& targets) {
   std::set<Endpoint> fed(feeds.begin(), feeds.end());
   std::vector<bool> needed(graph.size(), false);
-  // Who first asked for each node, to explain an unfed placeholder.
-  std::vector<std::string> asked_by(graph.size());
+  // Who first asked for each node (a fetch or target, by index), to explain an unfed placeholder.
+  std::vector<int> asked_by(graph.size(), -1);
+  auto asker = [&](int i) {
+    return i < int(fetches.size()) ? "fetch '" + tensor_name(graph.node(fetches[i].node), fetches[i].port) + "'"
+                                   : "target '" + graph.node(targets[i - fetches.size()]).name + "'";
+  };
   std::vector<int> stack;
-  auto need = [&](int id, const std::string& why) {
+  auto need = [&](int id, int why) {
     if (!needed[id]) {
       needed[id] = true;
       asked_by[id] = why;
       stack.push_back(id);
     }
   };
-  for (auto& f : fetches)
-    if (!fed.count(f)) need(f.node, "fetch '" + tensor_name(graph.node(f.node), f.port) + "'");
-  for (int t : targets) need(t, "target '" + graph.node(t).name + "'");
+  for (std::size_t i = 0; i < fetches.size(); ++i)
+    if (!fed.count(fetches[i])) need(fetches[i].node, int(i));
+  for (std::size_t i = 0; i < targets.size(); ++i) need(targets[i], int(fetches.size() + i));
   while (!stack.empty()) {
     int id = stack.back();
     stack.pop_back();
     const Node& n = graph.node(id);
     if (n.op == "Placeholder")
       fail(ErrorCode::failed_precondition,
-           "{} needs the value of placeholder '{}', which is not fed", asked_by[id], n.name);
+           "{} needs the value of placeholder '{}', which is not fed", asker(asked_by[id]), n.name);
     for (auto& in : n.inputs)
-      if (!fed.count(in)) need(in.node, asked_by[id]);
+      if (fed.empty() || !fed.count(in)) need(in.node, asked_by[id]);
     for (int c : n.control_inputs) need(c, asked_by[id]);
   }
   return needed;
@@ -125,22 +129,30 @@ std::vector<int> representatives(const Graph& g, const std::vector<int>& order, 
                                  InputKey&& input_key) {
   std::vector<int> rep(std::size_t(g.size()));
   for (int i = 0; i < g.size(); ++i) rep[std::size_t(i)] = i;
+  // A node's key: the node (op, device, attributes) and its inputs and sorted control inputs as
+  // counted, the latter two kept in `inputs` and `controls` from the given offsets.
   struct Key {
     const Node* node;
-    std::vector<Endpoint> inputs;
-    std::vector<int> controls;
+    uint32_t inputs, num_inputs, controls, num_controls;
   };
+  std::vector<Endpoint> inputs;
+  std::vector<int> controls;
+  inputs.reserve(order.size() * 2);
   auto hash_key = [&](const Key& k) {
     std::size_t h = std::hash<std::string>{}(k.node->op) ^ std::hash<std::string>{}(k.node->requested_device);
-    for (auto& e : k.inputs) h = h * 31 + std::size_t(e.node) * 7 + std::size_t(e.port);
-    for (int c : k.controls) h = h * 37 + std::size_t(c);
+    for (uint32_t i = 0; i < k.num_inputs; ++i)
+      h = h * 31 + std::size_t(inputs[k.inputs + i].node) * 7 + std::size_t(inputs[k.inputs + i].port);
+    for (uint32_t i = 0; i < k.num_controls; ++i) h = h * 37 + std::size_t(controls[k.controls + i]);
     for (auto& [name, value] : k.node->attrs) h = h * 41 + std::hash<std::string>{}(name) + attr_hash(value);
     return h;
   };
-  auto same = [](const Key& a, const Key& b) {
+  auto same = [&](const Key& a, const Key& b) {
     const Node &x = *a.node, &y = *b.node;
-    if (x.op != y.op || x.requested_device != y.requested_device || a.inputs != b.inputs ||
-        a.controls != b.controls || x.attrs.size() != y.attrs.size())
+    if (x.op != y.op || x.requested_device != y.requested_device || a.num_inputs != b.num_inputs ||
+        a.num_controls != b.num_controls || x.attrs.size() != y.attrs.size() ||
+        !std::equal(inputs.begin() + a.inputs, inputs.begin() + a.inputs + a.num_inputs, inputs.begin() + b.inputs) ||
+        !std::equal(controls.begin() + a.controls, controls.begin() + a.controls + a.num_controls,
+                    controls.begin() + b.controls))
       return false;
     for (auto ia = x.attrs.begin(), ib = y.attrs.begin(); ia != x.attrs.end(); ++ia, ++ib)
       if (ia->first != ib->first || !attr_equal(ia->second, ib->second)) return false;
@@ -152,11 +164,12 @@ std::vector<int> representatives(const Graph& g, const std::vector<int>& order, 
     if (include && !(*include)[std::size_t(id)]) continue;
     const Node& n = g.node(id);
     if (n.op_def->stateful || n.op_def->variable_op) continue;
-    Key key{&n, {}, {}};
-    for (auto& e : n.inputs) key.inputs.push_back(input_key(e, rep));
-    for (int c : n.control_inputs) key.controls.push_back(rep[std::size_t(c)]);
-    std::sort(key.controls.begin(), key.controls.end());
-    key.controls.erase(std::unique(key.controls.begin(), key.controls.end()), key.controls.end());
+    Key key{&n, uint32_t(inputs.size()), uint32_t(n.inputs.size()), uint32_t(controls.size()), 0};
+    for (auto& e : n.inputs) inputs.push_back(input_key(e, rep));
+    for (int c : n.control_inputs) controls.push_back(rep[std::size_t(c)]);
+    std::sort(controls.begin() + key.controls, controls.end());
+    controls.erase(std::unique(controls.begin() + key.controls, controls.end()), controls.end());
+    key.num_controls = uint32_t(controls.size()) - key.controls;
     std::size_t h = hash_key(key);
     auto range = seen.equal_range(h);
     bool merged = false;
@@ -167,7 +180,12 @@ std::vector<int> representatives(const Graph& g, const std::vector<int>& order, 
         break;
       }
     }
-    if (!merged) seen.emplace(h, std::move(key));
+    if (merged) {  // its key is not kept
+      inputs.resize(key.inputs);
+      controls.resize(key.controls);
+    } else {
+      seen.emplace(h, key);
+    }
   }
   return rep;
 }

@@ -517,7 +517,7 @@ std::shared_ptr<Master::Signature> Master::prepare(const Graph& graph, const std
   pin_variables(graph, *sub.graph, p);
   p.allow_soft_placement = im.options.allow_soft_placement;
   p.policy = im.options.placement_policy ? *im.options.placement_policy : placement_policy_from_environment();
-  Partitions cut = partition(*sub.graph, place(*sub.graph, p));
+  Partitions cut = partition(sub.graph, place(*sub.graph, p));
 
   auto sig = std::make_shared<Signature>();
   sig->num_fetches = int(sub.fetches.size());

@@ -578,7 +578,10 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         }
         self->request(reg->exe->step_actor(), timeouts::member_step(), run_atom::value, step, std::move(values))
             .then(
-                [answer](StepResult& r) {
+                [answer, weak = std::weak_ptr<Executable>(reg->exe)](StepResult& r) {
+                  // Weak: the last reference dropped here would stop the executable's actors
+                  // from inside this actor's handler.
+                  if (auto exe = weak.lock()) exe->step_ended();
                   RunGraphReply out{int32_t(r.code), std::move(r.message), {}};
                   for (auto& t : r.fetches) out.fetches.push_back(to_wire(t));
                   answer(std::move(out));

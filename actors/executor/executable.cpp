@@ -140,7 +140,8 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     NodePlan& np = p.nodes[id];
     np.node = &n;
     np.device = device;
-    np.where = n.describe() + " on " + part.device;
+    np.graph = &g;
+    np.device_name = &p.device;
     np.active = active[id];
     np.kind = kind_of(g, n);
     // An _Arg takes its feed, a _Recv its value, as a message on slot 0.
@@ -149,25 +150,9 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     np.num_controls = int(n.control_inputs.size());
     np.fixed_inputs.resize(std::size_t(np.num_inputs));
     np.num_fixed = 0;
-    if (n.op == "_Arg") {
-      np.input_names.push_back("feed " + std::to_string(get_attr<int64_t>(n.attrs, "index", n.name)));
-      np.input_sources.emplace_back();
-    } else if (np.kind == NodeKind::recv) {
-      const std::string tensor = get_attr<std::string>(n.attrs, "tensor_name", n.name);
-      const std::string from = get_attr<std::string>(n.attrs, "send_device", n.name);
-      np.input_names.push_back(fmt::format("{} from {}", tensor, from));
-      np.input_sources.push_back({from, tensor.substr(0, tensor.rfind(':')), tensor});
-    } else {
+    if (!takes_message) {
       for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
         auto in = n.inputs[slot];
-        // An input a _Recv brings says from where: a wait report then needs no other lookup.
-        const Node& producer = g.node(in.node);
-        const std::string tensor = tensor_name(producer, in.port);
-        np.input_names.push_back(producer.op == "_Recv"
-                                     ? fmt::format("{} (from {})", tensor,
-                                                   get_attr<std::string>(producer.attrs, "send_device", producer.name))
-                                     : tensor);
-        np.input_sources.push_back({"", producer.name, tensor});
         if (hoistable(in.node) && !n.op_def->fires_on_first_live_input && !n.op_def->frame_op) {
           np.fixed_inputs[slot] = get_attr<Tensor>(g.node(in.node).attrs, "value", g.node(in.node).name);
           ++np.num_fixed;
@@ -184,7 +169,7 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     // control inputs would count every iteration twice.
     if (np.kind == NodeKind::exit && n.control_inputs.size() > 1)
       fail(ErrorCode::internal, "{} has {} control inputs; an Exit takes at most one (its loop's iteration gate)",
-           np.where, n.control_inputs.size());
+           np.where(), n.control_inputs.size());
     if (np.kind == NodeKind::enter) {
       const std::string frame = get_attr<std::string>(n.attrs, "frame_name", n.name);
       np.frame_exits = exits_of[frame];
@@ -194,11 +179,12 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
       np.frame_hash = fingerprint64(get_attr<std::string>(n.attrs, "frame_name", n.name));
     if (np.kind == NodeKind::stack_push || np.kind == NodeKind::stack_pop)
       np.stack_hash = fingerprint64(get_attr<std::string>(n.attrs, "stack_name", n.name));
-    np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
+    if (np.kind == NodeKind::next_iteration)
+      np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
     if (np.kind == NodeKind::queue) np.queue_op = queue_op_of(n);
     if (np.kind == NodeKind::variable) np.variable_op = variable_op_of(n);
     if (np.kind == NodeKind::queue && np.active) {
-      if (!options.runtime) fail(ErrorCode::internal, "{}: no runtime to find its queue in", np.where);
+      if (!options.runtime) fail(ErrorCode::internal, "{}: no runtime to find its queue in", np.where());
       np.queue = options.runtime->queue(QueueSpec::from(n.attrs, n.name));
     }
     if (n.op_def->variable_op && np.active) np.shard = shard_of(variable_name(n));
@@ -206,7 +192,7 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
       try {
         out.kernels[id] = KernelRegistry::global().create(n, device->type());
       } catch (const Error& e) {
-        throw Error(e.code(), np.where + ": " + e.what());
+        throw Error(e.code(), np.where() + ": " + e.what());
       }
     }
   }
@@ -215,11 +201,13 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
   // edges and no fetch cost a hop and a firing per value and change nothing: their consumers
   // are wired to the producer instead, and they get no actor. (A loop's iteration has two.)
   out.forwards.assign(std::size_t(g.size()), false);
-  auto edges = g.out_edges();
+  std::vector<bool> controls(std::size_t(g.size()), false);  // a control input of some node
+  for (int id = 0; id < g.size(); ++id)
+    for (int c : g.node(id).control_inputs) controls[c] = true;
   for (int id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
     if (active[id] && (n.op == "Identity" || n.op == "LoopCond") && n.inputs.size() == 1 &&
-        !p.nodes[id].fixed_inputs[0].is_initialized() && n.control_inputs.empty() && edges.control[id].empty() &&
+        !p.nodes[id].fixed_inputs[0].is_initialized() && n.control_inputs.empty() && !controls[id] &&
         !reported[id]) {
       out.forwards[id] = true;
       p.nodes[id].active = false;
@@ -275,7 +263,7 @@ void wire_transfers(const std::vector<std::shared_ptr<ExecPlan>>& parts, const E
         continue;
       }
       auto remote = options.remote_target ? options.remote_target(p->graph->node(id)) : std::nullopt;
-      if (!remote) fail(ErrorCode::internal, "{}: no _Recv has its rendezvous key '{}'", p->nodes[id].where, key);
+      if (!remote) fail(ErrorCode::internal, "{}: no _Recv has its rendezvous key '{}'", p->nodes[id].where(), key);
       p->nodes[id].outputs[0].push_back(*remote);
     }
 }
@@ -308,6 +296,34 @@ void StackStore::drop_step(uint64_t step) {
 std::size_t StackStore::size() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return values_.size();
+}
+
+std::string NodePlan::where() const { return node->describe() + " on " + *device_name; }
+
+std::string NodePlan::input_name(int slot) const {
+  const Node& n = *node;
+  if (n.op == "_Arg") return "feed " + std::to_string(get_attr<int64_t>(n.attrs, "index", n.name));
+  if (kind == NodeKind::recv)
+    return fmt::format("{} from {}", get_attr<std::string>(n.attrs, "tensor_name", n.name),
+                       get_attr<std::string>(n.attrs, "send_device", n.name));
+  // An input a _Recv brings says from where: a wait report then needs no other lookup.
+  const Endpoint in = n.inputs[std::size_t(slot)];
+  const Node& producer = graph->node(in.node);
+  const std::string tensor = tensor_name(producer, in.port);
+  if (producer.op != "_Recv") return tensor;
+  return fmt::format("{} (from {})", tensor, get_attr<std::string>(producer.attrs, "send_device", producer.name));
+}
+
+WaitSource NodePlan::input_source(int slot) const {
+  const Node& n = *node;
+  if (n.op == "_Arg") return {};
+  if (kind == NodeKind::recv) {
+    const std::string tensor = get_attr<std::string>(n.attrs, "tensor_name", n.name);
+    return {get_attr<std::string>(n.attrs, "send_device", n.name), tensor.substr(0, tensor.rfind(':')), tensor};
+  }
+  const Endpoint in = n.inputs[std::size_t(slot)];
+  const Node& producer = graph->node(in.node);
+  return {"", producer.name, tensor_name(producer, in.port)};
 }
 
 bool can_run_on(const Node& n, const std::string& type) {
@@ -360,7 +376,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
     : system_(&system) {
   Subgraph sub = prune(graph, feeds, fetches, targets);
   const std::vector<std::string> device_of = place_nodes(*sub.graph, options);
-  Partitions cut = partition(*sub.graph, device_of);
+  Partitions cut = partition(sub.graph, device_of);
   std::vector<int> all(cut.parts.size());
   for (int i = 0; i < int(all.size()); ++i) all[i] = i;
   build(local_signature(sub, cut, all).set, shard_of, options);
@@ -436,8 +452,19 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
     for (PartPlan& part : parts)
       for (const NodePlan& n : part.plan->nodes)
         for (const auto& targets : n.outputs) hot.push_back(targets.data());
-    huge_pages::collapse_around(hot);
+    std::lock_guard<std::mutex> lock(hot_mutex_);
+    hot_ = std::move(hot);
   }
+}
+
+void Executable::step_ended() {
+  std::vector<const void*> hot;
+  {
+    std::lock_guard<std::mutex> lock(hot_mutex_);
+    if (hot_.empty()) return;
+    hot.swap(hot_);
+  }
+  huge_pages::collapse_around(hot);
 }
 
 std::map<std::string, caf::actor> Executable::recv_actors() const {

@@ -88,9 +88,16 @@ struct NodePlan {
   QueueOp queue_op = QueueOp::size;           // queue: what it asks the queue
   caf::actor shard;              // variable: the parameter shard holding its variable
   VariableOp variable_op = VariableOp::read;  // variable: what it asks the shard
-  std::vector<std::string> input_names;  // per data slot, for wait reports
-  std::vector<WaitSource> input_sources;  // per data slot: its producer (empty node for a feed)
-  std::string where;  // "Add 'x' on /job:localhost/task:0/device:CPU:0", prefixed to errors
+  const Graph* graph = nullptr;               // the partition's graph, which holds `node`
+  const std::string* device_name = nullptr;  // the partition's device (full name)
+
+  // Made when asked (errors, wait reports), not per node at set-up:
+  // "Add 'x' on /job:localhost/task:0/device:CPU:0", prefixed to errors;
+  std::string where() const;
+  // what data slot `slot` waits for, for wait reports ("x:0", "feed 0", "x:0 (from DEVICE)");
+  std::string input_name(int slot) const;
+  // and its producer (an empty node for a feed).
+  WaitSource input_source(int slot) const;
 };
 
 // One partition's plan: what its node actors read.
@@ -209,9 +216,15 @@ class Executable {
   std::map<std::string, caf::actor> recv_actors() const;
   // What names this executable's steps to the tracer: trace::begin(trace_key(), step) traces one.
   uint64_t trace_key() const { return trace_key_; }
+  // Called when a step of this executable has ended (either way): after the first, a large
+  // graph's node state goes to the huge-page thread (core/huge_pages.hpp). Not before: copying
+  // pages into huge ones while the first step touches them for the first time slows that step.
+  void step_ended();
 
  private:
   caf::actor_system* system_;
+  std::mutex hot_mutex_;
+  std::vector<const void*> hot_;  // what step_ended() hands over, once
   std::shared_ptr<StepPlan> plan_;
   caf::actor step_actor_;
   uint64_t trace_key_ = 0;

@@ -42,7 +42,7 @@ void LoopInvariantNode::add_waits(std::vector<WaitReport>& out) const {
   for (auto& [key, inv] : invariants_) {
     WaitReport r{me_->node->name, Tag{key.first, key.second, inv.served}, 0, 1, {}};
     r.missing.push_back(inv.arrived ? fmt::format("the loop's last iteration ({} served so far)", inv.served)
-                                    : "the loop invariant " + me_->input_names[0]);
+                                    : "the loop invariant " + me_->input_name(0));
     out.push_back(std::move(r));
   }
 }

@@ -203,7 +203,7 @@ NodeActor::Drained NodeActor::drain() {
       try {
         call(stopped_);
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "troupe: %s: %s\n", me_->where.c_str(), e.what());
+        std::fprintf(stderr, "troupe: %s: %s\n", me_->where().c_str(), e.what());
       }
     }
     taken_calls_.clear();
@@ -455,7 +455,7 @@ void NodeActor::report_error(const Tag& tag, ErrorCode code, const std::string& 
     frame = fmt::format("in frame '{}' iteration {}", loop_frame(n), tag.iteration);
   }
   caf::anon_send(plan_->step_actor, abort_atom::value, tag, int32_t(code),
-                 me_->where + (frame.empty() ? "" : " " + frame) + ": " + cause);
+                 me_->where() + (frame.empty() ? "" : " " + frame) + ": " + cause);
 }
 
 void NodeActor::report_unknown_frame(const Tag& tag, const std::string& loop) {
@@ -495,8 +495,8 @@ std::vector<WaitReport> NodeActor::on_waits() const {
     for (int s = 0; s < me_->num_inputs; ++s) {
       bool arrived = s < 64 ? (p.arrived >> s) & 1 : p.inputs()[s].is_initialized();
       if (arrived) continue;
-      r.missing.push_back(me_->input_names[s]);
-      if (!me_->input_sources[std::size_t(s)].node.empty()) r.sources.push_back(me_->input_sources[std::size_t(s)]);
+      r.missing.push_back(me_->input_name(s));
+      if (WaitSource source = me_->input_source(s); !source.node.empty()) r.sources.push_back(std::move(source));
     }
     int controls_missing = p.remaining - int(r.missing.size());
     if (controls_missing > 0) r.missing.push_back(std::to_string(controls_missing) + " control input(s)");

@@ -18,10 +18,10 @@ void RecvNode::add_step_waits(uint64_t step, std::vector<WaitReport>& out) const
   if (std::find(sent_steps_.begin(), sent_steps_.end(), step) != sent_steps_.end()) return;
   for (auto& r : out)
     if (r.node == node.name) return;  // waiting for its control inputs: said already
+  const WaitSource source = me_->input_source(0);
   out.push_back(WaitReport{node.name, Tag{step, 0, 0}, 0, 1,
-                           {fmt::format("the value of '{}' from {}", me_->input_sources[0].tensor,
-                                        me_->input_sources[0].device)},
-                           {me_->input_sources[0]}});
+                           {fmt::format("the value of '{}' from {}", source.tensor, source.device)},
+                           {source}});
 }
 
 }  // namespace troupe

@@ -20,9 +20,9 @@ caf::actor spawn_node(caf::actor_system& system, std::shared_ptr<const ExecPlan>
                       std::unique_ptr<OpKernel> kernel) {
   const NodePlan& node = plan->nodes[std::size_t(index)];
   if (node.kind == NodeKind::kernel && !kernel)
-    fail(ErrorCode::internal, "{}: a kernel node without a kernel", node.where);
+    fail(ErrorCode::internal, "{}: a kernel node without a kernel", node.where());
   if (node.kind != NodeKind::kernel && kernel)
-    fail(ErrorCode::internal, "{}: a kernel for a node that runs none", node.where);
+    fail(ErrorCode::internal, "{}: a kernel for a node that runs none", node.where());
   switch (node.kind) {
     case NodeKind::kernel: return system.spawn<KernelNode, caf::lazy_init>(std::move(plan), index, std::move(kernel));
     case NodeKind::variable: return system.spawn<VariableNode, caf::lazy_init>(std::move(plan), index);
@@ -38,7 +38,7 @@ caf::actor spawn_node(caf::actor_system& system, std::shared_ptr<const ExecPlan>
     case NodeKind::send: return system.spawn<SendNode, caf::lazy_init>(std::move(plan), index);
     case NodeKind::recv: return system.spawn<RecvNode, caf::lazy_init>(std::move(plan), index);
   }
-  fail(ErrorCode::internal, "{}: no actor for its kind", node.where);
+  fail(ErrorCode::internal, "{}: no actor for its kind", node.where());
 }
 
 }  // namespace troupe

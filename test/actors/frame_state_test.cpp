@@ -47,9 +47,10 @@ BOOST_AUTO_TEST_CASE(an_exit_whose_frame_this_partition_never_entered_fails_the_
   np.kind = kind_of(root.graph(), *out.node());
   np.num_inputs = 2;
   np.fixed_inputs.resize(2);
-  np.input_names = {"value:0", "pred:0"};
+  np.graph = &root.graph();
+  plan->device = np.device->name();
+  np.device_name = &plan->device;
   np.outputs.resize(2);
-  np.where = out.node()->describe() + " on " + np.device->name();
   plan->step_actor = caf::actor_cast<caf::actor>(self);
   BOOST_TEST_REQUIRE((np.kind == NodeKind::exit));
   plan->actors.resize(plan->nodes.size());

@@ -104,3 +104,30 @@ BOOST_AUTO_TEST_CASE(topological_order_puts_producers_first) {
   BOOST_TEST(pos[a.node()->id] < pos[b.node()->id]);
   BOOST_TEST(pos[b.node()->id] < pos[c.node()->id]);
 }
+
+BOOST_AUTO_TEST_CASE(topological_order_puts_a_producer_with_a_larger_id_before_its_consumer) {
+  auto root = Scope::root();
+  auto a = ops::constant(root, 1.0f);
+  auto b = ops::neg(root, a);
+  auto c = ops::neg(root, a);
+  auto d = ops::add(root, b, c);
+  root.graph().update_input(b.node()->id, 0, {c.node()->id, 0});  // b now reads c, made after it
+  auto order = root.graph().topological_order();
+  BOOST_TEST_REQUIRE(order.size() == 4u);
+  std::vector<int> pos(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) pos[order[i]] = int(i);
+  BOOST_TEST(pos[a.node()->id] < pos[c.node()->id]);
+  BOOST_TEST(pos[c.node()->id] < pos[b.node()->id]);
+  BOOST_TEST(pos[b.node()->id] < pos[d.node()->id]);
+}
+
+BOOST_AUTO_TEST_CASE(topological_order_refuses_a_cycle) {
+  auto root = Scope::root();
+  auto a = ops::constant(root, 1.0f);
+  auto b = ops::neg(root, a);
+  auto c = ops::neg(root, b);
+  root.graph().update_input(b.node()->id, 0, {c.node()->id, 0});  // b reads c reads b
+  BOOST_CHECK_EXCEPTION(root.graph().topological_order(), Error, [](const Error& e) {
+    return std::string(e.what()).find("graph has a cycle (1 of 3 nodes ordered)") != std::string::npos;
+  });
+}

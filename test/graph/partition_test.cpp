@@ -253,6 +253,34 @@ struct SplitNestedLoop {
 
 }  // namespace
 
+BOOST_AUTO_TEST_CASE(a_graph_on_one_device_is_its_own_partition_not_a_copy) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_op_name("x"), DType::float32, Shape{2});
+  auto y = ops::neg(root.with_op_name("y"), x);
+  auto graph = root.graph_ptr();
+  const std::vector<std::string> device_of(std::size_t(graph->size()), kCpu1);
+  Partitions cut = partition(graph, device_of);
+  BOOST_TEST_REQUIRE(cut.parts.size() == 1u);
+  BOOST_TEST(cut.parts[0].device == kCpu1);
+  BOOST_TEST(cut.parts[0].graph == graph, "the graph itself");
+  BOOST_TEST(count_op(cut, "_Send") + count_op(cut, "_Recv") == 0);
+  for (int id = 0; id < graph->size(); ++id) {
+    BOOST_TEST(graph->node(id).requested_device == kCpu1, "every node requests its device, as in a copy");
+    BOOST_TEST(cut.of[std::size_t(id)].part == 0);
+    BOOST_TEST(cut.of[std::size_t(id)].node == id);
+  }
+  BOOST_TEST((graph->node(y.node()->id).inputs == std::vector<Endpoint>{{x.node()->id, 0}}));
+
+  // Over two devices the same overload cuts a copy, as partition(const Graph&, ...) does.
+  auto z = ops::exp(root.with_op_name("z"), y);
+  std::vector<std::string> two(std::size_t(graph->size()), kCpu0);
+  two[std::size_t(z.node()->id)] = kCpu1;
+  Partitions cut2 = partition(graph, two);
+  BOOST_TEST(cut2.parts.size() == 2u);
+  BOOST_TEST(cut2.parts[0].graph != graph);
+  BOOST_TEST(count_op(cut2, "_Send") == 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_cross_device_edge_becomes_one_send_recv_pair_shared_by_the_consumers_on_that_device) {
   auto root = Scope::root();
   auto x = ops::placeholder(root.with_device(kCpu0).with_op_name("x"), DType::float32, Shape{2, 3});
