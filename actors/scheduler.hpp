@@ -91,6 +91,31 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     return false;
   }
 
+  // Which worker `unit` (a worker of this policy's) is, and how many its scheduler has.
+  static std::size_t worker_index(caf::execution_unit* unit) { return static_cast<OurWorker*>(unit)->id(); }
+  static std::size_t worker_count(caf::execution_unit* unit) {
+    return static_cast<OurWorker*>(unit)->parent()->num_workers();
+  }
+
+  // How many jobs wait in `unit`'s queue (a worker of this policy's; one relaxed load).
+  static std::size_t queued(caf::execution_unit* unit) {
+    return d(static_cast<OurWorker*>(unit)).size.load(std::memory_order_relaxed);
+  }
+
+  // Queues `job` at worker `index` of the scheduler of `unit` (a worker of this policy's),
+  // waking it if it sleeps.
+  static void send_to(caf::execution_unit* unit, std::size_t index, caf::resumable* job) {
+    auto& other = d(static_cast<OurWorker*>(unit)->parent()->worker_by_id(index));
+    std::lock_guard<std::mutex> lock(other.mutex);
+    other.queue.push_back(job);
+    other.size.store(other.queue.size(), std::memory_order_relaxed);
+    other.idle.store(false, std::memory_order_relaxed);
+    if (other.asleep) {
+      other.poked = true;
+      other.wake.notify_one();
+    }
+  }
+
   template <class Coordinator>
   void central_enqueue(Coordinator* self, caf::resumable* job) {
     auto n = self->num_workers();

@@ -5,6 +5,9 @@
 //                needs (on a 128x128 float matrix A: tanh(A + i), its square, its sum; each a
 //                single-threaded kernel): iterations can overlap up to parallel_iterations, so
 //                P = 10 shows what pipelining them over the cores gains.
+//   dependent:   the counter and a 128x128 float state that each iteration computes from the
+//                last (tanh(X + 0.01), as an RNN's state): the iterations cannot overlap, and
+//                P = 10 must cost no more than P = 1.
 // --devices 2 spans the loop over two host CPU devices (TROUPE_CPU_DEVICES=2): the body's add
 // (and, for independent, its chain of work) runs on CPU:1, the condition on CPU:0, so every
 // iteration sends the counter across and back, and each device runs a control loop.
@@ -28,7 +31,7 @@ namespace {
 struct Args : CommonFlags {
   int iterations = 100000;
   std::vector<int> parallel = {1, 10};
-  std::vector<std::string> bodies = {"trivial", "independent"};
+  std::vector<std::string> bodies = {"trivial", "independent", "dependent"};
   std::vector<int> devices = {1};
   Args() : CommonFlags{.steps = 5, .warmup = 1} {}
 };
@@ -41,7 +44,7 @@ void add_options(CLI::App& app, Args& a) {
       ->check(troupe::cli::positive);
   app.add_option("--body", a.bodies, "loop bodies, by ','")
       ->delimiter(',')
-      ->check(CLI::IsMember({"trivial", "independent"}));
+      ->check(CLI::IsMember({"trivial", "independent", "dependent"}));
   app.add_option("--devices", a.devices, "CPU devices, by ','")->delimiter(',')->check(CLI::IsMember({1, 2}));
 }
 
@@ -60,7 +63,7 @@ Loop build(const Scope& root, const std::string& body, int parallel, int devices
   Loop l;
   l.n = ops::placeholder(root.with_op_name("n"), DType::int32, Shape{});
   Output a;
-  if (body == "independent") {
+  if (body == "independent" || body == "dependent") {
     std::vector<float> values(128 * 128);
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = float(i % 7) * 0.01f;
     a = ops::constant(root.with_op_name("a"), Tensor::from_vector<float>(values, Shape{128, 128}));
@@ -74,9 +77,15 @@ Loop build(const Scope& root, const std::string& body, int parallel, int devices
           auto x = ops::tanh(s, ops::add(s, a, ops::cast(s, v[0], DType::float32)));
           ops::sum(s, ops::square(s, x));  // a sink of the iteration: nothing later reads it
         }
+        if (body == "dependent") {
+          auto x = ops::tanh(s, ops::add(s, v[1], ops::constant(s, 0.01f)));
+          ops::sum(s, ops::square(s, x));
+          return Vars{next, x};
+        }
         return Vars{next};
       },
-      {ops::constant(root, int32_t(0))}, {.parallel_iterations = parallel});
+      body == "dependent" ? Vars{ops::constant(root, int32_t(0)), a} : Vars{ops::constant(root, int32_t(0))},
+      {.parallel_iterations = parallel});
   l.result = out[0];
   return l;
 }

@@ -14,17 +14,36 @@ void Allocator::count_allocation(std::size_t bytes) {
   }
 }
 
-void* FreeBlocks::take(std::size_t size) {
+const void* FreeBlocks::thread_token() {
+  static thread_local char token;
+  return &token;
+}
+
+void* FreeBlocks::take(std::size_t size, const void* thread) {
   auto it = blocks_.find(size);
   if (it == blocks_.end() || it->second.empty()) return nullptr;
-  void* p = it->second.back();
-  it->second.pop_back();
+  auto& blocks = it->second;
+  // Of the last few freed: the latest this thread freed, else the latest. Only for blocks that
+  // fit a core's cache: a larger one has left it by the time it is reused (measured: preferring
+  // them cost GoogLeNet's step 2-4%).
+  constexpr std::size_t kLook = 8;
+  constexpr std::size_t kWarmBytes = std::size_t(512) << 10;
+  std::size_t at = blocks.size() - 1;
+  if (thread && size <= kWarmBytes)
+    for (std::size_t i = blocks.size(), seen = 0; i-- > 0 && seen < kLook; ++seen)
+      if (blocks[i].thread == thread) {
+        at = i;
+        break;
+      }
+  void* p = blocks[at].block;
+  blocks[at] = blocks.back();  // the latest freed takes its place among the latest few
+  blocks.pop_back();
   bytes_ -= size;
   return p;
 }
 
-void FreeBlocks::put(std::size_t size, void* block) {
-  blocks_[size].push_back(block);
+void FreeBlocks::put(std::size_t size, void* block, const void* thread) {
+  blocks_[size].push_back({block, thread});
   bytes_ += size;
 }
 
@@ -41,8 +60,9 @@ void* HostAllocator::allocate(std::size_t bytes) {
   const std::size_t rounded = rounded_size(bytes);
   void* p = nullptr;
   if (rounded >= kLargeBlock) {
+    const void* thread = FreeBlocks::thread_token();
     std::lock_guard lock(mutex_);
-    p = free_.take(rounded);
+    p = free_.take(rounded, thread);
   }
   if (!p) p = std::aligned_alloc(64, rounded);
   if (!p)
@@ -56,9 +76,10 @@ void HostAllocator::deallocate(void* ptr, std::size_t bytes) {
   count_deallocation(bytes);
   const std::size_t rounded = rounded_size(bytes);
   if (rounded >= kLargeBlock) {
+    const void* thread = FreeBlocks::thread_token();
     std::lock_guard lock(mutex_);
     if (free_.bytes() + rounded <= cache_limit_) {
-      free_.put(rounded, ptr);
+      free_.put(rounded, ptr, thread);
       return;
     }
   }

@@ -66,6 +66,18 @@ class StackStore {
   mutable std::mutex mutex_;
   std::map<Key, Value> values_;
 };
+// A while loop whose iterations may overlap (parallel_iterations > 1), as its nodes in one
+// partition see it: while an iteration's kernels cost more than a trip to another core, each
+// iteration runs on one worker, the iterations spread over the workers (node.hpp, spread()).
+struct IterationSpread {
+  // The loop's kernel nodes' firings here, summed (each node's average, in trace::now()'s
+  // ticks), as the nodes last reported them (kernel_node.hpp): about one iteration's cost.
+  std::atomic<int64_t> cost{0};
+  // The part of it on the way to the next iteration (NodePlan::carried): the iterations
+  // overlap only as far as the rest does not feed the next.
+  std::atomic<int64_t> carried{0};
+};
+
 struct NodePlan {
   // What every firing reads first, together.
   const Node* node = nullptr;
@@ -88,6 +100,8 @@ struct NodePlan {
   QueueOp queue_op = QueueOp::size;           // queue: what it asks the queue
   caf::actor shard;              // variable: the parameter shard holding its variable
   VariableOp variable_op = VariableOp::read;  // variable: what it asks the shard
+  IterationSpread* spread = nullptr;  // the loop's, when the node works in such a loop
+  bool carried = false;  // with spread: the next iteration waits for it (a NextIteration reads it)
   const Graph* graph = nullptr;               // the partition's graph, which holds `node`
   const std::string* device_name = nullptr;  // the partition's device (full name)
 
@@ -110,6 +124,7 @@ struct ExecPlan {
   std::vector<NodeActor*> fast;    // per node: its actor, when it runs on the fast path (node.hpp)
   caf::actor step_actor;
   std::vector<int> sources;  // nodes started by the step actor's start signal
+  std::vector<std::unique_ptr<IterationSpread>> spreads;  // per loop with parallel_iterations > 1
   mutable StackStore stacks;
   mutable FrameTable frames;
 };

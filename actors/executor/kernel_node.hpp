@@ -9,6 +9,7 @@
 //   when it fires. The inputs are let go of before the outputs go on.
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 
 #include "actors/executor/node.hpp"
 
@@ -36,11 +37,18 @@ class KernelNode final : public NodeActor {
   // (ten or a hundred times a warm one) is forgotten at the next, not after a dozen steps.
   static constexpr int64_t kCheapTicks = 10000;
   bool fired_ = false;
+  int64_t reported_ = 0;  // the cost last added to the loop's IterationSpread
   void account(int64_t ticks) {
     const int64_t cost = fired_ ? std::min((7 * int64_t(cost_) + ticks) / 8, 2 * ticks) : ticks;
     fired_ = true;
     cost_ = int32_t(std::min<int64_t>(cost, INT32_MAX));
     cheap_ = cost < kCheapTicks;
+    // Into the loop's sum when it has moved by more than an eighth since last reported.
+    if (me_->spread && std::abs(cost - reported_) * 8 > reported_) {
+      me_->spread->cost.fetch_add(cost - reported_, std::memory_order_relaxed);
+      if (me_->carried) me_->spread->carried.fetch_add(cost - reported_, std::memory_order_relaxed);
+      reported_ = cost;
+    }
   }
 
   // Interned once for the tracer; the input shapes again when they change.

@@ -5,6 +5,7 @@
 // allocates nothing: the taker hands back the emptied vector of the last round.
 #include <atomic>
 #include <functional>
+#include <iterator>
 #include <vector>
 
 #include "actors/messages.hpp"
@@ -38,6 +39,16 @@ class NodeMailbox {
     lock();
     calls_.push_back(std::move(call));
     return claim_and_unlock();
+  }
+
+  // For the claim's holder: puts items[from..] back ahead of what has come since, keeping the
+  // claim (the holder hands the node on to another thread); `items` is empty after.
+  void put_back(std::vector<Item>& items, std::size_t from) {
+    lock();
+    items_.insert(items_.begin(), std::make_move_iterator(items.begin() + std::ptrdiff_t(from)),
+                  std::make_move_iterator(items.end()));
+    unlock();
+    items.clear();
   }
 
   // For the claim's holder: moves what is in into `items` and `calls` (both empty), true if

@@ -14,7 +14,8 @@ constexpr std::size_t kRememberedAborts = 1024;
 struct LocalReady {
   std::vector<NodeActor*> nodes;
   std::size_t head = 0;
-  int64_t cost = 0;  // of the nodes waiting (from head on), in trace::now()'s ticks
+  int64_t cost = 0;  // of the nodes waiting (from head on), in trace::now()'s ticks; pinned ones not counted
+  std::size_t pinned = 0;  // of the nodes waiting, those pinned here (NodeActor::spread)
   bool empty() const { return head == nodes.size(); }
 };
 thread_local bool tls_running [[gnu::tls_model("initial-exec")]] = false;
@@ -78,6 +79,7 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
     taken_.reserve(room);
   }
   cheap_ = me_->kind != NodeKind::kernel;  // a kernel node's firings are measured (kernel_node.hpp)
+  spreads_ = fast_ && me_->spread;
   for (int s = 0; s < me_->num_inputs; ++s) {
     if (!me_->fixed_inputs[s].is_initialized()) message_slots_.push_back(s);
     else if (s < 64) fixed_mask_ |= uint64_t(1) << s;
@@ -126,7 +128,51 @@ std::vector<WaitReport> NodeActor::step_waits(uint64_t step) const {
 // ---- the fast path ----------------------------------------------------------------------
 
 void NodeActor::post(caf::execution_unit* unit, const Tag& tag, uint32_t slot, Value&& value) {
-  if (mailbox_.put(NodeMailbox::Item::Kind::input, slot, tag, std::move(value))) schedule(unit);
+  if (!mailbox_.put(NodeMailbox::Item::Kind::input, slot, tag, std::move(value))) return;
+  if (spreads_ && tls_running && spread(tag)) return;
+  schedule(unit);
+}
+
+namespace {
+std::atomic<int64_t> spread_ticks{0};  // 0: kSpreadTicks (set_spread_ticks stores ticks + 1)
+}  // namespace
+
+void NodeActor::set_spread_ticks(int64_t ticks) { spread_ticks.store(ticks + 1, std::memory_order_relaxed); }
+
+int NodeActor::spread_worker(const Tag& tag) const {
+  if (!me_->spread) return -1;
+  const int64_t set = spread_ticks.load(std::memory_order_relaxed);
+  const int64_t above = set ? set - 1 : kSpreadTicks;
+  const int64_t cost = me_->spread->cost.load(std::memory_order_relaxed);
+  // Spread only while an iteration costs more than a trip to another core, and most of it does
+  // not feed the next iteration (else the iterations run one after the other anyway, each on
+  // another core than its values).
+  if (cost < above || (above > 0 && me_->spread->carried.load(std::memory_order_relaxed) * 4 > cost) ||
+      !tls_running || !ours(tls_unit))
+    return -1;
+  const std::size_t workers = SchedulingPolicy::worker_count(tls_unit);
+  return workers < 2 ? -1 : int(std::size_t(tag.iteration) % workers);
+}
+
+void NodeActor::send_to_worker(int worker) {
+  caf::intrusive_ptr_add_ref(ctrl());  // the job's
+  SchedulingPolicy::send_to(tls_unit, std::size_t(worker), &runner_);
+}
+
+bool NodeActor::spread(const Tag& tag) {
+  const int to = spread_worker(tag);
+  if (to < 0) return false;
+  if (std::size_t(to) != SchedulingPolicy::worker_index(tls_unit)) {
+    send_to_worker(to);
+    return true;
+  }
+  // This iteration's worker: the node runs here whatever it costs, beside the values of the
+  // iteration made here.
+  pinned_ = true;
+  LocalReady& ready = local_ready();
+  ready.nodes.push_back(this);
+  ++ready.pinned;
+  return true;
 }
 
 void NodeActor::post_abort(caf::execution_unit* unit, uint64_t step) {
@@ -211,7 +257,15 @@ NodeActor::Drained NodeActor::drain() {
       taken_.clear();
       return Drained::stopped;
     }
-    for (auto& item : taken_) {
+    for (std::size_t i = 0; i < taken_.size(); ++i) {
+      NodeMailbox::Item& item = taken_[i];
+      // An input of another worker's iteration (spread()): the node goes there with the rest.
+      if (spreads_ && item.kind == NodeMailbox::Item::Kind::input)
+        if (const int to = spread_worker(item.tag); to >= 0 && std::size_t(to) != SchedulingPolicy::worker_index(tls_unit)) {
+          mailbox_.put_back(taken_, i);
+          send_to_worker(to);
+          return Drained::moved;  // the other worker may run the node from here on
+        }
       // What an expensive node's turn made ready goes to the scheduler before it fires again,
       // for another thread to take meanwhile, instead of waiting here behind that firing.
       if (!cheap_ && (tls_expensive || ready.nodes.size() > ready_before)) hand_over(ready_before);
@@ -224,11 +278,17 @@ NodeActor::Drained NodeActor::drain() {
 
 void NodeActor::hand_over(std::size_t from) {
   LocalReady& ready = local_ready();
-  for (std::size_t i = std::max(from, ready.head); i < ready.nodes.size(); ++i) {
-    ready.cost -= ready.nodes[i]->cost_;
-    ready.nodes[i]->enqueue_runner(tls_unit);
+  std::size_t kept = std::max(from, ready.head);
+  for (std::size_t i = kept; i < ready.nodes.size(); ++i) {
+    NodeActor* node = ready.nodes[i];
+    if (node->pinned_) {  // stays with its iteration's values
+      ready.nodes[kept++] = node;
+      continue;
+    }
+    ready.cost -= node->cost_;
+    node->enqueue_runner(tls_unit);
   }
-  ready.nodes.resize(std::max(from, ready.head));
+  ready.nodes.resize(kept);
   if (NodeActor* e = std::exchange(tls_expensive, nullptr)) e->enqueue_runner(tls_unit);
 }
 
@@ -252,7 +312,10 @@ class NodeActor::Batch final : public caf::resumable {
     OnFastPath here(unit);
     LocalReady& ready = local_ready();
     ready.nodes.swap(nodes_);
-    for (NodeActor* node : ready.nodes) ready.cost += node->cost_;
+    for (NodeActor* node : ready.nodes) {
+      ready.cost += node->ready_cost();
+      ready.pinned += node->pinned_;
+    }
     run_ready(unit);
     return done;
   }
@@ -286,9 +349,13 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
   LocalReady& ready = local_ready();
   const bool can_offer = ours(unit);
   for (int ran = 0; !ready.empty(); ++ran) {
-    if (ran == kInlineTurns) {
-      // Enough in a row: the rest waits behind what this worker has queued (a step actor's
-      // deadline, another step), as a job that used up its turn does.
+    // A node of a spread loop handed to this worker (its queue) goes before the iterations'
+    // nodes waiting here: its loop's iterations wait for it, these nodes' only for this worker.
+    const bool yield = ran > 0 && ready.pinned > 0 && can_offer && SchedulingPolicy::queued(unit) > 0;
+    if (ran == kInlineTurns || yield) {
+      // Enough in a row, or a spread loop's node waits in the queue: the rest waits behind
+      // what this worker has queued (a step actor's deadline, another step, that node), as a
+      // job that used up its turn does.
       auto* rest = new Batch(std::vector<NodeActor*>(ready.nodes.begin() + std::ptrdiff_t(ready.head), ready.nodes.end()));
       if (can_offer) SchedulingPolicy::enqueue_later(unit, rest);
       else unit->exec_later(rest);
@@ -298,20 +365,31 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
     // Half of what waits here goes to a worker that has nothing to do, when it is worth it.
     const std::size_t waiting = ready.nodes.size() - ready.head;
     if (waiting >= 2 && ready.cost >= kOfferTicks && can_offer && SchedulingPolicy::someone_idle(unit)) {
-      const std::size_t keep = ready.head + (waiting + 1) / 2;
-      auto* batch = new Batch(std::vector<NodeActor*>(ready.nodes.begin() + std::ptrdiff_t(keep), ready.nodes.end()));
-      if (SchedulingPolicy::offer(unit, batch, /*wake=*/true)) {
-        for (std::size_t i = keep; i < ready.nodes.size(); ++i) ready.cost -= ready.nodes[i]->cost_;
-        ready.nodes.resize(keep);
-      } else {
-        batch->intrusive_ptr_release_impl();
+      // Pinned nodes (spread()) stay, moved before the half that goes.
+      std::size_t first_free = ready.head;
+      if (ready.pinned > 0)
+        first_free = std::size_t(std::stable_partition(ready.nodes.begin() + std::ptrdiff_t(ready.head), ready.nodes.end(),
+                                                       [](NodeActor* n) { return n->pinned_; }) -
+                                 ready.nodes.begin());
+      const std::size_t free = ready.nodes.size() - first_free;
+      const std::size_t keep = first_free + (free + 1) / 2;
+      if (keep < ready.nodes.size()) {
+        auto* batch = new Batch(std::vector<NodeActor*>(ready.nodes.begin() + std::ptrdiff_t(keep), ready.nodes.end()));
+        if (SchedulingPolicy::offer(unit, batch, /*wake=*/true)) {
+          for (std::size_t i = keep; i < ready.nodes.size(); ++i) ready.cost -= ready.nodes[i]->cost_;
+          ready.nodes.resize(keep);
+        } else {
+          batch->intrusive_ptr_release_impl();
+        }
       }
     }
     NodeActor* node = ready.nodes[ready.head++];
-    ready.cost -= node->cost_;
+    ready.cost -= node->ready_cost();
+    if (std::exchange(node->pinned_, false)) --ready.pinned;
     if (!ready.empty()) ready.nodes[ready.head]->prefetch();
     switch (node->drain()) {
       case Drained::idle: break;
+      case Drained::moved: break;
       case Drained::more: node->enqueue_runner(unit); break;
       case Drained::stopped: node->finish_stop(); break;  // the last use of node
     }
@@ -320,6 +398,7 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
   ready.nodes.clear();
   ready.head = 0;
   ready.cost = 0;
+  ready.pinned = 0;
 }
 
 caf::resumable::resume_result NodeActor::Runner::resume(caf::execution_unit* unit, std::size_t) {
@@ -327,6 +406,7 @@ caf::resumable::resume_result NodeActor::Runner::resume(caf::execution_unit* uni
   resume_result result = awaiting_message;
   switch (node_->drain()) {
     case Drained::idle: break;
+    case Drained::moved: break;  // this job's reference goes; the other worker's job has its own
     case Drained::more: result = resume_later; break;  // queued again, with the job's reference
     case Drained::stopped: node_->finish_stop(); break;  // the job's reference keeps it until we return
   }

@@ -115,6 +115,7 @@ class NodeActor : public caf::event_based_actor {
   NodeMailbox mailbox_;
   bool fast_ = false;
   bool stopped_ = false;
+  bool spreads_ = false;  // me_->spread is set: the node's loop may spread its iterations
 
  protected:
   // A node whose turn is short: made ready by another node's turn, it runs on that thread next
@@ -122,6 +123,10 @@ class NodeActor : public caf::event_based_actor {
   bool cheap_ = true;
   // What a turn costs, in trace::now()'s ticks: a kernel node's average firing, else a guess.
   int32_t cost_ = kTurnTicks;
+  // On this thread's ready list by spread(): it runs here (never offered or handed over), and
+  // its cost is not counted in what the list offers.
+  bool pinned_ = false;
+  int64_t ready_cost() const { return pinned_ ? 0 : cost_; }
 
  private:
   std::vector<NodeMailbox::Item> taken_;
@@ -185,11 +190,29 @@ class NodeActor : public caf::event_based_actor {
   // The cost of an expensive node for which a sleeping worker is woken (a wake-up takes tens of
   // microseconds; this is about a hundred).
   static constexpr int64_t kWakeTicks = 250000;
+  // The cost of an iteration of a loop (its kernels') above which its iterations spread over
+  // the workers (spread()): several times what handing one to another core costs.
+  static constexpr int64_t kSpreadTicks = 12000;
+
+ public:
+  // Sets that cost (kSpreadTicks until then; -1: back to it); 0 spreads every loop that may
+  // spread, whatever its iterations cost and however much of it feeds the next (for tests).
+  static void set_spread_ticks(int64_t ticks);
+
+ private:
   // Turns of nodes made ready that one thread runs in a row, after which the rest go to the
   // scheduler's queues.
   static constexpr int kInlineTurns = 16384;
   // With the claim held: run the node soon (hand-off or the scheduler).
   void schedule(caf::execution_unit* unit);
+  // With the claim held, for a node of a loop whose iterations spread over the workers
+  // (IterationSpread): runs it on the worker of `tag`'s iteration; false when they do not
+  // spread now (the loop's kernels are all cheap, or one worker).
+  bool spread(const Tag& tag);
+  // The worker of `tag`'s iteration while the node's loop spreads its iterations, else -1.
+  int spread_worker(const Tag& tag) const;
+  // With the claim held: the node's turn goes to worker `worker`'s queue.
+  void send_to_worker(int worker);
   void enqueue_runner(caf::execution_unit* unit);
   // The same, but to a worker that has nothing to do if there is one.
   void give_away(caf::execution_unit* unit);
@@ -204,6 +227,8 @@ class NodeActor : public caf::event_based_actor {
     more,     // there may be more: the claim is still held
     stopped,  // the fast path was stopped: the claim is kept for good (nothing runs the node
               // again), and the caller must call finish_stop() as the last thing it does with it
+    moved,    // the claim went to another worker with an input of its iteration (spread()):
+              // the caller must not touch the node again
   };
   Drained drain();
   void handle(NodeMailbox::Item& item);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Troupe's while loop against TensorFlow's, in one run, one after the other (issue 18): the cost
-# of an iteration of a trivial body and of an independent one, parallel_iterations 1 and 10.
+# of an iteration of a trivial body, an independent one and one that carries a matrix to the next
+# iteration (dependent), parallel_iterations 1 and 10.
 # Usage: bench/peers/compare_loop.sh [iterations] [steps]
 # Needs build/bench/troupe-bench (tools/test.sh builds it) and the TF peer
 # (bench/peers/setup_tf.sh installs it into bench/peers/.venv-tf).
@@ -11,7 +12,7 @@ steps=${2:-5}
 bash bench/peers/setup_tf.sh >/dev/null
 python=bench/peers/.venv-tf/bin/python
 out=$(mktemp)
-for body in trivial independent; do
+for body in trivial independent dependent; do
   for parallel in 1 10; do
     build/bench/troupe-bench loop --body "$body" --parallel "$parallel" --iterations "$iterations" --steps "$steps" \
       --threads 2 --json | tee -a "$out"

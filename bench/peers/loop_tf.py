@@ -10,6 +10,9 @@ thread. Bodies, as bench/loop_bench.cpp's:
                would prune an op nothing needs, so here it is added into a second loop variable
                (one scalar add more per iteration). Iterations can overlap up to
                parallel_iterations.
+  dependent:   the counter and a 128x128 float state X carried to the next iteration:
+               X = tanh(X + 0.01), and the sum of its square added into a third loop variable.
+               The iterations cannot overlap.
 Prints the same JSON fields as troupe-bench loop.
 
 Run bench/peers/setup_tf.sh first, then:
@@ -36,6 +39,14 @@ def build(body, parallel):
                              parallel_iterations=parallel)
         return n, out
     a = tf.constant((np.arange(128 * 128) % 7).astype(np.float32).reshape(128, 128) * 0.01)
+    if body == "dependent":
+        def carry(i, x, acc):
+            y = tf.tanh(x + 0.01)
+            return tf.add(i, 1), y, acc + tf.reduce_sum(tf.square(y))
+
+        out = tf1.while_loop(lambda i, x, acc: tf.less(i, n), carry, [tf.constant(0), a, tf.constant(0.0)],
+                             parallel_iterations=parallel)
+        return n, [out[0], out[2]]
 
     def step(i, acc):
         x = tf.tanh(a + tf.cast(i, tf.float32))
@@ -48,7 +59,7 @@ def build(body, parallel):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--body", choices=["trivial", "independent"], default="trivial")
+    ap.add_argument("--body", choices=["trivial", "independent", "dependent"], default="trivial")
     ap.add_argument("--parallel", type=int, default=1)
     ap.add_argument("--iterations", type=int, default=100000)
     ap.add_argument("--steps", type=int, default=5)
@@ -72,7 +83,7 @@ def main():
             t = time.perf_counter()
             out = sess.run(result, feed)
             times.append((time.perf_counter() - t) * 1e6)
-            if a.body == "independent":
+            if a.body != "trivial":
                 out = out[0]
             if out != a.iterations:
                 sys.exit(f"the loop ran {out} iterations, not {a.iterations}")

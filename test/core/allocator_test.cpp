@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/allocator.hpp"
@@ -42,6 +43,23 @@ BOOST_AUTO_TEST_CASE(small_blocks_are_not_cached_and_the_cache_stays_under_its_l
   BOOST_TEST(a.bytes_cached() == 2 * HostAllocator::kLargeBlock);
   a.release_cached();
   BOOST_TEST(a.bytes_cached() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_freed_large_block_goes_back_first_to_the_thread_that_freed_it) {
+  HostAllocator a("/job:localhost/task:0/device:CPU:0");
+  const std::size_t big = HostAllocator::kLargeBlock;
+  void* mine = a.allocate(big);
+  void* theirs = a.allocate(big);
+  a.deallocate(mine, big);
+  std::thread([&] { a.deallocate(theirs, big); }).join();  // freed last, by another thread
+  BOOST_TEST(a.bytes_cached() == 2 * big);
+  void* first = a.allocate(big);
+  BOOST_TEST(first == mine, "this thread's own block, warm in its core's cache, though the other was freed later");
+  void* second = a.allocate(big);
+  BOOST_TEST(second == theirs, "then the other thread's");
+  BOOST_TEST(a.bytes_cached() == 0u);
+  a.deallocate(first, big);
+  a.deallocate(second, big);
 }
 
 namespace {

@@ -1,0 +1,144 @@
+// The iterations of a while loop spread over the workers (node.hpp, NodeActor::spread): a loop
+// that lets iterations overlap and carries only small values runs each iteration on one worker,
+// the iterations in turn on each; a loop that carries a large value, or runs one iteration at a
+// time, does not spread.
+#include <boost/test/unit_test.hpp>
+
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/executor/executable.hpp"
+#include "actors/executor/node.hpp"
+#include "actors/param_shard.hpp"
+#include "actors/runtime.hpp"
+#include "actors/session.hpp"
+#include "ops/all.hpp"
+#include "test/support/scratch_dir.hpp"
+#include "test/support/settles.hpp"
+
+using namespace troupe;
+using troupe::testing::ScratchDir;
+using troupe::testing::settles;
+using json = nlohmann::json;
+
+namespace {
+
+using Vars = std::vector<Output>;
+
+// A loop of n iterations whose body works on a 32x32 matrix: from the counter alone
+// (independent iterations), or from the matrix the last iteration made (carried).
+struct WorkLoop {
+  Scope root = Scope::root();
+  Output n = ops::placeholder(root.with_op_name("n"), DType::int32, Shape{});
+  Output a;
+  std::vector<Output> out;
+  WorkLoop(bool carried, int parallel) {
+    std::vector<float> values(32 * 32, 0.25f);
+    a = ops::constant(root.with_op_name("a"), Tensor::from_vector<float>(values, Shape{32, 32}));
+    out = ops::while_loop(
+        root, [&](const Scope& s, const Vars& v) { return ops::less(s, v[0], n); },
+        [&](const Scope& s, const Vars& v) {
+          auto next = ops::add(s, v[0], ops::constant(s, int32_t(1)));
+          auto base = carried ? v[1] : ops::add(s, a, ops::cast(s, v[0], DType::float32));
+          auto x = ops::tanh(s.with_op_name("work"), base);
+          ops::sum(s, ops::square(s, x));
+          return carried ? Vars{next, x} : Vars{next};
+        },
+        carried ? Vars{ops::constant(root, int32_t(0)), a} : Vars{ops::constant(root, int32_t(0))},
+        {.parallel_iterations = parallel});
+  }
+};
+
+// Spreads every loop that may spread, whatever its iterations cost, while alive.
+struct SpreadAlways {
+  SpreadAlways() { NodeActor::set_spread_ticks(0); }
+  ~SpreadAlways() { NodeActor::set_spread_ticks(-1); }
+};
+
+// Whether the executable of the loop's signature spreads the loop, and the node "work" with it;
+// nothing when the loop spans devices (the *_spread run places nodes on three CPU devices in
+// turn), where a partition that receives values inside the loop does not spread it.
+std::optional<bool> spreads(WorkLoop& l) {
+  auto runtime = Runtime::get(0);
+  auto shard = runtime->system().spawn(param_shard);
+  std::optional<bool> spread = false;
+  {
+    Executable exe(runtime->system(), l.root.graph(), {l.n.endpoint()}, {l.out[0].endpoint()}, {},
+                   [&](const std::string&) { return shard; }, {.runtime = runtime.get()});
+    if (exe.parts().size() > 1) spread.reset();
+    for (auto& part : exe.parts()) {
+      if (!spread) {
+        BOOST_TEST(part->spreads.empty(), "a loop over " << exe.parts().size() << " devices does not spread");
+        continue;
+      }
+      for (const NodePlan& np : part->nodes) {
+        const bool work = np.node->name.find("work") != std::string::npos;
+        if (work && np.spread) *spread = true;
+        if (np.kind == NodeKind::enter) BOOST_TEST(!np.spread, np.where() << ": an Enter stays where its values come");
+      }
+      BOOST_TEST(part->spreads.size() == (*spread ? 1u : 0u));
+    }
+  }
+  caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  return spread;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(only_a_loop_that_lets_iterations_overlap_and_carries_small_values_spreads_them) {
+  WorkLoop independent(false, 10), one_at_a_time(false, 1), carried(true, 10);
+  const auto independent_spreads = spreads(independent);
+  if (!independent_spreads) {
+    BOOST_TEST_MESSAGE("the loop spans devices: checked that no partition spreads it");
+    return;
+  }
+  BOOST_TEST(*independent_spreads);
+  BOOST_TEST(!*spreads(one_at_a_time), "parallel_iterations 1: nothing to spread");
+  BOOST_TEST(!*spreads(carried), "a 4 KiB matrix carried to the next iteration stays on one core");
+}
+
+BOOST_AUTO_TEST_CASE(each_iteration_of_a_spread_loop_runs_on_one_worker_and_the_next_on_another) {
+  auto runtime = Runtime::get(0);
+  if (runtime->threads() < 2) {
+    BOOST_TEST_MESSAGE("skipped: one worker thread, nothing to spread over");
+    return;
+  }
+  SpreadAlways always;
+  ScratchDir dir;
+  WorkLoop l(false, 10);
+  if (!spreads(l)) {
+    BOOST_TEST_MESSAGE("skipped: the loop spans devices, and does not spread");
+    return;
+  }
+  constexpr int kIterations = 64;
+  {
+    Session s(l.root, {.trace = {.file = dir.file("trace.json"), .first_step = 2, .last_step = 2}});
+    for (int step = 0; step < 2; ++step)
+      BOOST_TEST(s.run({{l.n, Tensor::scalar<int32_t>(kIterations)}}, {l.out[0]})[0].scalar_value<int32_t>() ==
+                 kIterations);
+    BOOST_TEST(settles(s), s.describe_waiting());
+  }
+  std::ifstream in(dir.file("trace.json"));
+  BOOST_TEST_REQUIRE(in.good());
+  const json trace = json::parse(in);
+  std::map<int64_t, std::set<int64_t>> rows_of;  // iteration -> the rows (threads) its kernels ran on
+  int kernels = 0;
+  for (auto& e : trace["traceEvents"])
+    if (e.value("ph", "") == "X" && e.value("cat", "") == "kernel" && e["args"].contains("frame")) {
+      rows_of[e["args"].value("iteration", int64_t(0))].insert(e["tid"].get<int64_t>());
+      ++kernels;
+    }
+  BOOST_TEST_REQUIRE(int(rows_of.size()) >= kIterations, kernels << " kernels in the loop");
+  int moved_on = 0;
+  for (auto& [iteration, rows] : rows_of) {
+    BOOST_TEST(rows.size() == 1u, "iteration " << iteration << " ran on " << rows.size() << " threads");
+    auto next = rows_of.find(iteration + 1);
+    if (next != rows_of.end() && next->second != rows) ++moved_on;
+  }
+  // With two or more workers, iteration k runs on worker k mod workers: never beside the last.
+  BOOST_TEST(moved_on == int(rows_of.size()) - 1, moved_on << " of " << rows_of.size() - 1 << " iterations moved on");
+}
