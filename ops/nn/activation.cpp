@@ -52,7 +52,10 @@ inline float tanh_float32(float x) {
 }
 
 // tanh over n float32s, in blocks: a block whose every |x| is 9 or more (or NaN) is +-1 (NaN)
-// without the exponential, as libm's tanhf returns at once for large arguments.
+// without the exponential, as libm's tanhf returns at once for large arguments. Compiled for
+// AVX-512 and AVX2 besides the baseline, the one the CPU has chosen at load time: the baseline's
+// 4-wide division made a 128x128 tanh cost 32 us.
+[[gnu::target_clones("avx512f", "avx2", "default")]]
 void tanh_float32(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
   constexpr int64_t kBlock = 256;
   constexpr uint32_t kNine = 0x41100000u;  // the bits of 9.0f; |x|'s bits compare as integers
