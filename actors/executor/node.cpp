@@ -146,8 +146,11 @@ int NodeActor::spread_worker(const Tag& tag) const {
   const int64_t cost = me_->spread->cost.load(std::memory_order_relaxed);
   // Spread only while an iteration costs more than a trip to another core, and most of it does
   // not feed the next iteration (else the iterations run one after the other anyway, each on
-  // another core than its values).
-  if (cost < above || (above > 0 && me_->spread->carried.load(std::memory_order_relaxed) * 4 > cost) ||
+  // another core than its values); and only a node whose turn costs more than the trip (a cheap
+  // one, such as the loop's own Merge, Switch or counter, runs where it is made ready: handed
+  // between the workers every iteration, it cost more in trips than it saved).
+  if (cost < above ||
+      (above > 0 && (me_->spread->carried.load(std::memory_order_relaxed) * 4 > cost || cost_ < kSpreadNodeTicks)) ||
       !tls_running || !ours(tls_unit))
     return -1;
   const std::size_t workers = SchedulingPolicy::worker_count(tls_unit);

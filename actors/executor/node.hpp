@@ -193,10 +193,13 @@ class NodeActor : public caf::event_based_actor {
   // The cost of an iteration of a loop (its kernels') above which its iterations spread over
   // the workers (spread()): several times what handing one to another core costs.
   static constexpr int64_t kSpreadTicks = 12000;
+  // The cost of a node's turn below which it is not spread with its iteration (spread_worker).
+  static constexpr int64_t kSpreadNodeTicks = 1000;
 
  public:
   // Sets that cost (kSpreadTicks until then; -1: back to it); 0 spreads every loop that may
-  // spread, whatever its iterations cost and however much of it feeds the next (for tests).
+  // spread, and every node of it, whatever its iterations and turns cost and however much of
+  // it feeds the next (for tests).
   static void set_spread_ticks(int64_t ticks);
 
  private:
