@@ -94,6 +94,64 @@ struct PartPlan {
   std::vector<bool> forwards;  // pass-through nodes whose consumers read their producer
 };
 
+// The loops of a partition whose iterations may run side by side on different workers (node.hpp,
+// NodeActor::spread), by frame name, each with its IterationSpread (owned by `p`): those that
+// let iterations overlap (parallel_iterations > 1), lie on this partition's device alone (no
+// _Recv in the loop: what other partitions carry from iteration to iteration is not seen here)
+// and carry only small values from one iteration to the next (a loop carrying a large one, an
+// RNN's state, runs each iteration after the last wherever it is spread, and would move the value
+// between cores every time). And, in those loops, what the next iteration waits for: the nodes a
+// NextIteration reads, back to the start of the iteration (its Merges and loop invariants).
+struct LoopSpreads {
+  std::map<std::string, IterationSpread*> of;
+  std::vector<bool> carried;  // per node
+};
+
+LoopSpreads loop_spreads(const Graph& g, ExecPlan& p) {
+  constexpr int64_t kSmallCarried = 1024;  // bytes
+  std::map<std::string, bool> may_spread;
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (kind_of(g, n) == NodeKind::enter && get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1) > 1)
+      may_spread.try_emplace(get_attr<std::string>(n.attrs, "frame_name", n.name), true);
+  }
+  for (int id = 0; id < g.size() && !may_spread.empty(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op != "NextIteration" && n.op != "_Recv") continue;
+    auto it = may_spread.find(loop_frame(n));
+    if (it == may_spread.end()) continue;
+    const int64_t elements = n.op == "_Recv" ? -1 : n.output_shapes[0].num_elements();
+    if (elements < 0 || elements * int64_t(size_of(n.output_types[0])) > kSmallCarried) it->second = false;
+  }
+  LoopSpreads out;
+  for (auto& [frame, ok] : may_spread)
+    if (ok) out.of[frame] = p.spreads.emplace_back(std::make_unique<IterationSpread>()).get();
+  out.carried.assign(std::size_t(g.size()), false);
+  if (out.of.empty()) return out;
+  std::vector<int> stack;
+  for (int id = 0; id < g.size(); ++id)
+    if (g.node(id).op == "NextIteration" && out.of.count(loop_frame(g.node(id)))) stack.push_back(id);
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    if (out.carried[id]) continue;
+    out.carried[id] = true;
+    const Node& n = g.node(id);
+    const NodeKind kind = kind_of(g, n);
+    if (kind == NodeKind::merge || kind == NodeKind::loop_merge || kind == NodeKind::enter ||
+        kind == NodeKind::loop_invariant)
+      continue;
+    for (auto& in : n.inputs)
+      if (loop_frame(g.node(in.node)) == loop_frame(n)) stack.push_back(in.node);
+    // A NextIteration's control input is its loop's iteration gate: the count of finished
+    // iterations that holds it back at most parallel_iterations ahead, not what it passes on.
+    if (n.op != "NextIteration")
+      for (int c : n.control_inputs)
+        if (loop_frame(g.node(c)) == loop_frame(n)) stack.push_back(c);
+  }
+  return out;
+}
+
 // The plan of one partition, from its graph alone.
 PartPlan plan_partition(const Partition& part, const PartSignature& signature, const ShardOf& shard_of,
                         const ExecutableOptions& options) {
@@ -115,60 +173,7 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     if (kind_of(g, n) == NodeKind::enter) ++enters_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
   }
 
-  // The loops whose iterations may run side by side on different workers, by frame name: those
-  // that let iterations overlap (parallel_iterations > 1), lie on this partition's device alone
-  // and carry only small values from one iteration to the next. A loop that carries a large one (an RNN's state) runs each iteration
-  // after the last wherever it is spread, and would move the value between cores every time.
-  std::map<std::string, bool> may_spread;
-  for (int id = 0; id < g.size(); ++id) {
-    const Node& n = g.node(id);
-    if (kind_of(g, n) == NodeKind::enter && get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1) > 1)
-      may_spread.try_emplace(get_attr<std::string>(n.attrs, "frame_name", n.name), true);
-  }
-  // A loop that spans devices receives values inside it (a _Recv in its frame): what its other
-  // partitions carry from iteration to iteration is not seen here, and it does not spread.
-  for (int id = 0; id < g.size() && !may_spread.empty(); ++id) {
-    const Node& n = g.node(id);
-    if (n.op != "NextIteration" && n.op != "_Recv") continue;
-    auto it = may_spread.find(loop_frame(n));
-    if (it == may_spread.end()) continue;
-    if (n.op == "_Recv") {
-      it->second = false;
-      continue;
-    }
-    constexpr int64_t kSmallCarried = 1024;  // bytes
-    const int64_t elements = n.output_shapes[0].num_elements();
-    if (elements < 0 || elements * int64_t(size_of(n.output_types[0])) > kSmallCarried) it->second = false;
-  }
-  std::map<std::string, IterationSpread*> spread_of;
-  for (auto& [frame, ok] : may_spread)
-    if (ok) spread_of[frame] = p.spreads.emplace_back(std::make_unique<IterationSpread>()).get();
-  // In those loops, what the next iteration waits for: the nodes a NextIteration reads, back to
-  // the start of the iteration (its Merges and loop invariants).
-  std::vector<bool> carried(std::size_t(g.size()), false);
-  if (!spread_of.empty()) {
-    std::vector<int> stack;
-    for (int id = 0; id < g.size(); ++id)
-      if (g.node(id).op == "NextIteration" && spread_of.count(loop_frame(g.node(id)))) stack.push_back(id);
-    while (!stack.empty()) {
-      const int id = stack.back();
-      stack.pop_back();
-      if (carried[id]) continue;
-      carried[id] = true;
-      const Node& n = g.node(id);
-      const NodeKind kind = kind_of(g, n);
-      if (kind == NodeKind::merge || kind == NodeKind::loop_merge || kind == NodeKind::enter ||
-          kind == NodeKind::loop_invariant)
-        continue;
-      for (auto& in : n.inputs)
-        if (loop_frame(g.node(in.node)) == loop_frame(n)) stack.push_back(in.node);
-      // A NextIteration's control input is its loop's iteration gate: the count of finished
-      // iterations that holds it back at most parallel_iterations ahead, not what it passes on.
-      if (n.op != "NextIteration")
-        for (int c : n.control_inputs)
-          if (loop_frame(g.node(c)) == loop_frame(n)) stack.push_back(c);
-    }
-  }
+  const LoopSpreads spreads = loop_spreads(g, p);
 
   // Constant inputs are handed to their consumers once, here, instead of travelling as a
   // message every step: a Const without control inputs has the same value in every step and
@@ -235,10 +240,10 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     if (np.kind == NodeKind::stack_push || np.kind == NodeKind::stack_pop)
       np.stack_hash = fingerprint64(get_attr<std::string>(n.attrs, "stack_name", n.name));
     // An Enter takes its values in the frame around the loop: it stays where they come.
-    if (!spread_of.empty() && np.active && np.kind != NodeKind::enter)
-      if (auto it = spread_of.find(loop_frame(n)); it != spread_of.end()) {
+    if (!spreads.of.empty() && np.active && np.kind != NodeKind::enter)
+      if (auto it = spreads.of.find(loop_frame(n)); it != spreads.of.end()) {
         np.spread = it->second;
-        np.carried = carried[id];
+        np.carried = spreads.carried[id];
       }
     if (np.kind == NodeKind::next_iteration)
       np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
