@@ -93,14 +93,23 @@ BOOST_AUTO_TEST_CASE(tensor_names_parse_with_and_without_port) {
   BOOST_CHECK_THROW(parse_tensor_name(""), Error);
 }
 
+namespace {
+// Each node's place in the graph's topological order.
+std::vector<int> places_in_order(const Graph& g) {
+  auto order = g.topological_order();
+  BOOST_TEST_REQUIRE(int(order.size()) == g.size());
+  std::vector<int> pos(order.size());
+  for (std::size_t i = 0; i < order.size(); ++i) pos[order[i]] = int(i);
+  return pos;
+}
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(topological_order_puts_producers_first) {
   auto root = Scope::root();
   auto a = ops::constant(root, 1.0f);
   auto b = ops::neg(root, a);
   auto c = ops::add(root, a, b);
-  auto order = root.graph().topological_order();
-  std::vector<int> pos(order.size());
-  for (std::size_t i = 0; i < order.size(); ++i) pos[order[i]] = int(i);
+  const auto pos = places_in_order(root.graph());
   BOOST_TEST(pos[a.node()->id] < pos[b.node()->id]);
   BOOST_TEST(pos[b.node()->id] < pos[c.node()->id]);
 }
@@ -112,10 +121,7 @@ BOOST_AUTO_TEST_CASE(topological_order_puts_a_producer_with_a_larger_id_before_i
   auto c = ops::neg(root, a);
   auto d = ops::add(root, b, c);
   root.graph().update_input(b.node()->id, 0, {c.node()->id, 0});  // b now reads c, made after it
-  auto order = root.graph().topological_order();
-  BOOST_TEST_REQUIRE(order.size() == 4u);
-  std::vector<int> pos(order.size());
-  for (std::size_t i = 0; i < order.size(); ++i) pos[order[i]] = int(i);
+  const auto pos = places_in_order(root.graph());
   BOOST_TEST(pos[a.node()->id] < pos[c.node()->id]);
   BOOST_TEST(pos[c.node()->id] < pos[b.node()->id]);
   BOOST_TEST(pos[b.node()->id] < pos[d.node()->id]);
