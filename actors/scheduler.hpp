@@ -78,14 +78,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
       auto& other = d(w);
       if (!other.idle.load(std::memory_order_relaxed)) continue;
       if (!wake && other.asleep.load(std::memory_order_relaxed)) continue;
-      std::lock_guard<std::mutex> lock(other.mutex);
-      other.queue.push_back(job);
-      other.size.store(other.queue.size(), std::memory_order_relaxed);
-      other.idle.store(false, std::memory_order_relaxed);  // one offer per look; it clears it itself too
-      if (other.asleep) {
-        other.poked = true;
-        other.wake.notify_one();
-      }
+      hand(other, job);
       return true;
     }
     return false;
@@ -105,15 +98,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   // Queues `job` at worker `index` of the scheduler of `unit` (a worker of this policy's),
   // waking it if it sleeps.
   static void send_to(caf::execution_unit* unit, std::size_t index, caf::resumable* job) {
-    auto& other = d(static_cast<OurWorker*>(unit)->parent()->worker_by_id(index));
-    std::lock_guard<std::mutex> lock(other.mutex);
-    other.queue.push_back(job);
-    other.size.store(other.queue.size(), std::memory_order_relaxed);
-    other.idle.store(false, std::memory_order_relaxed);
-    if (other.asleep) {
-      other.poked = true;
-      other.wake.notify_one();
-    }
+    hand(d(static_cast<OurWorker*>(unit)->parent()->worker_by_id(index)), job);
   }
 
   template <class Coordinator>
@@ -209,6 +194,18 @@ class SchedulingPolicy : public caf::policy::unprofiled {
 
  private:
   static constexpr int kSpinRounds = 256;
+
+  // Queues `job` at the back of another worker's queue, waking it if it sleeps.
+  static void hand(worker_data& other, caf::resumable* job) {
+    std::lock_guard<std::mutex> lock(other.mutex);
+    other.queue.push_back(job);
+    other.size.store(other.queue.size(), std::memory_order_relaxed);
+    other.idle.store(false, std::memory_order_relaxed);  // one offer per look; it clears it itself too
+    if (other.asleep) {
+      other.poked = true;
+      other.wake.notify_one();
+    }
+  }
 
   template <class Worker>
   static void push(Worker* self, caf::resumable* job, bool front) {

@@ -369,15 +369,12 @@ std::string NodePlan::where() const { return node->describe() + " on " + *device
 std::string NodePlan::input_name(int slot) const {
   const Node& n = *node;
   if (n.op == "_Arg") return "feed " + std::to_string(get_attr<int64_t>(n.attrs, "index", n.name));
-  if (kind == NodeKind::recv)
-    return fmt::format("{} from {}", get_attr<std::string>(n.attrs, "tensor_name", n.name),
-                       get_attr<std::string>(n.attrs, "send_device", n.name));
+  const WaitSource source = input_source(slot);
+  if (kind == NodeKind::recv) return fmt::format("{} from {}", source.tensor, source.device);
   // An input a _Recv brings says from where: a wait report then needs no other lookup.
-  const Endpoint in = n.inputs[std::size_t(slot)];
-  const Node& producer = graph->node(in.node);
-  const std::string tensor = tensor_name(producer, in.port);
-  if (producer.op != "_Recv") return tensor;
-  return fmt::format("{} (from {})", tensor, get_attr<std::string>(producer.attrs, "send_device", producer.name));
+  const Node& producer = graph->node(n.inputs[std::size_t(slot)].node);
+  if (producer.op != "_Recv") return source.tensor;
+  return fmt::format("{} (from {})", source.tensor, get_attr<std::string>(producer.attrs, "send_device", producer.name));
 }
 
 WaitSource NodePlan::input_source(int slot) const {
