@@ -8,8 +8,9 @@
 // a team splits its work evenly and meets at barriers, so a single-threaded kernel (or a second
 // team) on one of its cores holds the whole team up for a scheduler time slice; here that cost
 // 15% of a CNN step, more than the overlap gained. Teams are served before single cores, so a
-// stream of small kernels cannot starve them. Thread-safe: the core count and the team threads'
-// queue are each under one mutex in cpu_threads.cpp, taken alone.
+// stream of small kernels cannot starve them. Thread-safe: the core count is atomic (a single
+// core is taken and given back without a lock while no team waits), waiting for cores and the
+// team threads' queue are each under one mutex in cpu_threads.cpp, taken alone.
 #include <cstddef>
 #include <functional>
 #include <optional>
