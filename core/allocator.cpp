@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <new>
+#include <utility>
 
 #include "core/error.hpp"
 
@@ -52,14 +53,52 @@ std::size_t rounded_size(std::size_t bytes) {
   if (bytes >= HostAllocator::kLargeBlock) return (bytes + 4095) & ~std::size_t(4095);
   return bytes ? (bytes + 63) & ~std::size_t(63) : 64;
 }
+
+// The blocks a thread keeps aside (HostAllocator::keep_blocks_on_this_thread), the oldest
+// going to its allocator's cache when a newer one needs the room.
+struct ThreadBlocks {
+  bool on = false;
+  int next = 0;  // the slot the next block goes to once all are full
+  std::size_t size[HostAllocator::kThreadBlocks] = {};
+  void* block[HostAllocator::kThreadBlocks] = {};
+  ~ThreadBlocks() {
+    for (void* b : block) std::free(b);
+  }
+  void* take(std::size_t bytes) {
+    for (int i = 0; i < HostAllocator::kThreadBlocks; ++i)
+      if (block[i] && size[i] == bytes) return std::exchange(block[i], nullptr);
+    return nullptr;
+  }
+  // Keeps `p`; what it displaces (or nullptr) goes back to the caller.
+  void* put(std::size_t bytes, void* p, std::size_t* displaced_bytes) {
+    int at = -1;
+    for (int i = 0; i < HostAllocator::kThreadBlocks && at < 0; ++i)
+      if (!block[i]) at = i;
+    if (at < 0) {
+      at = next;
+      next = (next + 1) % HostAllocator::kThreadBlocks;
+    }
+    *displaced_bytes = size[at];
+    size[at] = bytes;
+    return std::exchange(block[at], p);
+  }
+};
+thread_local ThreadBlocks tls_blocks [[gnu::tls_model("initial-exec")]];
+
+bool kept_aside(std::size_t rounded) {
+  return rounded >= HostAllocator::kLargeBlock && rounded <= HostAllocator::kThreadBlockBytes && tls_blocks.on;
+}
+
 }  // namespace
+
+void HostAllocator::keep_blocks_on_this_thread() { tls_blocks.on = true; }
 
 HostAllocator::~HostAllocator() { release_cached(); }
 
 void* HostAllocator::allocate(std::size_t bytes) {
   const std::size_t rounded = rounded_size(bytes);
-  void* p = nullptr;
-  if (rounded >= kLargeBlock) {
+  void* p = kept_aside(rounded) ? tls_blocks.take(rounded) : nullptr;
+  if (!p && rounded >= kLargeBlock) {
     const void* thread = FreeBlocks::thread_token();
     std::lock_guard lock(mutex_);
     p = free_.take(rounded, thread);
@@ -74,7 +113,11 @@ void* HostAllocator::allocate(std::size_t bytes) {
 
 void HostAllocator::deallocate(void* ptr, std::size_t bytes) {
   count_deallocation(bytes);
-  const std::size_t rounded = rounded_size(bytes);
+  std::size_t rounded = rounded_size(bytes);
+  if (kept_aside(rounded)) {
+    ptr = tls_blocks.put(rounded, ptr, &rounded);
+    if (!ptr) return;
+  }
   if (rounded >= kLargeBlock) {
     const void* thread = FreeBlocks::thread_token();
     std::lock_guard lock(mutex_);

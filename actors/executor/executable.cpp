@@ -91,6 +91,8 @@ using PartSignature = PartitionSet::Signature;
 struct PartPlan {
   std::shared_ptr<ExecPlan> plan;
   std::vector<std::unique_ptr<OpKernel>> kernels;  // per node, for the spawn step
+  // Per node with replicas (NodePlan::replicas): the kernels of replicas 1 on.
+  std::map<int, std::vector<std::unique_ptr<OpKernel>>> replica_kernels;
   std::vector<bool> forwards;  // pass-through nodes whose consumers read their producer
 };
 
@@ -152,9 +154,9 @@ LoopSpreads loop_spreads(const Graph& g, ExecPlan& p) {
   return out;
 }
 
-// The plan of one partition, from its graph alone.
+// The plan of one partition, from its graph alone; `workers`: the scheduler's threads.
 PartPlan plan_partition(const Partition& part, const PartSignature& signature, const ShardOf& shard_of,
-                        const ExecutableOptions& options) {
+                        const ExecutableOptions& options, int workers) {
   PartPlan out;
   out.plan = std::make_shared<ExecPlan>();
   ExecPlan& p = *out.plan;
@@ -255,8 +257,12 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     }
     if (n.op_def->variable_op && np.active) np.shard = shard_of(variable_name(n));
     if (np.active && np.kind == NodeKind::kernel) {
+      if (np.spread && !np.carried && !n.op_def->stateful && device->type() == DeviceType::cpu && workers > 1)
+        np.replicas = workers;
       try {
         out.kernels[id] = KernelRegistry::global().create(n, device->type());
+        for (int r = 1; r < np.replicas; ++r)
+          out.replica_kernels[id].push_back(KernelRegistry::global().create(n, device->type()));
       } catch (const Error& e) {
         throw Error(e.code(), np.where() + ": " + e.what());
       }
@@ -288,7 +294,13 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
 // Node `id` of `p` as the consumer of an output at `slot`: into its mailbox when it runs on
 // the fast path (node.hpp), else by CAF message.
 Target target_of(const ExecPlan& p, int id, uint32_t slot, bool drop_dead = false) {
-  return {p.actors[std::size_t(id)], slot, drop_dead, p.fast[std::size_t(id)]};
+  Target t{p.actors[std::size_t(id)], slot, drop_dead};
+  t.node = p.fast[std::size_t(id)];
+  if (const auto& replicas = p.nodes[std::size_t(id)].replica_nodes; !replicas.empty()) {
+    t.replicas = replicas.data();
+    t.replica_count = uint16_t(replicas.size());
+  }
+  return t;
 }
 
 // Within one partition: each data input of an active node to its producer's output (past
@@ -467,7 +479,7 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
   trace_key_ = options.trace_key ? options.trace_key : next_trace_key.fetch_add(1);
   std::vector<PartPlan> parts;
   for (std::size_t i = 0; i < set.parts.size(); ++i) {
-    parts.push_back(plan_partition(set.parts[i], signatures[i], shard_of, options));
+    parts.push_back(plan_partition(set.parts[i], signatures[i], shard_of, options, int(system.scheduler().num_workers())));
     parts.back().plan->trace_key = trace_key_;
     step.parts.push_back(parts.back().plan);
   }
@@ -495,6 +507,19 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
         if (node && node->fast()) p.fast[id] = node;
         if (huge) hot.push_back(actor);
       }
+    // The other replicas of nodes with several, after every node's own actor.
+    for (auto& [id, kernels] : part.replica_kernels) {
+      NodePlan& np = p.nodes[std::size_t(id)];
+      np.replica_nodes.push_back(p.fast[std::size_t(id)]);
+      for (std::size_t r = 0; r < kernels.size(); ++r) {
+        if (huge) hot.push_back(kernels[r].get());
+        p.actors.push_back(spawn_node(system, std::shared_ptr<const ExecPlan>(part.plan), id, std::move(kernels[r]), int(r) + 1));
+        auto* node = dynamic_cast<NodeActor*>(caf::actor_cast<caf::abstract_actor*>(p.actors.back()));
+        p.fast.push_back(node);
+        np.replica_nodes.push_back(node);
+        if (huge) hot.push_back(node);
+      }
+    }
   }
 
   // wire
@@ -589,6 +614,7 @@ Executable::~Executable() {
       node.control_outputs.clear();
       node.queue = nullptr;
       node.shard = nullptr;
+      node.replica_nodes.clear();
     }
     p->actors.clear();
     p->fast.clear();

@@ -43,7 +43,12 @@ struct Target {
   caf::actor actor;
   uint32_t slot;
   bool drop_dead = false;  // an Exit's data input: only the last iteration's live value matters
+  // A node with one actor per worker (NodePlan::replicas): iteration k goes to replicas[k mod
+  // replica_count] (node.hpp, deliver()) instead of `node`, which is replicas[0]. (In what
+  // would be padding: a Target stays 32 bytes.)
+  uint16_t replica_count = 0;
   NodeActor* node = nullptr;  // the actor's, when it is a node on the fast path (node.hpp)
+  NodeActor* const* replicas = nullptr;
 };
 
 // The values StackPush nodes save for a loop's gradient, per step, stack and iteration path
@@ -102,6 +107,13 @@ struct NodePlan {
   VariableOp variable_op = VariableOp::read;  // variable: what it asks the shard
   IterationSpread* spread = nullptr;  // the loop's, when the node works in such a loop
   bool carried = false;  // with spread: the next iteration waits for it (a NextIteration reads it)
+  // A kernel node of such a loop that the next iteration does not wait for, with a kernel that
+  // keeps no state between firings (not OpDef::stateful), on a CPU: one actor per scheduler
+  // worker, the replicas, each taking the iterations k with k mod replicas its index, so each
+  // stays on its worker while the iterations spread (its state is not handed between cores
+  // every iteration). 1: one actor, as every other node.
+  int replicas = 1;
+  std::vector<NodeActor*> replica_nodes;  // with replicas > 1: its actors, [0] the node's own
   const Graph* graph = nullptr;               // the partition's graph, which holds `node`
   const std::string* device_name = nullptr;  // the partition's device (full name)
 
@@ -120,8 +132,10 @@ struct ExecPlan {
   std::string device;            // the partition's device
   std::shared_ptr<Graph> graph;  // the partition
   std::vector<NodePlan> nodes;  // indexed like graph's nodes
-  std::vector<caf::actor> actors;  // per node; empty for inactive nodes
-  std::vector<NodeActor*> fast;    // per node: its actor, when it runs on the fast path (node.hpp)
+  // Per node (empty for inactive nodes), then the other replicas of nodes with several
+  // (NodePlan::replicas): what aborts, wait reports and the destructor reach.
+  std::vector<caf::actor> actors;
+  std::vector<NodeActor*> fast;    // the same: each actor, when it runs on the fast path (node.hpp)
   caf::actor step_actor;
   std::vector<int> sources;  // nodes started by the step actor's start signal
   std::vector<std::unique_ptr<IterationSpread>> spreads;  // per loop with parallel_iterations > 1

@@ -43,8 +43,9 @@ class KernelNode final : public NodeActor {
     fired_ = true;
     cost_ = int32_t(std::min<int64_t>(cost, INT32_MAX));
     cheap_ = cost < kCheapTicks;
-    // Into the loop's sum when it has moved by more than an eighth since last reported.
-    if (me_->spread && std::abs(cost - reported_) * 8 > reported_) {
+    // Into the loop's sum when it has moved by more than an eighth since last reported (by the
+    // node's own actor only: its replicas run the same kernel on other iterations).
+    if (me_->spread && replica_ == 0 && std::abs(cost - reported_) * 8 > reported_) {
       me_->spread->cost.fetch_add(cost - reported_, std::memory_order_relaxed);
       if (me_->carried) me_->spread->carried.fetch_add(cost - reported_, std::memory_order_relaxed);
       reported_ = cost;

@@ -1,6 +1,7 @@
 #include "actors/executor/node.hpp"
 
 #include "actors/scheduler.hpp"
+#include "core/allocator.hpp"
 
 namespace troupe {
 namespace {
@@ -22,6 +23,11 @@ thread_local bool tls_running [[gnu::tls_model("initial-exec")]] = false;
 thread_local caf::execution_unit* tls_unit [[gnu::tls_model("initial-exec")]] = nullptr;
 thread_local LocalReady* tls_ready [[gnu::tls_model("initial-exec")]] = nullptr;
 thread_local NodeActor* tls_expensive [[gnu::tls_model("initial-exec")]] = nullptr;
+// The turn running on this thread is of a node of a loop that spreads its iterations, one
+// that goes with its iteration (NodeActor::spread): what it makes ready of its iteration here
+// runs next, so each iteration is taken to its end before the next is taken further (else
+// every iteration in flight finishes late, and the loop's window of parallel_iterations fills).
+thread_local bool tls_spread_turn [[gnu::tls_model("initial-exec")]] = false;
 thread_local std::unique_ptr<LocalReady> tls_ready_owner;  // frees it when the thread ends
 
 // Whether this thread's execution unit is a worker of Troupe's scheduling policy (the runtime
@@ -49,8 +55,16 @@ struct OnFastPath {
   }
 };
 
+// Puts `node` first among the nodes waiting on `ready` (before the head when there is room).
+void push_first(LocalReady& ready, NodeActor* node) {
+  if (ready.head > 0) ready.nodes[--ready.head] = node;
+  else ready.nodes.insert(ready.nodes.begin(), node);
+}
+
 LocalReady& local_ready() {
   if (!tls_ready) {
+    // A thread that runs node actors runs kernels: it keeps the blocks they free at hand.
+    HostAllocator::keep_blocks_on_this_thread();
     tls_ready_owner = std::make_unique<LocalReady>();
     tls_ready_owner->nodes.reserve(1024);
     tls_ready = tls_ready_owner.get();
@@ -61,12 +75,13 @@ LocalReady& local_ready() {
 }  // namespace
 
 NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index,
-                     std::unique_ptr<OpKernel> kernel)
+                     std::unique_ptr<OpKernel> kernel, int replica)
     : caf::event_based_actor(config),
       plan_(std::move(plan)),
       me_(&plan_->nodes[index]),
       kernel_(std::move(kernel)),
       expected_(me_->num_inputs - me_->num_fixed + me_->num_controls),
+      replica_(replica),
       scratch_(me_->fixed_inputs),
       outputs_(me_->outputs.size()) {
   fast_ = me_->kind != NodeKind::variable && me_->kind != NodeKind::queue;
@@ -173,7 +188,8 @@ bool NodeActor::spread(const Tag& tag) {
   // iteration made here.
   pinned_ = true;
   LocalReady& ready = local_ready();
-  ready.nodes.push_back(this);
+  if (tls_spread_turn) push_first(ready, this);
+  else ready.nodes.push_back(this);
   ++ready.pinned;
   return true;
 }
@@ -212,7 +228,11 @@ void NodeActor::schedule(caf::execution_unit* unit) {
     // in a turn, which must come from this list first.
     if (cheap_) {
       LocalReady& ready = local_ready();
-      ready.nodes.push_back(this);
+      // While a spread loop's iterations wait here (pinned), a cheap node goes first: the
+      // loop's counter and condition, which the next iteration waits for, would otherwise
+      // take one step per kernel run here, and the other worker would wait for iterations.
+      if (ready.pinned > 0) [[unlikely]] push_first(ready, this);
+      else ready.nodes.push_back(this);
       ready.cost += cost_;
     } else if (!tls_expensive) {
       tls_expensive = this;
@@ -245,6 +265,7 @@ void NodeActor::give_away(caf::execution_unit* unit) {
 
 NodeActor::Drained NodeActor::drain() {
   LocalReady& ready = local_ready();
+  tls_spread_turn = spreads_ && cost_ >= kSpreadNodeTicks;
   const std::size_t ready_before = ready.nodes.size();
   for (int round = 0; round < 4; ++round) {
     if (!mailbox_.take(taken_, taken_calls_)) return Drained::idle;

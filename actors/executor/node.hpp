@@ -27,8 +27,9 @@ namespace troupe {
 class NodeActor : public caf::event_based_actor {
  public:
   // `kernel`: a kernel node's kernel (kernel_node.hpp); null for every other kind.
+  // `replica`: which of the node's actors this is (NodePlan::replicas), 0 for its own.
   NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index,
-            std::unique_ptr<OpKernel> kernel = nullptr);
+            std::unique_ptr<OpKernel> kernel = nullptr, int replica = 0);
   caf::behavior make_behavior() override;
   void on_exit() override;
   const char* name() const override { return "troupe.node"; }
@@ -137,6 +138,7 @@ class NodeActor : public caf::event_based_actor {
   const NodePlan* me_;
   std::unique_ptr<OpKernel> kernel_;  // a kernel node's; null for every other kind
   int expected_;  // data inputs by message, control inputs and the start signal
+  int replica_;   // which of the node's actors (NodePlan::replicas)
 
  private:
   // emit() and emit_owned(), one body compiled twice (no test of `owned` per output).
@@ -252,8 +254,12 @@ inline void send_to(caf::execution_unit* unit, NodeActor* fast, const caf::actor
   else send_input(unit, actor, tag, slot, std::move(value));
 }
 
-// The same to a consumer.
+// The same to a consumer (the replica of the tag's iteration, for a node with several).
 inline void deliver(caf::execution_unit* unit, const Target& to, const Tag& tag, uint32_t slot, Value&& value) {
+  if (to.replicas) [[unlikely]] {
+    to.replicas[uint64_t(tag.iteration) % to.replica_count]->post(unit, tag, slot, std::move(value));
+    return;
+  }
   send_to(unit, to.node, to.actor, tag, slot, std::move(value));
 }
 

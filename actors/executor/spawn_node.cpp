@@ -17,14 +17,16 @@
 namespace troupe {
 
 caf::actor spawn_node(caf::actor_system& system, std::shared_ptr<const ExecPlan> plan, int index,
-                      std::unique_ptr<OpKernel> kernel) {
+                      std::unique_ptr<OpKernel> kernel, int replica) {
   const NodePlan& node = plan->nodes[std::size_t(index)];
   if (node.kind == NodeKind::kernel && !kernel)
     fail(ErrorCode::internal, "{}: a kernel node without a kernel", node.where());
   if (node.kind != NodeKind::kernel && kernel)
     fail(ErrorCode::internal, "{}: a kernel for a node that runs none", node.where());
+  if (replica != 0 && node.kind != NodeKind::kernel)
+    fail(ErrorCode::internal, "{}: a replica of a node that runs no kernel", node.where());
   switch (node.kind) {
-    case NodeKind::kernel: return system.spawn<KernelNode, caf::lazy_init>(std::move(plan), index, std::move(kernel));
+    case NodeKind::kernel: return system.spawn<KernelNode, caf::lazy_init>(std::move(plan), index, std::move(kernel), replica);
     case NodeKind::variable: return system.spawn<VariableNode, caf::lazy_init>(std::move(plan), index);
     case NodeKind::queue: return system.spawn<QueueNode, caf::lazy_init>(std::move(plan), index);
     case NodeKind::merge: return system.spawn<MergeNode, caf::lazy_init>(std::move(plan), index);

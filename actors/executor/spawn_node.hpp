@@ -9,7 +9,8 @@
 
 namespace troupe {
 
+// `replica`: which of the node's actors (NodePlan::replicas), 0 for its own.
 caf::actor spawn_node(caf::actor_system& system, std::shared_ptr<const ExecPlan> plan, int index,
-                      std::unique_ptr<OpKernel> kernel);
+                      std::unique_ptr<OpKernel> kernel, int replica = 0);
 
 }  // namespace troupe

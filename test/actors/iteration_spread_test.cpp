@@ -142,3 +142,65 @@ BOOST_AUTO_TEST_CASE(each_iteration_of_a_spread_loop_runs_on_one_worker_and_the_
   // With two or more workers, iteration k runs on worker k mod workers: never beside the last.
   BOOST_TEST(moved_on == int(rows_of.size()) - 1, moved_on << " of " << rows_of.size() - 1 << " iterations moved on");
 }
+
+BOOST_AUTO_TEST_CASE(a_spread_loops_kernels_get_an_actor_per_worker_and_every_iteration_reaches_one) {
+  // A stateless kernel of the loop that the next iteration does not wait for gets one actor per
+  // worker, each taking the iterations k with k mod workers its index (NodePlan::replicas); a
+  // stateful one (a random generator), or one the next iteration waits for, keeps one actor.
+  auto runtime = Runtime::get(0);
+  const int workers = runtime->threads();
+  Scope root = Scope::root();
+  Output n = ops::placeholder(root.with_op_name("n"), DType::int32, Shape{});
+  Output total = ops::variable(root.with_op_name("total"), ops::constant(root, 0.0f));
+  Output init = ops::assign(root, total, ops::constant(root, 0.0f));
+  Output read = ops::read_variable(root, total);
+  auto out = ops::while_loop(
+      root, [&](const Scope& s, const Vars& v) { return ops::less(s, v[0], n); },
+      [&](const Scope& s, const Vars& v) {
+        Output k = ops::cast(s, v[0], DType::float32);
+        ops::assign_add(s, total, ops::mul(s.with_op_name("square"), k, k));
+        ops::random_uniform(s.with_op_name("noise"), Shape{2});
+        return Vars{ops::add(s.with_op_name("next"), v[0], ops::constant(s, int32_t(1)))};
+      },
+      Vars{ops::constant(root, int32_t(0))}, {.parallel_iterations = 10});
+  {
+    auto shard = runtime->system().spawn(param_shard);
+    Executable exe(runtime->system(), root.graph(), {n.endpoint()}, {out[0].endpoint()}, {},
+                   [&](const std::string&) { return shard; }, {.runtime = runtime.get()});
+    if (exe.parts().size() > 1) {
+      BOOST_TEST_MESSAGE("the loop spans devices: no partition spreads it, nothing replicated");
+      for (auto& part : exe.parts()) BOOST_TEST(part->actors.size() == part->nodes.size());
+    } else {
+      const ExecPlan& part = *exe.parts()[0];
+      std::size_t extra = 0;
+      std::map<std::string, int> replicas;  // by the name given in the body
+      for (const NodePlan& np : part.nodes) {
+        for (const char* name : {"square", "noise", "next"})
+          if (np.node->name.find(name) != std::string::npos) replicas[name] = np.replicas;
+        extra += std::size_t(np.replicas - 1);
+        if (np.replicas > 1) BOOST_TEST(np.replica_nodes.size() == std::size_t(np.replicas));
+      }
+      const int expected = workers > 1 ? workers : 1;
+      BOOST_TEST(replicas["square"] == expected);
+      BOOST_TEST(replicas["noise"] == 1, "a random generator's sequence is one actor's");
+      BOOST_TEST(replicas["next"] == 1, "the next iteration waits for the counter");
+      BOOST_TEST(part.actors.size() == part.nodes.size() + extra);
+    }
+    caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  }
+  // Every iteration's square reaches the sum, spread or not, over several steps.
+  for (bool always : {false, true}) {
+    std::optional<SpreadAlways> spread;
+    if (always) spread.emplace();
+    Session s(root);
+    s.run({}, {}, {init});
+    constexpr int kIterations = 200;
+    constexpr float kSum = float((kIterations - 1) * kIterations * (2 * kIterations - 1) / 6);
+    for (int step = 1; step <= 3; ++step) {
+      BOOST_TEST(s.run({{n, Tensor::scalar<int32_t>(kIterations)}}, {out[0]})[0].scalar_value<int32_t>() == kIterations);
+      BOOST_TEST(s.run({}, {read})[0].scalar_value<float>() == step * kSum,
+                 "step " << step << (always ? ", spread" : ""));
+    }
+    BOOST_TEST(settles(s), s.describe_waiting());
+  }
+}

@@ -62,6 +62,36 @@ BOOST_AUTO_TEST_CASE(a_freed_large_block_goes_back_first_to_the_thread_that_free
   a.deallocate(second, big);
 }
 
+BOOST_AUTO_TEST_CASE(a_kernel_thread_keeps_its_last_freed_blocks_aside_and_passes_older_ones_on) {
+  HostAllocator a("/job:localhost/task:0/device:CPU:0");
+  const std::size_t big = HostAllocator::kLargeBlock;
+  const int n = HostAllocator::kThreadBlocks;
+  std::vector<void*> blocks(std::size_t(n) + 1);
+  void* again = nullptr;
+  void* huge = nullptr;
+  std::thread([&] {
+    HostAllocator::keep_blocks_on_this_thread();
+    for (auto& b : blocks) b = a.allocate(big);
+    for (auto& b : blocks) a.deallocate(b, big);
+    // The oldest went on to the allocator's cache when the last needed its place.
+    BOOST_TEST(a.bytes_cached() == big);
+    BOOST_TEST(a.bytes_in_use() == 0u);
+    again = a.allocate(big);  // from this thread's own, without the cache
+    BOOST_TEST(a.bytes_cached() == big);
+    BOOST_TEST(again != blocks[0]);
+    a.deallocate(again, big);
+    // A block above kThreadBlockBytes goes to the cache as before.
+    huge = a.allocate(HostAllocator::kThreadBlockBytes + 4096);
+    a.deallocate(huge, HostAllocator::kThreadBlockBytes + 4096);
+    BOOST_TEST(a.bytes_cached() == big + HostAllocator::kThreadBlockBytes + 4096);
+  }).join();  // the blocks it kept aside are freed with it
+  // Another thread (this one keeps none aside) finds only what went to the cache.
+  void* first = a.allocate(big);
+  BOOST_TEST(first == blocks[0]);
+  BOOST_TEST(a.bytes_cached() == HostAllocator::kThreadBlockBytes + 4096);
+  a.deallocate(first, big);
+}
+
 namespace {
 
 // Host memory with a budget: the backend a GPU's allocator has, with its limit made small.
