@@ -44,8 +44,8 @@ struct Target {
   uint32_t slot;
   bool drop_dead = false;  // an Exit's data input: only the last iteration's live value matters
   // A node with one actor per worker (NodePlan::replicas): iteration k goes to replicas[k mod
-  // replica_count] (node.hpp, deliver()) instead of `node`, which is replicas[0]. (In what
-  // would be padding: a Target stays 32 bytes.)
+  // replica_count] (node.hpp, deliver()) instead of `node`, which is replicas[0]. (The count
+  // sits in what was padding: a Target is 32 bytes.)
   uint16_t replica_count = 0;
   NodeActor* node = nullptr;  // the actor's, when it is a node on the fast path (node.hpp)
   NodeActor* const* replicas = nullptr;
