@@ -181,6 +181,7 @@ CoreLease::CoreLease(int n) {
   if (cores_ == 1 && c.try_take(1)) return;
   {
     std::unique_lock lock(c.mutex);
+    cores_ = std::clamp(n, 1, c.budget.load());  // again under the lock, which budget changes take
     c.waiters.fetch_add(1);
     if (cores_ > 1) {
       c.teams_waiting.fetch_add(1);
