@@ -24,11 +24,9 @@ void* FreeBlocks::take(std::size_t size, const void* thread) {
   auto it = blocks_.find(size);
   if (it == blocks_.end() || it->second.empty()) return nullptr;
   auto& blocks = it->second;
-  // Of the last few freed: the latest this thread freed, else the latest. Only for blocks that
-  // fit a core's cache: a larger one has left it by the time it is reused (measured: preferring
-  // them cost GoogLeNet's step 2-4%).
+  // Of the last few freed: the latest this thread freed, else the latest (blocks up to
+  // kWarmBytes only).
   constexpr std::size_t kLook = 8;
-  constexpr std::size_t kWarmBytes = std::size_t(512) << 10;
   std::size_t at = blocks.size() - 1;
   if (thread && size <= kWarmBytes)
     for (std::size_t i = blocks.size(), seen = 0; i-- > 0 && seen < kLook; ++seen)

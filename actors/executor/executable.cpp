@@ -496,28 +496,32 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
   for (PartPlan& part : parts) {
     ExecPlan& p = *part.plan;
     p.step_actor = step_actor_;
-    p.actors.resize(p.nodes.size());
+    p.actors.reserve(p.nodes.size());  // each node's own actor at its index (none for an inactive node)
     p.fast.assign(p.nodes.size(), nullptr);
-    for (int id = 0; id < int(p.nodes.size()); ++id)
-      if (p.nodes[id].active) {
-        if (huge) hot.insert(hot.end(), {&p.nodes[id], part.kernels[id].get()});
-        p.actors[id] = spawn_node(system, std::shared_ptr<const ExecPlan>(part.plan), id, std::move(part.kernels[id]));
-        auto* actor = caf::actor_cast<caf::abstract_actor*>(p.actors[id]);
-        auto* node = dynamic_cast<NodeActor*>(actor);
-        if (node && node->fast()) p.fast[id] = node;
-        if (huge) hot.push_back(actor);
+    // One actor of node `id` (replica 0: its own); its fast-path node, if it runs there.
+    auto spawn = [&](int id, std::unique_ptr<OpKernel> kernel, int replica) -> NodeActor* {
+      if (huge) hot.push_back(kernel.get());
+      p.actors.push_back(spawn_node(system, std::shared_ptr<const ExecPlan>(part.plan), id, std::move(kernel), replica));
+      auto* actor = caf::actor_cast<caf::abstract_actor*>(p.actors.back());
+      if (huge) hot.push_back(actor);
+      auto* node = dynamic_cast<NodeActor*>(actor);
+      return node && node->fast() ? node : nullptr;
+    };
+    for (int id = 0; id < int(p.nodes.size()); ++id) {
+      if (!p.nodes[id].active) {
+        p.actors.emplace_back();
+        continue;
       }
+      if (huge) hot.push_back(&p.nodes[id]);
+      p.fast[id] = spawn(id, std::move(part.kernels[id]), 0);
+    }
     // The other replicas of nodes with several, after every node's own actor.
     for (auto& [id, kernels] : part.replica_kernels) {
       NodePlan& np = p.nodes[std::size_t(id)];
       np.replica_nodes.push_back(p.fast[std::size_t(id)]);
       for (std::size_t r = 0; r < kernels.size(); ++r) {
-        if (huge) hot.push_back(kernels[r].get());
-        p.actors.push_back(spawn_node(system, std::shared_ptr<const ExecPlan>(part.plan), id, std::move(kernels[r]), int(r) + 1));
-        auto* node = dynamic_cast<NodeActor*>(caf::actor_cast<caf::abstract_actor*>(p.actors.back()));
-        p.fast.push_back(node);
-        np.replica_nodes.push_back(node);
-        if (huge) hot.push_back(node);
+        np.replica_nodes.push_back(spawn(id, std::move(kernels[r]), int(r) + 1));
+        p.fast.push_back(np.replica_nodes.back());
       }
     }
   }
