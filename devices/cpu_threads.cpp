@@ -91,6 +91,14 @@ std::optional<int> cgroup_v2_cores() {
 void bound_openmp_spinning(char** argv) {
   if (std::getenv("GOMP_SPINCOUNT") || std::getenv("OMP_WAIT_POLICY")) return;
   if (setenv("GOMP_SPINCOUNT", "10000", 1) != 0) return;
+  // By the file's own path where it can be read, so that the process keeps its name (ps, top,
+  // perf show "exe" for a program executed as /proc/self/exe).
+  char path[4096];
+  const ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+  if (n > 0) {
+    path[n] = '\0';
+    ::execv(path, argv);
+  }
   ::execv("/proc/self/exe", argv);
   unsetenv("GOMP_SPINCOUNT");  // not re-executed: this process's libgomp keeps its settings
 }

@@ -35,7 +35,8 @@ std::optional<int> cores_from_cpu_max(const std::string& line);
 // GOMP_SPINCOUNT=10000 (two AlexNet trainings share the cores at 2.1x a lone step; 1000 shared
 // them at 1.9x but made the MLP's small kernels, which wait at many barriers, 20-30% slower, and
 // libgomp's default 300000 at 3.6x) and executes the
-// program again (/proc/self/exe, same arguments); otherwise, or if that fails, it returns.
+// program again (the file /proc/self/exe names, same arguments, same process id and name);
+// otherwise, or if that fails, it returns.
 void bound_openmp_spinning(char** argv);
 
 // intra_op >= 1 threads per kernel team, cores >= 1 threads that may compute at once. Takes
