@@ -1,7 +1,11 @@
 #include "actors/executor/executable.hpp"
 
+#include <algorithm>
 #include <condition_variable>
+#include <exception>
 #include <set>
+#include <system_error>
+#include <thread>
 
 #include "actors/executor/node.hpp"
 #include "actors/executor/spawn_node.hpp"
@@ -9,6 +13,7 @@
 #include "actors/executor/step_actor.hpp"
 #include "core/fingerprint.hpp"
 #include "core/huge_pages.hpp"
+#include "devices/cpu_threads.hpp"
 #include "graph/partition.hpp"
 #include "ops/kernel.hpp"
 #include "ops/state/variable.hpp"
@@ -19,6 +24,51 @@ namespace {
 // Graphs of at least this many active nodes have their node state collapsed into huge pages
 // (core/huge_pages.hpp); a smaller one's few MiB stay within the TLB's reach anyway.
 constexpr std::size_t kHugePageNodes = 2048;
+
+// Spawning a node's actor writes about 3 KiB of fresh heap (CAF's actor, the node's state, its
+// mailbox's room), and each fresh page costs a fault, which in a virtual machine takes
+// microseconds: the faults, not the constructors, were most of spawning a 10,000-node graph's
+// actors. So a large partition's actors are spawned by several threads at once (each faults
+// its own pages, from its own malloc arena), one slice of at least this many active nodes each.
+constexpr std::size_t kSpawnSliceNodes = 2048;
+// At most this many threads spawn a partition's actors (the calling one among them).
+constexpr int kSpawnThreads = 4;
+
+// Calls `spawn(from, to, hot_here)` over the node ids [0, n) in slices, one per thread on up to
+// kSpawnThreads threads (no more than the cores this process may use; the calling thread takes
+// the last slice), then appends each slice's `hot_here` to `hot` in slice order. Rethrows the
+// first exception a slice threw, once every slice has ended.
+template <class Spawn>
+void spawn_slices(int n, std::size_t active, std::vector<const void*>& hot, Spawn&& spawn) {
+  const int slices = int(std::min<std::size_t>(active / kSpawnSliceNodes, kSpawnThreads));
+  const int threads = slices < 2 ? 1 : std::clamp(usable_cores(), 1, slices);
+  if (threads == 1) {
+    spawn(0, n, hot);
+    return;
+  }
+  std::vector<std::vector<const void*>> hot_of(static_cast<std::size_t>(threads));
+  std::vector<std::exception_ptr> error(static_cast<std::size_t>(threads));
+  auto slice = [&](int t) {
+    try {
+      spawn(int(int64_t(n) * t / threads), int(int64_t(n) * (t + 1) / threads), hot_of[std::size_t(t)]);
+    } catch (...) {
+      error[std::size_t(t)] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> helpers;
+  for (int t = 0; t + 1 < threads; ++t) {
+    try {
+      helpers.emplace_back(slice, t);
+    } catch (const std::system_error&) {  // no thread to be had: this one spawns the slice
+      slice(t);
+    }
+  }
+  slice(threads - 1);
+  for (auto& h : helpers) h.join();
+  for (auto& e : error)
+    if (e) std::rethrow_exception(e);
+  for (auto& h : hot_of) hot.insert(hot.end(), h.begin(), h.end());
+}
 
 // ---- prune ----------------------------------------------------------------------------
 
@@ -496,31 +546,36 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
   for (PartPlan& part : parts) {
     ExecPlan& p = *part.plan;
     p.step_actor = step_actor_;
-    p.actors.reserve(p.nodes.size());  // each node's own actor at its index (none for an inactive node)
+    p.actors.resize(p.nodes.size());  // each node's own actor at its index (none for an inactive node)
     p.fast.assign(p.nodes.size(), nullptr);
-    // One actor of node `id` (replica 0: its own); its fast-path node, if it runs there.
-    auto spawn = [&](int id, std::unique_ptr<OpKernel> kernel, int replica) -> NodeActor* {
-      if (huge) hot.push_back(kernel.get());
-      p.actors.push_back(spawn_node(system, std::shared_ptr<const ExecPlan>(part.plan), id, std::move(kernel), replica));
-      auto* actor = caf::actor_cast<caf::abstract_actor*>(p.actors.back());
-      if (huge) hot.push_back(actor);
+    // One actor of node `id` (replica 0: its own), into `into`; its fast-path node, if it runs
+    // there. What a step reads of it goes into `hot_here`.
+    auto spawn = [&](int id, std::unique_ptr<OpKernel> kernel, int replica, caf::actor& into,
+                     std::vector<const void*>& hot_here) -> NodeActor* {
+      if (huge) hot_here.push_back(kernel.get());
+      into = spawn_node(system, std::shared_ptr<const ExecPlan>(part.plan), id, std::move(kernel), replica);
+      auto* actor = caf::actor_cast<caf::abstract_actor*>(into);
+      if (huge) hot_here.push_back(actor);
       auto* node = dynamic_cast<NodeActor*>(actor);
       return node && node->fast() ? node : nullptr;
     };
-    for (int id = 0; id < int(p.nodes.size()); ++id) {
-      if (!p.nodes[id].active) {
-        p.actors.emplace_back();
-        continue;
+    // The nodes' own actors, a large partition's on several threads (spawn_slices()).
+    std::size_t part_active = 0;
+    for (auto& n : p.nodes) part_active += n.active;
+    spawn_slices(int(p.nodes.size()), part_active, hot, [&](int from, int to, std::vector<const void*>& hot_here) {
+      for (int id = from; id < to; ++id) {
+        if (!p.nodes[id].active) continue;
+        if (huge) hot_here.push_back(&p.nodes[id]);
+        p.fast[id] = spawn(id, std::move(part.kernels[id]), 0, p.actors[id], hot_here);
       }
-      if (huge) hot.push_back(&p.nodes[id]);
-      p.fast[id] = spawn(id, std::move(part.kernels[id]), 0);
-    }
+    });
     // The other replicas of nodes with several, after every node's own actor.
     for (auto& [id, kernels] : part.replica_kernels) {
       NodePlan& np = p.nodes[std::size_t(id)];
       np.replica_nodes.push_back(p.fast[std::size_t(id)]);
       for (std::size_t r = 0; r < kernels.size(); ++r) {
-        np.replica_nodes.push_back(spawn(id, std::move(kernels[r]), int(r) + 1));
+        p.actors.emplace_back();
+        np.replica_nodes.push_back(spawn(id, std::move(kernels[r]), int(r) + 1, p.actors.back(), hot));
         p.fast.push_back(np.replica_nodes.back());
       }
     }

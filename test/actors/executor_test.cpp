@@ -11,6 +11,7 @@
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "core/huge_pages.hpp"
+#include "devices/cpu_threads.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
 #include "test/support/settles.hpp"
@@ -214,4 +215,30 @@ BOOST_AUTO_TEST_CASE(a_large_graphs_node_state_goes_into_huge_pages_and_small_on
   run_chain_of(4000);
   // 4,000 nodes' actors alone take several MiB: more than one range was handled.
   BOOST_TEST(handled() >= before + 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_graph_whose_actors_are_spawned_by_several_threads_computes_every_value_as_one_thread_would) {
+  // 6,000 nodes: enough for Executable::build to spawn their actors in slices on several
+  // threads where the process may use several cores. Node i averages node i-1 and node i/2, so
+  // every slice's actors read from others'; values from each slice are checked against the
+  // same arithmetic done here.
+  constexpr int n = 6000;
+  if (usable_cores() < 2) BOOST_TEST_MESSAGE("one usable core: the actors are spawned by one thread");
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_op_name("x"), DType::float32, {});
+  auto half = ops::constant(root, 0.5f);
+  std::vector<Output> node{x};
+  for (int i = 1; i <= n; ++i)
+    node.push_back(ops::add(root, ops::mul(root, node[i - 1], half), ops::mul(root, node[i / 2], half)));
+  const std::vector<int> checked = {1, 1500, 2999, 3000, 4500, n};
+  std::vector<TensorName> fetches;
+  for (int i : checked) fetches.push_back(node[i]);
+  Session s(root);
+  for (float x0 : {1.0f, -3.0f}) {
+    std::vector<float> expected{x0};
+    for (int i = 1; i <= n; ++i) expected.push_back(expected[i - 1] * 0.5f + expected[i / 2] * 0.5f);
+    auto out = s.run({{x, Tensor::scalar(x0)}}, fetches);
+    for (std::size_t k = 0; k < checked.size(); ++k)
+      BOOST_TEST(out[k].scalar_value<float>() == expected[checked[k]], "node " << checked[k] << ", x = " << x0);
+  }
 }
