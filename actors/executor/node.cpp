@@ -82,7 +82,7 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
       kernel_(std::move(kernel)),
       expected_(me_->num_inputs - me_->num_fixed + me_->num_controls),
       replica_(replica),
-      scratch_(me_->fixed_inputs),
+      scratch_(expected_ == 1 ? me_->fixed_inputs : std::vector<Tensor>()),  // only on_input's one-message firing reads it
       outputs_(me_->outputs.size()) {
   fast_ = me_->kind != NodeKind::variable && me_->kind != NodeKind::queue;
   if (fast_) {

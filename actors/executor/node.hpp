@@ -49,7 +49,7 @@ class NodeActor : public caf::event_based_actor {
   // The inputs of one tag so far. Up to kInline inputs are stored inside the slot, and the
   // first slot inside the actor, so the common case (one tag at a time, few inputs) touches
   // no memory outside the actor object.
-  static constexpr int kInline = 4;
+  static constexpr int kInline = 2;
   struct Pending {
     bool primed = false;  // the hoisted constants are in place
     bool used = false;
@@ -157,7 +157,7 @@ class NodeActor : public caf::event_based_actor {
   std::vector<std::unique_ptr<Pending>> more_;
   uint64_t fixed_mask_ = 0;         // bit s: data slot s holds a hoisted constant
   std::vector<int> message_slots_;  // the data slots filled by messages
-  std::vector<Tensor> scratch_;     // the inputs of a one-message firing; hoisted constants preset
+  std::vector<Tensor> scratch_;     // the inputs of a one-message firing (expected_ 1 only); hoisted constants preset
 
  protected:
   std::vector<Tensor> outputs_;
