@@ -35,7 +35,7 @@ namespace {
 // worker:0, ps:0 and ps:1.
 struct TwoPsCluster : troupe::testing::NodeCluster {
   TwoPsCluster() : NodeCluster({{"worker", 1}, {"ps", 2}}) {}
-  SessionOptions session() const { return session_on("worker:0", {}); }
+  SessionOptions session() const { return session_on("worker:0"); }  // steps bounded (60 s): a lost value fails the test with its report
 };
 
 std::vector<float> values_of(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.num_elements()}; }
@@ -289,7 +289,7 @@ BOOST_AUTO_TEST_CASE(a_parameter_shard_that_throws_is_restarted_in_place_and_its
 BOOST_AUTO_TEST_CASE(a_ps_that_does_not_come_back_is_taken_over_by_a_spare_and_training_goes_on) {
   troupe::testing::NodeCluster c({{"worker", 1}, {"ps", 2}, {"spare", 1}});
   Model m;
-  Session session(m.root, c.session_on("worker:0", {}));
+  Session session(m.root, c.session_on("worker:0"));
   Saver saver(session);
   const std::string dir = m.three_steps_saved(session, saver, c);
   const std::string on_ps1 = m.w.node()->requested_device.find("task:1") != std::string::npos ? "w" : "b";
@@ -314,13 +314,13 @@ BOOST_AUTO_TEST_CASE(a_ps_that_does_not_come_back_is_taken_over_by_a_spare_and_t
   // ps:0's variable went on (one more step than before the loss), and a new session (another
   // master) finds ps:1 where the spare runs it.
   BOOST_TEST(values_of(session.run({on_ps1 == "w" ? m.b : m.w})[0]) != kept);
-  Session later(m.root, c.session_on("worker:0", {}));
+  Session later(m.root, c.session_on("worker:0"));
   BOOST_TEST(std::isfinite(m.train_step(later)));
   // A member started after the move reads the old spec: its session still finds ps:1 on the
   // spare (ps:0 knows), and the spare is no task of its own.
   c.node("worker:0").signal(SIGKILL);
   BOOST_TEST(c.node("worker:0").wait_exit(10s).has_value());
   c.start("worker:0");
-  Session fresh(m.root, c.session_on("worker:0", {}));
+  Session fresh(m.root, c.session_on("worker:0"));
   BOOST_TEST(std::isfinite(m.train_step(fresh)));
 }
