@@ -32,14 +32,16 @@ void pump(caf::stateful_actor<OutboxState>* self) {
     }
     s.unacked += len + kMessageOverhead;
     s.context->counters.bytes_sent.fetch_add(len, std::memory_order_relaxed);
+    const bool last = item.dead || item.offset + len >= item.total;
+    // The send's slice is recorded before its last chunk goes: once it has gone, the receiver
+    // may end the step and the session collect this task's trace before a record made after
+    // the send (a traced two-process step then lacked one of its sends, under load).
+    if (last && item.traced_since)
+      trace::record_transfer(true, s.handle, item.tag.step, s.peer, int64_t(item.total), item.transfer,
+                             item.traced_since, trace::now());
     self->send(s.inbox, transfer_atom::value, std::move(v));
     item.offset += len;
-    if (item.dead || item.offset >= item.total) {
-      if (item.traced_since)
-        trace::record_transfer(true, s.handle, item.tag.step, s.peer, int64_t(item.total), item.transfer,
-                               item.traced_since, trace::now());
-      s.queue.pop_front();
-    }
+    if (last) s.queue.pop_front();
   }
 }
 
