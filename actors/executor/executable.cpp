@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <exception>
+#include <numeric>
 #include <set>
 #include <system_error>
 #include <thread>
@@ -536,14 +537,16 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
 
   // spawn: actors first, then the wiring that names them; nothing runs before the first step.
   step_actor_ = system.spawn(troupe::step_actor, std::shared_ptr<const StepPlan>(plan_));
-  std::size_t active = 0;
-  for (PartPlan& part : parts)
-    for (auto& n : part.plan->nodes) active += n.active;
+  std::vector<std::size_t> active_of(parts.size(), 0);  // each partition's active nodes
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    for (auto& n : parts[i].plan->nodes) active_of[i] += n.active;
+  const std::size_t active = std::accumulate(active_of.begin(), active_of.end(), std::size_t(0));
   // A large graph's node state goes into huge pages (core/huge_pages.hpp): what each node's
   // turn reads, by where it lies.
   std::vector<const void*> hot;
   const bool huge = active >= kHugePageNodes && huge_pages::enabled();
-  for (PartPlan& part : parts) {
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    PartPlan& part = parts[i];
     ExecPlan& p = *part.plan;
     p.step_actor = step_actor_;
     p.actors.resize(p.nodes.size());  // each node's own actor at its index (none for an inactive node)
@@ -560,9 +563,7 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
       return node && node->fast() ? node : nullptr;
     };
     // The nodes' own actors, a large partition's on several threads (spawn_slices()).
-    std::size_t part_active = 0;
-    for (auto& n : p.nodes) part_active += n.active;
-    spawn_slices(int(p.nodes.size()), part_active, hot, [&](int from, int to, std::vector<const void*>& hot_here) {
+    spawn_slices(int(p.nodes.size()), active_of[i], hot, [&](int from, int to, std::vector<const void*>& hot_here) {
       for (int id = from; id < to; ++id) {
         if (!p.nodes[id].active) continue;
         if (huge) hot_here.push_back(&p.nodes[id]);
