@@ -30,11 +30,16 @@ void infer_shapes(const Graph& graph, Node& node) {
   node.output_shapes = std::move(c.output_shapes);
 }
 
+void Graph::reserve(int n) {
+  nodes_.reserve(std::size_t(n));
+  by_name_.reserve(std::size_t(n));
+}
+
 Node& Graph::add_node(NodeSpec spec, const Node* like) {
-  const OpDef& def = OpRegistry::global().get(spec.op);
+  // A copy of a node (`like`, the same op) has its op's definition and attributes checked.
+  const bool copy = like && like->op == spec.op;
+  const OpDef& def = copy ? *like->op_def : OpRegistry::global().get(spec.op);
   if (spec.name.empty()) fail(ErrorCode::invalid_argument, "{} node needs a name", spec.op);
-  if (by_name_.count(spec.name))
-    fail(ErrorCode::already_exists, "a node named '{}' is already in the graph", spec.name);
   if (def.num_inputs >= 0 && int(spec.inputs.size()) != def.num_inputs)
     fail(ErrorCode::invalid_argument, "{} '{}' takes {} inputs, got {}", spec.op, spec.name,
          def.num_inputs, spec.inputs.size());
@@ -52,9 +57,12 @@ Node& Graph::add_node(NodeSpec spec, const Node* like) {
     if (c < 0 || c >= size())
       fail(ErrorCode::invalid_argument, "{} '{}': a control input names no node of this graph",
            spec.op, spec.name);
-  for (auto& a : def.required_attrs)
-    if (!spec.attrs.count(a))
-      fail(ErrorCode::invalid_argument, "{} '{}' needs attribute '{}'", spec.op, spec.name, a);
+  if (!copy)
+    for (auto& a : def.required_attrs)
+      if (!spec.attrs.count(a))
+        fail(ErrorCode::invalid_argument, "{} '{}' needs attribute '{}'", spec.op, spec.name, a);
+  auto [named, fresh] = by_name_.try_emplace(spec.name, size());
+  if (!fresh) fail(ErrorCode::already_exists, "a node named '{}' is already in the graph", spec.name);
 
   auto node = std::make_unique<Node>();
   node->id = size();
@@ -68,13 +76,17 @@ Node& Graph::add_node(NodeSpec spec, const Node* like) {
                              node->control_inputs.end());
   node->attrs = std::move(spec.attrs);
   node->requested_device = std::move(spec.requested_device);
-  if (like && like->op == node->op && like->inputs.size() == node->inputs.size()) {
+  if (copy && like->inputs.size() == node->inputs.size()) {
     node->output_types = like->output_types;
     node->output_shapes = like->output_shapes;
   } else {
-    infer_shapes(*this, *node);
+    try {
+      infer_shapes(*this, *node);
+    } catch (...) {
+      by_name_.erase(named);
+      throw;
+    }
   }
-  by_name_.emplace(node->name, node->id);
   nodes_.push_back(std::move(node));
   return *nodes_.back();
 }

@@ -68,6 +68,8 @@ class Graph {
   // running the op's shape function again.
   Node& add_node(NodeSpec spec, const Node* like = nullptr);
 
+  // Room for `n` nodes in all, so that adding them moves nothing (a copy of a large graph).
+  void reserve(int n);
   int size() const { return int(nodes_.size()); }
   const Node& node(int id) const { return *nodes_[id]; }
   Node& node(int id) { return *nodes_[id]; }

@@ -24,9 +24,7 @@ struct Device {
 // reason for it, so that a conflict can say why two nodes must share a device.
 class ColocationGroups {
  public:
-  explicit ColocationGroups(int n) : parent_(std::size_t(n)), links_(std::size_t(n)) {
-    std::iota(parent_.begin(), parent_.end(), 0);
-  }
+  explicit ColocationGroups(int n) : parent_(std::size_t(n)) { std::iota(parent_.begin(), parent_.end(), 0); }
 
   int find(int x) {
     while (parent_[x] != x) x = parent_[x] = parent_[parent_[x]];
@@ -35,25 +33,29 @@ class ColocationGroups {
 
   void join(int a, int b, std::string why) {
     if (a == b) return;
-    links_[a].push_back({b, why});
-    links_[b].push_back({a, std::move(why)});
+    links_.push_back({a, b, std::move(why)});
     parent_[find(a)] = find(b);
   }
 
   // The reasons along a shortest chain of links from a to b (which share a group).
   std::string why(int a, int b) const {
-    std::vector<int> came_from(links_.size(), -1);
-    std::vector<const std::string*> reason(links_.size(), nullptr);
+    std::vector<std::vector<std::pair<int, const std::string*>>> next(parent_.size());
+    for (auto& link : links_) {
+      next[link.a].push_back({link.b, &link.why});
+      next[link.b].push_back({link.a, &link.why});
+    }
+    std::vector<int> came_from(parent_.size(), -1);
+    std::vector<const std::string*> reason(parent_.size(), nullptr);
     std::deque<int> frontier{a};
     came_from[a] = a;
     while (!frontier.empty() && came_from[b] < 0) {
       int x = frontier.front();
       frontier.pop_front();
-      for (auto& link : links_[x])
-        if (came_from[link.other] < 0) {
-          came_from[link.other] = x;
-          reason[link.other] = &link.why;
-          frontier.push_back(link.other);
+      for (auto [other, why] : next[x])
+        if (came_from[other] < 0) {
+          came_from[other] = x;
+          reason[other] = why;
+          frontier.push_back(other);
         }
     }
     std::string text;
@@ -64,11 +66,11 @@ class ColocationGroups {
 
  private:
   struct Link {
-    int other;
+    int a, b;
     std::string why;
   };
   std::vector<int> parent_;
-  std::vector<std::vector<Link>> links_;
+  std::vector<Link> links_;  // few: most nodes are colocated with none
 };
 
 bool feeds_a_merge(const Graph& graph, const Graph::Edges& edges, const Node& node) {
@@ -113,8 +115,11 @@ ColocationGroups colocation_groups(const Graph& graph, const Graph::Edges& edges
 }
 
 // One colocation group: its members (ascending ids), their merged request, and the nodes whose
-// requests set each part of it.
+// requests set each part of it. Or, `alone`, the nodes colocated with no other that have one
+// request and op (most nodes of a graph are alone and request nothing): they have the same
+// candidates, found once for the first of them (`members`), but each its own device.
 struct Group {
+  bool alone = false;
   std::vector<int> members;
   DeviceSpec request;
   int job_by = -1, task_by = -1, type_by = -1, index_by = -1;
@@ -189,65 +194,72 @@ class Placer {
     for (int id = 0; id < graph_.size() && !loops; ++id) loops = graph_.node(id).op == "NextIteration";
     const auto edges = loops ? graph_.out_edges() : Graph::Edges{};
     auto groups = colocation_groups(graph_, edges);
-    std::vector<int> group_of(std::size_t(graph_.size()));
-    std::vector<int> index_of_root(std::size_t(graph_.size()), -1);
-    for (int id = 0; id < graph_.size(); ++id) {
-      int& index = index_of_root[groups.find(id)];
-      if (index < 0) {
-        index = int(groups_.size());
-        groups_.emplace_back();
+    const std::size_t n = std::size_t(graph_.size());
+    std::vector<int> size_of_root(n, 0);
+    for (int id = 0; id < int(n); ++id) ++size_of_root[std::size_t(groups.find(id))];
+    std::vector<int> group_of(n);
+    std::vector<int> index_of_root(n, -1);
+    std::map<std::pair<std::string_view, std::string_view>, int> class_of;  // the alone by request and op
+    for (int id = 0; id < int(n); ++id) {
+      const int root = groups.find(id);
+      int* index = &index_of_root[std::size_t(root)];
+      if (size_of_root[std::size_t(root)] == 1) {
+        const Node& node = graph_.node(id);
+        index = &class_of.try_emplace({node.requested_device, node.op}, -1).first->second;
       }
-      group_of[id] = index;
-      groups_[index].members.push_back(id);
+      if (*index < 0) {
+        *index = int(groups_.size());
+        groups_.emplace_back().alone = size_of_root[std::size_t(root)] == 1;
+      }
+      group_of[std::size_t(id)] = *index;
+      Group& group = groups_[std::size_t(*index)];
+      if (!group.alone || group.members.empty()) group.members.push_back(id);
     }
-    // A group of one node has the candidates of its request and op: found once for each pair
-    // (most nodes of a graph are alone and request nothing).
-    std::map<std::pair<std::string_view, std::string_view>, const Group*> alike;
     for (auto& group : groups_) {
-      const Node* alone = group.members.size() == 1 ? &graph_.node(group.members[0]) : nullptr;
-      if (alone)
-        if (auto it = alike.find({alone->requested_device, alone->op}); it != alike.end()) {
-          group.request = it->second->request;
-          group.candidates = it->second->candidates;
-          continue;
-        }
       merge_requests(graph_, edges, groups, group, options_.single_process);
       find_candidates(group);
-      if (alone) alike.emplace(std::make_pair(std::string_view(alone->requested_device), std::string_view(alone->op)), &group);
     }
-    std::vector<int> device_of_group(groups_.size(), -1);
-    for (std::size_t g = 0; g < groups_.size(); ++g)
-      if (groups_[g].candidates.size() == 1) device_of_group[g] = groups_[g].candidates[0];
+    std::vector<int> device_of(n, -1);
+    bool open = false;  // a node with several candidates
+    for (std::size_t id = 0; id < n; ++id) {
+      const auto& candidates = groups_[std::size_t(group_of[id])].candidates;
+      if (candidates.size() == 1) device_of[id] = candidates[0];
+      else open = true;
+    }
     int turn = 0;
-    for (int id : graph_.topological_order()) {
-      const int g = group_of[id];
-      if (device_of_group[g] >= 0) continue;
-      const auto& candidates = groups_[g].candidates;
-      if (options_.policy == PlacementOptions::Policy::alternate) {
-        device_of_group[g] = candidates[std::size_t(turn++) % candidates.size()];
-        continue;
-      }
-      // The candidate whose inputs from placed producers elsewhere weigh least; among equals,
-      // one of the default job, task and type, then the first.
+    for (int id : open ? graph_.topological_order() : std::vector<int>{}) {
+      if (device_of[std::size_t(id)] >= 0) continue;
+      const int g = group_of[std::size_t(id)];
+      const Group& group = groups_[std::size_t(g)];
+      const std::vector<int> just_this{id};
+      const std::vector<int>& members = group.alone ? just_this : group.members;
+      const auto& candidates = group.candidates;
       int best = -1;
-      std::pair<int64_t, bool> best_cost;
-      for (int d : candidates) {
-        int64_t bytes = 0;
-        for (int m : groups_[g].members)
-          for (auto& in : graph_.node(m).inputs) {
-            int placed = device_of_group[group_of[in.node]];
-            if (group_of[in.node] != g && placed >= 0 && placed != d) bytes += input_bytes(in);
+      if (options_.policy == PlacementOptions::Policy::alternate) {
+        best = candidates[std::size_t(turn++) % candidates.size()];
+      } else {
+        // The candidate whose inputs from placed producers elsewhere weigh least; among equals,
+        // one of the default job, task and type, then the first.
+        std::pair<int64_t, bool> best_cost;
+        for (int d : candidates) {
+          int64_t bytes = 0;
+          for (int m : members)
+            for (auto& in : graph_.node(m).inputs) {
+              const int placed = device_of[std::size_t(in.node)];
+              if ((group.alone || group_of[std::size_t(in.node)] != g) && placed >= 0 && placed != d)
+                bytes += input_bytes(in);
+            }
+          std::pair<int64_t, bool> cost{bytes, !is_default(devices_[d].spec)};
+          if (best < 0 || cost < best_cost) {
+            best = d;
+            best_cost = cost;
           }
-        std::pair<int64_t, bool> cost{bytes, !is_default(devices_[d].spec)};
-        if (best < 0 || cost < best_cost) {
-          best = d;
-          best_cost = cost;
         }
       }
-      device_of_group[g] = best;
+      for (int m : members) device_of[std::size_t(m)] = best;
     }
-    std::vector<std::string> placed(std::size_t(graph_.size()));
-    for (int id = 0; id < graph_.size(); ++id) placed[id] = devices_[device_of_group[group_of[id]]].name;
+    std::vector<std::string> placed(n);
+    for (std::size_t id = 0; id < n; ++id) placed[id] = devices_[std::size_t(device_of[id])].name;
     return placed;
   }
 

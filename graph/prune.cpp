@@ -199,6 +199,7 @@ void copy_nodes(const Graph& src, const std::vector<int>& order, Keep&& keep, Ma
                 std::vector<int>& new_id) {
   BackEdges back_edges;
   std::vector<std::pair<int, int>> later_controls;  // (copy, control input of src): added to a node after it was built
+  g.reserve(g.size() + int(std::count_if(order.begin(), order.end(), keep)));
   for (int id : order) {
     if (!keep(id)) continue;
     const Node& n = src.node(id);

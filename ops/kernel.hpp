@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/tensor.hpp"
@@ -69,7 +70,9 @@ class KernelRegistry {
   std::unique_ptr<OpKernel> create(const Node& node, DeviceType device) const;
 
  private:
-  std::vector<std::pair<std::pair<std::string, DeviceType>, KernelFactory>> kernels_;
+  // By op, then device: looked up once per node of every graph an executor plans.
+  std::unordered_map<std::string, std::vector<std::pair<DeviceType, KernelFactory>>> kernels_;
+  const KernelFactory* find(const std::string& op, DeviceType device) const;
 };
 
 namespace detail {

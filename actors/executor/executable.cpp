@@ -261,12 +261,12 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     const bool takes_message = n.op == "_Arg" || np.kind == NodeKind::recv;
     np.num_inputs = takes_message ? 1 : int(n.inputs.size());
     np.num_controls = int(n.control_inputs.size());
-    np.fixed_inputs.resize(std::size_t(np.num_inputs));
     np.num_fixed = 0;
     if (!takes_message) {
       for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
         auto in = n.inputs[slot];
         if (hoistable(in.node) && !n.op_def->fires_on_first_live_input && !n.op_def->frame_op) {
+          np.fixed_inputs.resize(std::size_t(np.num_inputs));
           np.fixed_inputs[slot] = get_attr<Tensor>(g.node(in.node).attrs, "value", g.node(in.node).name);
           ++np.num_fixed;
         }
@@ -330,7 +330,7 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
   for (int id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
     if (active[id] && (n.op == "Identity" || n.op == "LoopCond") && n.inputs.size() == 1 &&
-        !p.nodes[id].fixed_inputs[0].is_initialized() && n.control_inputs.empty() && !controls[id] &&
+        !p.nodes[id].is_fixed(0) && n.control_inputs.empty() && !controls[id] &&
         !reported[id]) {
       out.forwards[id] = true;
       p.nodes[id].active = false;
@@ -366,7 +366,7 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
     const Node& n = g.node(id);
     if (!p.nodes[id].active) continue;
     for (int slot = 0; slot < int(n.inputs.size()); ++slot)
-      if (!p.nodes[id].fixed_inputs[slot].is_initialized()) {
+      if (!p.nodes[id].is_fixed(slot)) {
         Endpoint from = producer_of(n.inputs[slot]);
         p.nodes[from.node].outputs[from.port].push_back(
             target_of(p, id, uint32_t(slot), p.nodes[id].kind == NodeKind::exit && slot == 0));

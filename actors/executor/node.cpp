@@ -82,8 +82,11 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
       kernel_(std::move(kernel)),
       expected_(me_->num_inputs - me_->num_fixed + me_->num_controls),
       replica_(replica),
-      scratch_(expected_ == 1 ? me_->fixed_inputs : std::vector<Tensor>()),  // only on_input's one-message firing reads it
       outputs_(me_->outputs.size()) {
+  if (expected_ == 1) {  // only on_input's one-message firing reads it
+    scratch_ = me_->fixed_inputs;
+    scratch_.resize(std::size_t(me_->num_inputs));
+  }
   fast_ = me_->kind != NodeKind::variable && me_->kind != NodeKind::queue;
   if (fast_) {
     // The mailbox's vectors get their room here, beside the actor, not at the first input on
@@ -98,7 +101,7 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
   cheap_ = me_->kind != NodeKind::kernel;  // a kernel node's firings are measured (kernel_node.hpp)
   spreads_ = fast_ && me_->spread;
   for (int s = 0; s < me_->num_inputs; ++s) {
-    if (!me_->fixed_inputs[s].is_initialized()) message_slots_.push_back(s);
+    if (!me_->is_fixed(s)) message_slots_.push_back(s);
     else if (s < 64) fixed_mask_ |= uint64_t(1) << s;
   }
 }
@@ -454,9 +457,12 @@ void NodeActor::on_exit() {
 
 void NodeActor::start(Pending& p, const Tag& tag) {
   if (!p.primed) {  // a fresh slot: put the hoisted constants in for good
-    if (me_->num_inputs > kInline) p.big = me_->fixed_inputs;
-    else
-      for (int s = 0; s < me_->num_inputs; ++s) p.small[s] = me_->fixed_inputs[s];
+    if (me_->num_inputs > kInline) {
+      p.big = me_->fixed_inputs;
+      p.big.resize(std::size_t(me_->num_inputs));
+    } else {
+      for (int s = 0; s < int(me_->fixed_inputs.size()); ++s) p.small[s] = me_->fixed_inputs[s];
+    }
     p.primed = true;
   }
   p.used = true;

@@ -201,6 +201,18 @@ BOOST_AUTO_TEST_CASE(unconstrained_nodes_follow_their_inputs) {
   BOOST_TEST(device_of(placed, sum) == kCpu2);
 }
 
+// Nodes of one op that request nothing share their candidates (found once), not their device.
+BOOST_AUTO_TEST_CASE(nodes_of_one_op_without_requests_each_follow_their_own_inputs) {
+  auto root = Scope::root();
+  auto on_1 = ops::neg(root, matrix(root.with_device(kCpu1), "x"));
+  auto on_2 = ops::neg(root, matrix(root.with_device(kCpu2), "y"));
+  auto again_1 = ops::neg(root, on_1);
+  auto placed = place(root.graph(), options());
+  BOOST_TEST(device_of(placed, on_1) == kCpu1);
+  BOOST_TEST(device_of(placed, on_2) == kCpu2);
+  BOOST_TEST(device_of(placed, again_1) == kCpu1);
+}
+
 BOOST_AUTO_TEST_CASE(a_graph_without_requests_stays_on_the_default_device) {
   auto root = Scope::root();
   auto x = matrix(root, "x");
