@@ -83,9 +83,12 @@ void collapse_around(const std::vector<const void*>& addresses) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.unsupported) return;
   const std::size_t before = s.queue.size();
+  std::uintptr_t last = 0;  // most addresses follow one another in memory: one look per range they lie in
   for (const void* a : addresses) {
     if (!a) continue;
     const std::uintptr_t start = reinterpret_cast<std::uintptr_t>(a) & ~(kSize - 1);
+    if (start == last) continue;
+    last = start;
     if (s.seen.insert(start).second) s.queue.push_back(start);
   }
   if (s.queue.size() == before) return;
