@@ -379,14 +379,18 @@ Partitions partition(std::shared_ptr<Graph> graph, const std::vector<std::string
   const bool one_device =
       !device_of.empty() && std::all_of(device_of.begin(), device_of.end(), [&](auto& d) { return d == device_of[0]; });
   if (!one_device || int(device_of.size()) != graph->size()) return partition(*graph, device_of);
+  return whole_partition(std::move(graph), device_of[0]);
+}
+
+Partitions whole_partition(std::shared_ptr<Graph> graph, const std::string& device) {
   // Nothing crosses a device: the graph is its own partition, with no copy.
   Partitions out;
-  out.of.resize(device_of.size());
+  out.of.resize(std::size_t(graph->size()));
   for (int id = 0; id < graph->size(); ++id) {
-    graph->node(id).requested_device = device_of[0];
+    graph->node(id).requested_device = device;
     out.of[std::size_t(id)] = {0, id};
   }
-  out.parts.push_back({device_of[0], std::move(graph)});
+  out.parts.push_back({device, std::move(graph)});
   return out;
 }
 

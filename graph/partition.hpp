@@ -49,6 +49,9 @@ Partitions partition(const Graph& graph, const std::vector<std::string>& device_
 // The same, but a graph whose nodes all lie on one device becomes that device's partition
 // itself (each node's requested device set to it), not a copy: `graph` is the partition's then.
 Partitions partition(std::shared_ptr<Graph> graph, const std::vector<std::string>& device_of);
+// A graph all of whose nodes lie on `device`, as that device's partition (the same as the above
+// with every node on `device`).
+Partitions whole_partition(std::shared_ptr<Graph> graph, const std::string& device);
 
 // The rendezvous key of a _Send or _Recv: "send_device;recv_device;tensor_name". A Send and
 // the Recv it feeds have the same key; the value's tag adds step, frame and iteration.

@@ -188,7 +188,7 @@ class Placer {
     }
   }
 
-  std::vector<std::string> place() {
+  std::vector<int> place() {
     // The consumers of nodes are read only for a loop's NextIteration.
     bool loops = false;
     for (int id = 0; id < graph_.size() && !loops; ++id) loops = graph_.node(id).op == "NextIteration";
@@ -258,9 +258,7 @@ class Placer {
       }
       for (int m : members) device_of[std::size_t(m)] = best;
     }
-    std::vector<std::string> placed(n);
-    for (std::size_t id = 0; id < n; ++id) placed[id] = devices_[std::size_t(device_of[id])].name;
-    return placed;
+    return device_of;
   }
 
  private:
@@ -348,8 +346,15 @@ class Placer {
 
 }  // namespace
 
-std::vector<std::string> place(const Graph& graph, const PlacementOptions& options) {
+std::vector<int> place_indices(const Graph& graph, const PlacementOptions& options) {
   return Placer(graph, options).place();
+}
+
+std::vector<std::string> place(const Graph& graph, const PlacementOptions& options) {
+  const std::vector<int> index = place_indices(graph, options);
+  std::vector<std::string> placed(index.size());
+  for (std::size_t id = 0; id < index.size(); ++id) placed[id] = options.devices[std::size_t(index[id])];
+  return placed;
 }
 
 PlacementOptions::Policy placement_policy_from_environment() {

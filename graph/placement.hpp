@@ -66,6 +66,9 @@ struct PlacementOptions {
 // The device of every node of `graph` (indexed by node id), by full name. Throws
 // invalid_argument as described above.
 std::vector<std::string> place(const Graph& graph, const PlacementOptions& options);
+// The same as indices into options.devices (no device name per node: a large graph's set-up
+// pays for each).
+std::vector<int> place_indices(const Graph& graph, const PlacementOptions& options);
 
 // The policy named by TROUPE_PLACEMENT ("cost" or unset, "alternate"); throws invalid_argument
 // for any other value.

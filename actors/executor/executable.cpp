@@ -79,7 +79,9 @@ Subgraph prune(const Graph& graph, const std::vector<Endpoint>& feeds, const std
                const std::vector<int>& targets) {
   Subgraph sub = prune_and_merge(graph, feeds, fetches, targets);
   const Graph& g = *sub.graph;
-  auto frame_of = [&](int id) -> const std::string& { return loop_frame(g.node(id)); };
+  std::vector<const std::string*> frames(std::size_t(g.size()));  // each node's, looked up once
+  for (int id = 0; id < g.size(); ++id) frames[std::size_t(id)] = &loop_frame(g.node(id));
+  auto frame_of = [&](int id) -> const std::string& { return *frames[std::size_t(id)]; };
   for (auto& f : sub.fetches)
     if (!frame_of(f.node).empty())
       fail(ErrorCode::invalid_argument,
@@ -96,7 +98,7 @@ Subgraph prune(const Graph& graph, const std::vector<Endpoint>& feeds, const std
   for (int id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
     if (n.op == "Exit") continue;
-    const std::string frame = frame_of(id);
+    const std::string& frame = frame_of(id);
     const bool enter = n.op == "Enter";
     for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
       const Node& p = g.node(n.inputs[slot].node);
@@ -117,9 +119,10 @@ Subgraph prune(const Graph& graph, const std::vector<Endpoint>& feeds, const std
 
 // ---- place ----------------------------------------------------------------------------
 
-// Every node's device among this process's. Ops the actors carry out themselves (Merge, the
-// frame ops) run anywhere; variable and queue ops talk to actors from the host, on a CPU.
-std::vector<std::string> place_nodes(const Graph& g, const ExecutableOptions& options) {
+// Every node's device among this process's, and the graph cut by them. Ops the actors carry
+// out themselves (Merge, the frame ops) run anywhere; variable and queue ops talk to actors from
+// the host, on a CPU.
+Partitions place_and_partition(const std::shared_ptr<Graph>& g, const ExecutableOptions& options) {
   const auto& registry = DeviceRegistry::instance();
   PlacementOptions p;
   for (const auto& d : registry.devices()) p.devices.push_back(d->name());
@@ -127,12 +130,18 @@ std::vector<std::string> place_nodes(const Graph& g, const ExecutableOptions& op
   p.has_kernel = can_run_on;
   p.allow_soft_placement = options.allow_soft_placement;
   p.policy = options.placement_policy ? *options.placement_policy : placement_policy_from_environment();
+  std::vector<int> device_of;
   try {
-    return place(g, p);
+    device_of = place_indices(*g, p);
   } catch (const Error& e) {
     if (registry.gpu_count() > 0 || std::string(e.what()).find("GPU") == std::string::npos) throw;
     throw Error(e.code(), fmt::format("{} (no GPU here: {})", e.what(), registry.gpu_status()));
   }
+  if (!device_of.empty() && std::all_of(device_of.begin(), device_of.end(), [&](int d) { return d == device_of[0]; }))
+    return whole_partition(g, p.devices[std::size_t(device_of[0])]);
+  std::vector<std::string> names(device_of.size());
+  for (std::size_t id = 0; id < device_of.size(); ++id) names[id] = p.devices[std::size_t(device_of[id])];
+  return partition(g, names);
 }
 
 // ---- plan ----------------------------------------------------------------------------
@@ -521,8 +530,7 @@ Executable::Executable(caf::actor_system& system, const Graph& graph,
                        const ExecutableOptions& options)
     : system_(&system) {
   Subgraph sub = prune(graph, feeds, fetches, targets);
-  const std::vector<std::string> device_of = place_nodes(*sub.graph, options);
-  Partitions cut = partition(sub.graph, device_of);
+  Partitions cut = place_and_partition(sub.graph, options);
   std::vector<int> all(cut.parts.size());
   for (int i = 0; i < int(all.size()); ++i) all[i] = i;
   build(local_signature(sub, cut, all).set, shard_of, options);
