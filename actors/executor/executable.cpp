@@ -169,12 +169,12 @@ struct LoopSpreads {
   std::vector<bool> carried;  // per node
 };
 
-LoopSpreads loop_spreads(const Graph& g, ExecPlan& p) {
+LoopSpreads loop_spreads(const Graph& g, const std::vector<NodeKind>& kinds, ExecPlan& p) {
   constexpr int64_t kSmallCarried = 1024;  // bytes
   std::map<std::string, bool> may_spread;
   for (int id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
-    if (kind_of(g, n) == NodeKind::enter && get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1) > 1)
+    if (kinds[std::size_t(id)] == NodeKind::enter && get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1) > 1)
       may_spread.try_emplace(get_attr<std::string>(n.attrs, "frame_name", n.name), true);
   }
   for (int id = 0; id < g.size() && !may_spread.empty(); ++id) {
@@ -199,7 +199,7 @@ LoopSpreads loop_spreads(const Graph& g, ExecPlan& p) {
     if (out.carried[id]) continue;
     out.carried[id] = true;
     const Node& n = g.node(id);
-    const NodeKind kind = kind_of(g, n);
+    const NodeKind kind = kinds[std::size_t(id)];
     if (kind == NodeKind::merge || kind == NodeKind::loop_merge || kind == NodeKind::enter ||
         kind == NodeKind::loop_invariant)
       continue;
@@ -227,15 +227,17 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
   if (!device) fail(ErrorCode::internal, "a partition for {}, which this process does not have", part.device);
   p.nodes.resize(std::size_t(g.size()));
 
+  std::vector<NodeKind> kinds(std::size_t(g.size()));  // each node's, found once
+  for (int id = 0; id < g.size(); ++id) kinds[std::size_t(id)] = kind_of(g, g.node(id));
   std::map<std::string, int> exits_of;  // per loop: its Exits in this partition
   std::map<std::string, int> enters_of;  // and its Enters that are not loop invariants
   for (int id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
     if (n.op == "Exit") ++exits_of[loop_frame(g.node(n.inputs[0].node))];
-    if (kind_of(g, n) == NodeKind::enter) ++enters_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
+    if (kinds[std::size_t(id)] == NodeKind::enter) ++enters_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
   }
 
-  const LoopSpreads spreads = loop_spreads(g, p);
+  const LoopSpreads spreads = loop_spreads(g, kinds, p);
 
   // Constant inputs are handed to their consumers once, here, instead of travelling as a
   // message every step: a Const without control inputs has the same value in every step and
@@ -265,7 +267,7 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     np.graph = &g;
     np.device_name = &p.device;
     np.active = active[id];
-    np.kind = kind_of(g, n);
+    np.kind = kinds[std::size_t(id)];
     // An _Arg takes its feed, a _Recv its value, as a message on slot 0.
     const bool takes_message = n.op == "_Arg" || np.kind == NodeKind::recv;
     np.num_inputs = takes_message ? 1 : int(n.inputs.size());
