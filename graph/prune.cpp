@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 #include <set>
-#include <unordered_map>
 
 namespace troupe {
 namespace {
@@ -158,8 +157,13 @@ std::vector<int> representatives(const Graph& g, const std::vector<int>& order, 
       if (ia->first != ib->first || !attr_equal(ia->second, ib->second)) return false;
     return true;
   };
-  std::unordered_multimap<std::size_t, Key> seen;
-  seen.reserve(order.size());
+  // The nodes kept as representatives so far, by key hash: open addressing (linear probing) over
+  // a power-of-two table at most half full, entries indices into `kept` plus one (0: empty).
+  std::vector<std::pair<std::size_t, Key>> kept;  // (hash, key)
+  kept.reserve(order.size());
+  std::size_t slots = 16;
+  while (slots < 2 * order.size()) slots *= 2;
+  std::vector<uint32_t> table(slots, 0);
   for (int id : order) {
     if (include && !(*include)[std::size_t(id)]) continue;
     const Node& n = g.node(id);
@@ -170,12 +174,13 @@ std::vector<int> representatives(const Graph& g, const std::vector<int>& order, 
     std::sort(controls.begin() + key.controls, controls.end());
     controls.erase(std::unique(controls.begin() + key.controls, controls.end()), controls.end());
     key.num_controls = uint32_t(controls.size()) - key.controls;
-    std::size_t h = hash_key(key);
-    auto range = seen.equal_range(h);
+    const std::size_t h = hash_key(key);
+    std::size_t slot = h & (slots - 1);
     bool merged = false;
-    for (auto it = range.first; it != range.second; ++it) {
-      if (same(it->second, key)) {
-        rep[std::size_t(id)] = it->second.node->id;
+    for (; table[slot] != 0; slot = (slot + 1) & (slots - 1)) {
+      const auto& [other_hash, other] = kept[table[slot] - 1];
+      if (other_hash == h && same(other, key)) {
+        rep[std::size_t(id)] = other.node->id;
         merged = true;
         break;
       }
@@ -184,7 +189,8 @@ std::vector<int> representatives(const Graph& g, const std::vector<int>& order, 
       inputs.resize(key.inputs);
       controls.resize(key.controls);
     } else {
-      seen.emplace(h, key);
+      kept.push_back({h, key});
+      table[slot] = uint32_t(kept.size());
     }
   }
   return rep;
