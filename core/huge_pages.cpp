@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sys/mman.h>
 
+#include <array>
 #include <cerrno>
 #include <condition_variable>
 #include <cstdlib>
@@ -83,12 +84,15 @@ void collapse_around(const std::vector<const void*>& addresses) {
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.unsupported) return;
   const std::size_t before = s.queue.size();
-  std::uintptr_t last = 0;  // most addresses follow one another in memory: one look per range they lie in
+  // The addresses of a graph's nodes lie in a few dozen ranges: each is looked up in `seen` once
+  // per call, not once per address (tens of thousands of them, while the first step returns).
+  std::array<std::uintptr_t, 64> looked{};  // by range number, direct-mapped
   for (const void* a : addresses) {
     if (!a) continue;
     const std::uintptr_t start = reinterpret_cast<std::uintptr_t>(a) & ~(kSize - 1);
-    if (start == last) continue;
-    last = start;
+    std::uintptr_t& recent = looked[(start / kSize) % looked.size()];
+    if (recent == start) continue;
+    recent = start;
     if (s.seen.insert(start).second) s.queue.push_back(start);
   }
   if (s.queue.size() == before) return;
