@@ -210,12 +210,12 @@ void NodeActor::post_call(caf::execution_unit* unit, NodeMailbox::Call&& call) {
 void NodeActor::stop_fast_path(std::function<void()> done) {
   post_call(nullptr, [this, done = std::move(done)](bool) mutable {
     stopped_ = true;
-    rare().stop_done = std::move(done);
+    stop_done_ = std::move(done);
   });
 }
 
 void NodeActor::finish_stop() {
-  auto done = std::move(rare().stop_done);
+  auto done = std::move(stop_done_);
   done();
 }
 
@@ -579,17 +579,16 @@ void NodeActor::report_unknown_frame(const Tag& tag, const std::string& loop) {
 }
 
 void NodeActor::remember_abort(uint64_t step) {
-  Rare& r = rare();
-  if (!r.aborted.insert(step).second) return;
-  // A ring of the last kRememberedAborts steps, oldest at aborted_next once full (a deque
+  if (!aborted_.insert(step).second) return;
+  // A ring of the last kRememberedAborts steps, oldest at aborted_next_ once full (a deque
   // would allocate half a KiB per node up front, and most nodes never see an abort).
-  if (r.aborted_order.size() < kRememberedAborts) {
-    r.aborted_order.push_back(step);
+  if (aborted_order_.size() < kRememberedAborts) {
+    aborted_order_.push_back(step);
     return;
   }
-  r.aborted.erase(r.aborted_order[r.aborted_next]);
-  r.aborted_order[r.aborted_next] = step;
-  r.aborted_next = (r.aborted_next + 1) % kRememberedAborts;
+  aborted_.erase(aborted_order_[aborted_next_]);
+  aborted_order_[aborted_next_] = step;
+  aborted_next_ = (aborted_next_ + 1) % kRememberedAborts;
 }
 
 void NodeActor::on_abort(uint64_t step) {

@@ -78,7 +78,7 @@ class NodeActor : public caf::event_based_actor {
   // can tell only knowing that, such as a value that has not come for it.
   virtual void add_step_waits(uint64_t, std::vector<WaitReport>&) const {}
 
-  bool is_aborted(uint64_t step) const { return rare_ && !rare_->aborted.empty() && rare_->aborted.count(step); }
+  bool is_aborted(uint64_t step) const { return !aborted_.empty() && aborted_.count(step); }
   // Sends each output to its consumers (dead ones on dead, or every one if `dead`) and a control
   // signal to each control consumer.
   void emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs = 0);
@@ -150,20 +150,7 @@ class NodeActor : public caf::event_based_actor {
   std::vector<WaitReport> step_waits(uint64_t step) const;
   void start(Pending& p, const Tag& tag);
 
-  // What few nodes ever need, made when first needed (10,000 actors' set-up pays for every byte
-  // of them in fresh pages): the steps seen aborted, the last kRememberedAborts of them (as a
-  // ring, oldest at aborted_next once full; remember_abort), and what to call once stopped.
-  struct Rare {
-    std::unordered_set<uint64_t> aborted;
-    std::vector<uint64_t> aborted_order;
-    std::size_t aborted_next = 0;
-    std::function<void()> stop_done;
-  };
-  std::unique_ptr<Rare> rare_;  // read by every input: kept with the other hot fields
-  Rare& rare() {
-    if (!rare_) rare_ = std::make_unique<Rare>();
-    return *rare_;
-  }
+  std::unordered_set<uint64_t> aborted_;  // read by every input: kept with the other hot fields
   // One slot per tag in progress; a slot is reused once its tag has fired, so the steady
   // state allocates nothing per tag. Slots are few (steps in flight x live iterations).
   Pending first_;
@@ -176,6 +163,8 @@ class NodeActor : public caf::event_based_actor {
   std::vector<Tensor> outputs_;
 
  private:
+  std::vector<uint64_t> aborted_order_;  // the steps in aborted_, as a ring (remember_abort)
+  std::size_t aborted_next_ = 0;
 
   // The fast path.
   class Runner final : public caf::resumable {
@@ -254,6 +243,7 @@ class NodeActor : public caf::event_based_actor {
   void prefetch() const;
 
   Runner runner_{this};
+  std::function<void()> stop_done_;
 };
 
 // Sends an input to a node: into the mailbox of `fast` when it runs on the fast path (non-null),
