@@ -34,8 +34,11 @@ class Allocator {
   }
 
  private:
-  std::atomic<std::size_t> in_use_{0};
+  // On a cache line of their own: every tensor's allocation and release changes in_use_, from
+  // every thread, and what lay beside them would move between the cores with it.
+  alignas(64) std::atomic<std::size_t> in_use_{0};
   std::atomic<std::size_t> peak_{0};
+  char pad_[64 - 2 * sizeof(std::atomic<std::size_t>)];
 };
 
 // Freed blocks kept for reuse, by exact size, with their total. Not thread-safe: the
