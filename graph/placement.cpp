@@ -5,6 +5,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "devices/device_name.hpp"
@@ -51,10 +52,10 @@ class ColocationGroups {
     while (!frontier.empty() && came_from[b] < 0) {
       int x = frontier.front();
       frontier.pop_front();
-      for (auto [other, why] : next[x])
+      for (auto [other, because] : next[x])
         if (came_from[other] < 0) {
           came_from[other] = x;
-          reason[other] = why;
+          reason[other] = because;
           frontier.push_back(other);
         }
     }
@@ -231,8 +232,7 @@ class Placer {
       if (device_of[std::size_t(id)] >= 0) continue;
       const int g = group_of[std::size_t(id)];
       const Group& group = groups_[std::size_t(g)];
-      const std::vector<int> just_this{id};
-      const std::vector<int>& members = group.alone ? just_this : group.members;
+      const std::span<const int> members = group.alone ? std::span<const int>(&id, 1) : std::span<const int>(group.members);
       const auto& candidates = group.candidates;
       int best = -1;
       if (options_.policy == PlacementOptions::Policy::alternate) {

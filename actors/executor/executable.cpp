@@ -373,37 +373,35 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
     while (forwards[e.node]) e = g.node(e.node).inputs[0];
     return e;
   };
+  // Calls data(from, id, slot) for each data input of an active node that comes by message, and
+  // control(c, id) for each of its control inputs.
+  auto each_edge = [&](auto&& data, auto&& control) {
+    for (int id = 0; id < g.size(); ++id) {
+      const Node& n = g.node(id);
+      if (!p.nodes[id].active) continue;
+      for (int slot = 0; slot < int(n.inputs.size()); ++slot)
+        if (!p.nodes[id].is_fixed(slot)) data(producer_of(n.inputs[slot]), id, slot);
+      for (int c : n.control_inputs) control(c, id);
+    }
+  };
   // Each output's and each node's control consumers counted first: every vector of targets gets
   // its room once (a large graph's set-up pays for each reallocation in fresh memory).
   std::vector<std::size_t> first_port(std::size_t(g.size()) + 1, 0);
   for (int id = 0; id < g.size(); ++id) first_port[id + 1] = first_port[id] + p.nodes[id].outputs.size();
   std::vector<uint32_t> data_count(first_port.back(), 0), control_count(std::size_t(g.size()), 0);
-  for (int id = 0; id < g.size(); ++id) {
-    const Node& n = g.node(id);
-    if (!p.nodes[id].active) continue;
-    for (int slot = 0; slot < int(n.inputs.size()); ++slot)
-      if (!p.nodes[id].is_fixed(slot)) {
-        const Endpoint from = producer_of(n.inputs[slot]);
-        ++data_count[first_port[from.node] + std::size_t(from.port)];
-      }
-    for (int c : n.control_inputs) ++control_count[c];
-  }
+  each_edge([&](Endpoint from, int, int) { ++data_count[first_port[from.node] + std::size_t(from.port)]; },
+            [&](int c, int) { ++control_count[c]; });
   for (int id = 0; id < g.size(); ++id) {
     NodePlan& np = p.nodes[id];
     for (std::size_t port = 0; port < np.outputs.size(); ++port) np.outputs[port].reserve(data_count[first_port[id] + port]);
     np.control_outputs.reserve(control_count[id]);
   }
-  for (int id = 0; id < g.size(); ++id) {
-    const Node& n = g.node(id);
-    if (!p.nodes[id].active) continue;
-    for (int slot = 0; slot < int(n.inputs.size()); ++slot)
-      if (!p.nodes[id].is_fixed(slot)) {
-        Endpoint from = producer_of(n.inputs[slot]);
+  each_edge(
+      [&](Endpoint from, int id, int slot) {
         p.nodes[from.node].outputs[from.port].push_back(
             target_of(p, id, uint32_t(slot), p.nodes[id].kind == NodeKind::exit && slot == 0));
-      }
-    for (int c : n.control_inputs) p.nodes[c].control_outputs.push_back(target_of(p, id, kControlSlot));
-  }
+      },
+      [&](int c, int id) { p.nodes[c].control_outputs.push_back(target_of(p, id, kControlSlot)); });
 }
 
 // Each _Send to the _Recv of its rendezvous key, in whichever partition that is, or to another

@@ -98,6 +98,12 @@ struct NodePlan {
   // nodes: 10,000 of them would pay ~2 MB of fresh memory at set-up for empty tensors).
   std::vector<Tensor> fixed_inputs;
   bool is_fixed(int slot) const { return !fixed_inputs.empty() && fixed_inputs[std::size_t(slot)].is_initialized(); }
+  // One tensor per data slot, the hoisted constants in theirs: a firing's inputs before any arrive.
+  std::vector<Tensor> preset_inputs() const {
+    std::vector<Tensor> inputs = fixed_inputs;
+    inputs.resize(std::size_t(num_inputs));
+    return inputs;
+  }
   // The frame, stack, variable and queue kinds'.
   int parallel_iterations = 1;   // next_iteration
   uint64_t frame_hash = 0;       // enter, loop_invariant: fingerprint64 of the frame name

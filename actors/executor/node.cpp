@@ -83,10 +83,7 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
       expected_(me_->num_inputs - me_->num_fixed + me_->num_controls),
       replica_(replica),
       outputs_(me_->outputs.size()) {
-  if (expected_ == 1) {  // only on_input's one-message firing reads it
-    scratch_ = me_->fixed_inputs;
-    scratch_.resize(std::size_t(me_->num_inputs));
-  }
+  if (expected_ == 1) scratch_ = me_->preset_inputs();  // only on_input's one-message firing reads it
   fast_ = me_->kind != NodeKind::variable && me_->kind != NodeKind::queue;
   if (fast_) {
     // The mailbox's vectors get their room here, beside the actor, not at the first input on
@@ -457,12 +454,9 @@ void NodeActor::on_exit() {
 
 void NodeActor::start(Pending& p, const Tag& tag) {
   if (!p.primed) {  // a fresh slot: put the hoisted constants in for good
-    if (me_->num_inputs > kInline) {
-      p.big = me_->fixed_inputs;
-      p.big.resize(std::size_t(me_->num_inputs));
-    } else {
+    if (me_->num_inputs > kInline) p.big = me_->preset_inputs();
+    else
       for (int s = 0; s < int(me_->fixed_inputs.size()); ++s) p.small[s] = me_->fixed_inputs[s];
-    }
     p.primed = true;
   }
   p.used = true;
