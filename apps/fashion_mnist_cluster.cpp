@@ -537,7 +537,13 @@ int run_cluster(const Args& a) {
   try {
     const Job job = job_of(a);
     // This process is its task's member: the ps tasks' peers, the partitions masters register.
-    ClusterMember member(job.spec, job.me, MemberOptions{.threads = a.threads, .tls = job.spec.tls_for(job.me)});
+    // The member's own log (peers connected and lost, partitions registered) goes to stderr, as
+    // troupe-node's does: a job's hang names what its connections did.
+    MemberOptions options{.threads = a.threads, .tls = job.spec.tls_for(job.me)};
+    options.log = [who = a.task](const std::string& line) {
+      std::fprintf(stderr, "troupe-fashion-mnist %s: %s\n", who.c_str(), line.c_str());
+    };
+    ClusterMember member(job.spec, job.me, options);
     if (a.mode == "allreduce") return run_with_allreduce(a, job, member);
     return run_with_parameter_servers(a, job);
   } catch (const std::exception& e) {

@@ -143,8 +143,9 @@ using step_waits_atom = caf::atom_constant<caf::atom("stepwaits")>;
 // (status_atom) -> vector<StepStatus>: every step this task is running, with its waiting nodes
 // (troupe-node --status).
 using status_atom = caf::atom_constant<caf::atom("status")>;
-// (peer_hello_atom, task, incarnation, inbox): sent by the member that made the connection
-// between two peers, over it, to the other's worker: the other watches `inbox` from then on.
+// (peer_hello_atom, task, incarnation, inbox, answer): sent by the member that made the
+// connection between two peers, over it, to the other's worker (answer false), which answers the
+// same way with its own (answer true): each watches, and sends values to, the `inbox` it got so.
 using peer_hello_atom = caf::atom_constant<caf::atom("peerhello")>;
 // Tracing (core/trace.hpp): (clock_atom) -> int64_t, the member's trace::now_ns(), which the
 // master's clock offset estimate reads; (trace_atom, handle, step) marks a step traced before its

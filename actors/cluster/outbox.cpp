@@ -87,7 +87,8 @@ caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_p
         s.queue.push_back(std::move(item));
         pump(self);
       },
-      [self](peer_hello_atom) {  // the peer's connection exists now
+      [self](peer_hello_atom, caf::actor& inbox) {  // the peer's connection exists now, and its inbox's handle over it
+        self->state.inbox = std::move(inbox);
         self->state.ready = true;
         pump(self);
       },

@@ -49,7 +49,9 @@ struct OutboxState {
   std::vector<OutboxEdge> edges;
   std::deque<Item> queue;
   uint64_t unacked = 0;
-  bool ready = true;  // false until the peer's connection exists (peer_hello_atom): values wait
+  // False until the peer's connection exists (peer_hello_atom, which brings the inbox handle to
+  // use from then on): values wait.
+  bool ready = true;
   static inline const char* name = "troupe.outbox";
 };
 

@@ -50,15 +50,21 @@ struct WorkerState {
   caf::actor inbox;
   struct Peer {
     caf::actor worker;  // when this member made the connection
-    caf::actor inbox;   // monitored once `watched`
+    // The peer's inbox: the registration's handle until the hello (or its answer) brings one
+    // over the connection between the two; monitored once `watched`, and the one outboxes use.
+    caf::actor inbox;
     std::string address;
     uint64_t incarnation = 0;
-    bool watched = false;  // its connection to this member exists (made here, or its hello came)
+    bool watched = false;  // the connection exists and its hello (or the answer) came
     std::vector<caf::actor> waiting;  // outboxes to it that wait for that (peer_hello_atom)
   };
   std::map<std::string, Peer> peers;  // by task ("worker:1")
-  // The peers whose connection to this member exists (their hello came), by task: incarnation.
-  std::map<std::string, uint64_t> connected;
+  // The peers whose hello (or answer) came over their connection to this member, by task.
+  struct Connected {
+    uint64_t incarnation = 0;
+    caf::actor inbox;  // as the hello brought it
+  };
+  std::map<std::string, Connected> connected;
   std::map<caf::actor_addr, std::string> owners;  // the masters it monitors, by name
   static inline const char* name = "troupe.worker";
 };

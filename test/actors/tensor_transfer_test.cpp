@@ -1,14 +1,17 @@
 // Tensors crossing processes (actors/cluster/tensor_transfer.hpp): cut into chunks of raw bytes,
 // sent over CAF's network layer on loopback (two actor systems, each with its middleman, the
 // receiver published on 127.0.0.1), put together on the receiver into one tensor equal to the
-// original; chunks that disagree are refused naming the transfer.
+// original; chunks that disagree are refused naming the transfer. An outbox sends to the inbox
+// handle its peer's hello brought, not to the registration's.
 #include <boost/test/unit_test.hpp>
 
 #include <caf/io/all.hpp>
 
+#include <cstring>
 #include <random>
 #include <string_view>
 
+#include "actors/cluster/outbox.hpp"
 #include "actors/cluster/tensor_transfer.hpp"
 #include "actors/runtime.hpp"
 #include "core/fingerprint.hpp"
@@ -130,4 +133,45 @@ BOOST_AUTO_TEST_CASE(chunks_come_in_any_order_and_disagreeing_ones_are_refused) 
   auto bad = chunks_of(t, 12, 256)[0];
   bad.total = 5;
   BOOST_TEST(contains(error_of([&] { a.add(bad); }, ErrorCode::data_loss), "transfer 12: 5 bytes said for a float32[300]"));
+}
+
+// The registration's handle of a peer's inbox comes through the master's process; CAF may have
+// killed that proxy (it had no route of its own yet), and a message to a dead proxy is dropped
+// without a word: a sync job then hung with every value of one worker -> ps connection gone. The
+// hello over the connection between the two brings a live handle, and the outbox's values go
+// there.
+BOOST_AUTO_TEST_CASE(an_outbox_sends_to_the_inbox_its_peers_hello_brought_not_to_the_registrations_dead_one) {
+  caf::actor_system_config config;
+  config.set("logger.verbosity", caf::atom("quiet"));
+  caf::actor_system system{config};
+  auto context = std::make_shared<MemberContext>();
+  context->incarnation = 0x77;
+  context->log = [](const std::string&) {};
+  caf::scoped_actor self{system};
+  // An inbox handle whose actor is gone, as the registration's proxy was.
+  auto gone = system.spawn([](caf::event_based_actor*) -> caf::behavior { return {}; });
+  self->monitor(gone);
+  bool down = false;
+  self->receive([&](caf::down_msg&) { down = true; }, caf::after(std::chrono::seconds(10)) >> [] {});
+  BOOST_REQUIRE(down);
+
+  const Tensor value = random_floats(Shape({3, 5}), 11);
+  auto outbox = system.spawn(outbox_actor, context, gone, uint64_t(0x42), std::string("ps:0"),
+                             std::vector<OutboxEdge>{{0x1234, false}}, false);
+  caf::anon_send(outbox, input_atom::value, Tag{3, 0, 0}, uint32_t(0), Value{value, false});
+  caf::anon_send(outbox, peer_hello_atom::value, caf::actor{self});
+  bool arrived = false;
+  self->receive(
+      [&](transfer_atom, RemoteValue& v) {
+        arrived = true;
+        BOOST_CHECK_EQUAL(v.handle, 0x42u);
+        BOOST_CHECK_EQUAL(v.key, 0x1234u);
+        BOOST_CHECK_EQUAL(v.tag.step, 3u);
+        BOOST_CHECK_EQUAL(v.incarnation, 0x77u);
+        BOOST_REQUIRE_EQUAL(v.chunk.bytes.size(), value.byte_size());
+        BOOST_CHECK(std::memcmp(v.chunk.bytes.data(), value.raw_data(), value.byte_size()) == 0);
+      },
+      caf::after(std::chrono::seconds(10)) >> [] {});
+  BOOST_CHECK_MESSAGE(arrived, "the value never reached the inbox the hello brought");
+  caf::anon_send_exit(outbox, caf::exit_reason::user_shutdown);
 }
