@@ -74,6 +74,7 @@ struct Supervisor::Impl {
     for (auto& t : master.task_workers()) incarnation[t.task] = t.incarnation;
   }
   void watch_replicas();
+  bool finished(const SupervisorOptions::SyncReplicas& sync);
   void tell(const std::string& line) const {
     if (options.on_replicas) options.on_replicas(line);
     else report_to_stderr(line);
@@ -96,6 +97,10 @@ Supervisor::Supervisor(Session& session, Saver* saver, SupervisorOptions options
            "Supervisor: the synchronous replicas need their tasks, 1 <= m <= tasks ({}, m {}) and the SyncTrainOp's "
            "aggregate and set_aggregate",
            sync->tasks.size(), sync->replicas_to_aggregate);
+    if (sync->last_step > 0 && (!sync->global_step || !sync->stop))
+      fail(ErrorCode::invalid_argument,
+           "Supervisor: the synchronous replicas' last step ({}) needs the global step and the SyncTrainOp's stop",
+           sync->last_step);
     for (auto& task : sync->tasks) (void)impl_->master.task_alive(task);  // throws for a task the cluster lacks
     impl_->watch = std::thread([im = impl_.get()] { im->watch_replicas(); });
   }
@@ -111,6 +116,19 @@ void Supervisor::stop_watching_replicas() {
   }
   im.watch_wakeup.notify_all();
   if (im.watch.joinable()) im.watch.join();
+}
+
+// Whether the job has reached its last global step (then replicas that leave have finished):
+// if so, lets a step of this process that waits for their votes go on (SyncTrainOp::stop).
+bool Supervisor::Impl::finished(const SupervisorOptions::SyncReplicas& sync) {
+  if (sync.last_step <= 0) return false;
+  try {
+    if (session.run({sync.global_step})[0].scalar_value<int64_t>() < sync.last_step) return false;
+    session.run({}, {}, {sync.stop});
+    return true;
+  } catch (const Error&) {
+    return false;  // the global step's ps unreachable: the replicas' loss is handled as before
+  }
 }
 
 void Supervisor::Impl::watch_replicas() {
@@ -129,6 +147,7 @@ void Supervisor::Impl::watch_replicas() {
     const int alive = int(sync.tasks.size() - lost.size());
     const int wanted = std::max(1, std::min(m, alive));
     if (wanted == in_force) continue;
+    if (wanted < in_force && finished(sync)) return;
     try {
       session.run({{sync.aggregate, Tensor::scalar<int64_t>(wanted == m ? 0 : wanted)}}, {}, {sync.set_aggregate});
     } catch (const Error& e) {

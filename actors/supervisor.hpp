@@ -65,6 +65,14 @@ struct SupervisorOptions {
     int replicas_to_aggregate = 1;   // m
     Output aggregate;                // SyncTrainOp::aggregate and set_aggregate
     Node* set_aggregate = nullptr;
+    // The job's end, where known: once the global step (global_step, a read) has reached
+    // last_step, replicas that leave have finished, not been lost. m is not lowered for them;
+    // `stop` (SyncTrainOp::stop) runs instead, so a step this process began on a global step it
+    // read before the last one was applied goes on at once without applying (with m lowered it
+    // would complete alone, one step past the end), and the watch ends.
+    Output global_step;
+    int64_t last_step = 0;  // 0: no end known
+    Node* stop = nullptr;
   };
   std::optional<SyncReplicas> sync;
   // "worker:2 lost: synchronous steps now complete with 2 of 3 gradients until it is back";

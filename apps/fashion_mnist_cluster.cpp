@@ -373,7 +373,10 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
     if (sync && job.chief) {
       SupervisorOptions::SyncReplicas replicas{.replicas_to_aggregate = job.replicas_per_step,
                                                .aggregate = sync_train->aggregate,
-                                               .set_aggregate = sync_train->set_aggregate};
+                                               .set_aggregate = sync_train->set_aggregate,
+                                               .global_step = global_step.value,
+                                               .last_step = job.steps,
+                                               .stop = sync_train->stop};
       for (int k = 0; k < job.workers; ++k) replicas.tasks.push_back(fmt::format("worker:{}", k));
       options.sync = std::move(replicas);
       options.on_replicas = [&](const std::string& line) {
