@@ -204,6 +204,11 @@ BOOST_AUTO_TEST_CASE(replicas_that_leave_after_the_last_global_step_are_not_lost
     std::lock_guard<std::mutex> lock(mutex);
     told.push_back(line);
   };
+  // The end needs the global step to read and the stop to run.
+  SupervisorOptions without_stop = options;
+  without_stop.sync->stop = nullptr;
+  BOOST_TEST(contains(error_of([&] { Supervisor(s0, nullptr, without_stop); }, ErrorCode::invalid_argument),
+                      "last step (1) needs the global step and the SyncTrainOp's stop"));
   Supervisor supervisor(s0, nullptr, options);
   cluster.node("worker:1").signal(SIGKILL);  // replica 1 is done and its process goes
   RunOptions bounded;
