@@ -217,8 +217,23 @@ void NodeActor::finish_stop() {
 }
 
 void NodeActor::prefetch() const {
+  // The node is claimed (on this thread's ready list): its fields change only in its turns, and
+  // its plan, kernel and outputs' places not at all.
   __builtin_prefetch(&mailbox_);
   __builtin_prefetch(&plan_);
+  __builtin_prefetch(me_);
+  __builtin_prefetch(reinterpret_cast<const char*>(me_) + 64);
+  __builtin_prefetch(kernel_.get());
+  __builtin_prefetch(outputs_.data());
+}
+
+void NodeActor::prefetch_fields() const {
+  // The hot fields, declared together from mailbox_ to aborted_next_ (node.hpp).
+  const char* a = reinterpret_cast<const char*>(&mailbox_);
+  const char* b = reinterpret_cast<const char*>(&aborted_next_);
+  const char* from = std::min(a, b);
+  const char* to = std::min(std::max(a, b), from + 16 * 64);
+  for (const char* p = from; p <= to; p += 64) __builtin_prefetch(p);
 }
 
 caf::execution_unit* NodeActor::unit() { return fast_ ? tls_unit : context(); }
@@ -266,6 +281,10 @@ void NodeActor::give_away(caf::execution_unit* unit) {
 }
 
 NodeActor::Drained NodeActor::drain() {
+  // Where the outputs go (read after the kernel, a miss each in a large graph), on their way
+  // meanwhile.
+  for (const auto& targets : me_->outputs) __builtin_prefetch(targets.data());
+  __builtin_prefetch(me_->control_outputs.data());
   LocalReady& ready = local_ready();
   tls_spread_turn = spreads_ && cost_ >= kSpreadNodeTicks;
   const std::size_t ready_before = ready.nodes.size();
@@ -412,6 +431,11 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
     NodeActor* node = ready.nodes[ready.head++];
     ready.cost -= node->ready_cost();
     if (std::exchange(node->pinned_, false)) --ready.pinned;
+    // A step of a graph larger than the cache reaches each node after its lines were evicted,
+    // each a miss of a few hundred cycles: the nodes that run next are fetched while this one
+    // runs, in two stages, the node after next's own fields, then for the next node what those
+    // fields point to (its plan, kernel and outputs).
+    if (ready.head + 2 < ready.nodes.size()) ready.nodes[ready.head + 2]->prefetch_fields();
     if (!ready.empty()) ready.nodes[ready.head]->prefetch();
     switch (node->drain()) {
       case Drained::idle: break;
@@ -509,14 +533,28 @@ void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
   release(p);
 }
 
+namespace {
+constexpr std::size_t kPrefetchAhead = 4;  // consumers
+}  // namespace
+
+void NodeActor::prefetch_mailbox(const Target& t) {
+  if (t.node) __builtin_prefetch(&t.node->mailbox_);
+}
+
 template <bool owned>
 void NodeActor::send_outputs(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs) {
   if constexpr (owned) dead = false;  // owned outputs are live (but for those in dead_outputs)
   caf::execution_unit* const u = unit();
+  // The consumers' mailboxes, a few ahead of the one being sent to: their misses overlap.
+  for (const auto& targets : me_->outputs)
+    for (std::size_t i = 0; i < std::min(targets.size(), kPrefetchAhead); ++i) prefetch_mailbox(targets[i]);
+  for (std::size_t i = 0; i < std::min(me_->control_outputs.size(), kPrefetchAhead); ++i)
+    prefetch_mailbox(me_->control_outputs[i]);
   for (std::size_t port = 0; port < me_->outputs.size(); ++port) {
     const bool port_dead = dead || (port < 64 && (dead_outputs >> port) & 1);
     const auto& targets = me_->outputs[port];
     for (std::size_t i = 0; i < targets.size(); ++i) {
+      if (i + kPrefetchAhead < targets.size()) prefetch_mailbox(targets[i + kPrefetchAhead]);
       const Target& t = targets[i];
       if (port_dead) {
         if (!t.drop_dead) deliver(u, t, tag, t.slot, Value{Tensor(), true});

@@ -111,7 +111,8 @@ class NodeActor : public caf::event_based_actor {
 
   // The fields every turn reads come first, together: the fast path's mailbox and flags, then
   // what every firing reads, the kernel among them. A step of a large graph touches each actor
-  // once, so each cache line they span costs a miss.
+  // once, so each cache line they span costs a miss (prefetch_fields() fetches them ahead, from
+  // mailbox_ to aborted_next_).
  private:
   NodeMailbox mailbox_;
   bool fast_ = false;
@@ -239,8 +240,13 @@ class NodeActor : public caf::event_based_actor {
   void handle(NodeMailbox::Item& item);
   // Tells stop_fast_path's caller that the node is stopped; the node may be gone after it.
   void finish_stop();
-  // Prefetches the fields a turn of this node reads first.
+  // Prefetches what a turn of this claimed node reads through its fields: its plan, kernel and
+  // outputs (the fields themselves should be in the cache or on their way: prefetch_fields()).
   void prefetch() const;
+  // Prefetches the node's hot fields (from mailbox_ to aborted_next_), no more than 16 lines.
+  void prefetch_fields() const;
+  // Prefetches the mailbox of a consumer on the fast path.
+  static void prefetch_mailbox(const Target& t);
 
   Runner runner_{this};
   std::function<void()> stop_done_;
