@@ -409,7 +409,8 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
     }
     // Half of what waits here goes to a worker that has nothing to do, when it is worth it.
     const std::size_t waiting = ready.nodes.size() - ready.head;
-    if (waiting >= 2 && ready.cost >= kOfferTicks && can_offer && SchedulingPolicy::someone_idle(unit)) {
+    if (waiting >= 2 && (ready.cost >= kOfferTicks || (waiting >= kOfferNodes && ready.cost >= kOfferNodesTicks)) &&
+        can_offer && SchedulingPolicy::someone_idle(unit)) {
       // Pinned nodes (spread()) stay, moved before the half that goes.
       std::size_t first_free = ready.head;
       if (ready.pinned > 0)

@@ -190,6 +190,11 @@ class NodeActor : public caf::event_based_actor {
   // The cost of the nodes waiting on a thread from which half are offered to an idle worker:
   // less is not worth the trip to another core.
   static constexpr int64_t kOfferTicks = 20000;
+  // Or when at least kOfferNodes wait and they cost kOfferNodesTicks: many cheap nodes, as a
+  // wide graph larger than the cache has, each a miss to memory or more whichever core runs it,
+  // so the trip costs the other core little (a loop's few cheap nodes never count as many).
+  static constexpr std::size_t kOfferNodes = 16;
+  static constexpr int64_t kOfferNodesTicks = 2000;
   // The cost of an expensive node for which a sleeping worker is woken (a wake-up takes tens of
   // microseconds; this is about a hundred).
   static constexpr int64_t kWakeTicks = 250000;
