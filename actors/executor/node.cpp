@@ -97,6 +97,9 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
   }
   cheap_ = me_->kind != NodeKind::kernel;  // a kernel node's firings are measured (kernel_node.hpp)
   spreads_ = fast_ && me_->spread;
+  // A kernel node takes its inputs into a Pending slot and keeps nothing else; one of a spread
+  // loop may move to another worker with an input (drain()) and takes each as it comes.
+  defers_ = fast_ && !spreads_ && me_->kind == NodeKind::kernel && expected_ >= 2;
   for (int s = 0; s < me_->num_inputs; ++s) {
     if (!me_->is_fixed(s)) message_slots_.push_back(s);
     else if (s < 64) fixed_mask_ |= uint64_t(1) << s;
@@ -231,8 +234,10 @@ void NodeActor::prefetch_fields() const {
   // The hot fields, declared together from mailbox_ to aborted_next_ (node.hpp).
   const char* a = reinterpret_cast<const char*>(&mailbox_);
   const char* b = reinterpret_cast<const char*>(&aborted_next_);
-  const char* from = std::min(a, b);
-  const char* to = std::min(std::max(a, b), from + 16 * 64);
+  // From the line the first lies in (an actor is aligned to 16 bytes, not to a line) to that of
+  // the last.
+  const char* from = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(std::min(a, b)) & ~uintptr_t(63));
+  const char* to = std::min(std::max(a, b), from + 15 * 64);
   for (const char* p = from; p <= to; p += 64) __builtin_prefetch(p);
 }
 
@@ -289,25 +294,16 @@ NodeActor::Drained NodeActor::drain() {
   tls_spread_turn = spreads_ && cost_ >= kSpreadNodeTicks;
   const std::size_t ready_before = ready.nodes.size();
   for (int round = 0; round < 4; ++round) {
-    if (!mailbox_.take(taken_, taken_calls_)) return Drained::idle;
-    for (auto& call : taken_calls_) {
-      try {
-        call(stopped_);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "troupe: %s: %s\n", me_->where().c_str(), e.what());
-      }
-    }
-    taken_calls_.clear();
-    if (stopped_) {
-      taken_.clear();
-      return Drained::stopped;
-    }
+    if (!mailbox_.take(taken_, taken_calls_, defers_ ? deferral() : NodeMailbox::Deferral{})) return Drained::idle;
+    // The inputs first, then the calls: a wait report (a call) counts the inputs that waited
+    // in the mailbox (deferral()) as received.
     for (std::size_t i = 0; i < taken_.size(); ++i) {
       NodeMailbox::Item& item = taken_[i];
       // An input of another worker's iteration (spread()): the node goes there with the rest.
       if (spreads_ && item.kind == NodeMailbox::Item::Kind::input)
         if (const int to = spread_worker(item.tag); to >= 0 && std::size_t(to) != SchedulingPolicy::worker_index(tls_unit)) {
           mailbox_.put_back(taken_, i);
+          if (!taken_calls_.empty() && run_calls()) return Drained::stopped;  // what was put back never runs
           send_to_worker(to);
           return Drained::moved;  // the other worker may run the node from here on
         }
@@ -317,8 +313,32 @@ NodeActor::Drained NodeActor::drain() {
       handle(item);
     }
     taken_.clear();
+    if (!taken_calls_.empty() && run_calls()) return Drained::stopped;
   }
   return Drained::more;
+}
+
+bool NodeActor::run_calls() {
+  for (auto& call : taken_calls_) {
+    try {
+      call(stopped_);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "troupe: %s: %s\n", me_->where().c_str(), e.what());
+    }
+  }
+  taken_calls_.clear();
+  return stopped_;
+}
+
+NodeMailbox::Deferral NodeActor::deferral() const {
+  const Pending* held = first_.used ? &first_ : nullptr;
+  for (const auto& p : more_) {
+    if (!p->used) continue;
+    if (held) return {};  // inputs of two tags: each input claims the node
+    held = p.get();
+  }
+  if (!held) return {.left = uint32_t(expected_), .tag = nullptr};
+  return {.left = uint32_t(held->remaining), .tag = &held->tag};
 }
 
 void NodeActor::hand_over(std::size_t from) {

@@ -118,6 +118,7 @@ class NodeActor : public caf::event_based_actor {
   bool fast_ = false;
   bool stopped_ = false;
   bool spreads_ = false;  // me_->spread is set: the node's loop may spread its iterations
+  bool defers_ = false;   // its inputs may wait in the mailbox until it can fire (deferral())
 
  protected:
   // A node whose turn is short: made ready by another node's turn, it runs on that thread next
@@ -192,8 +193,10 @@ class NodeActor : public caf::event_based_actor {
   static constexpr int64_t kOfferTicks = 20000;
   // Or when at least kOfferNodes wait and they cost kOfferNodesTicks: many cheap nodes, as a
   // wide graph larger than the cache has, each a miss to memory or more whichever core runs it,
-  // so the trip costs the other core little (a loop's few cheap nodes never count as many).
-  static constexpr std::size_t kOfferNodes = 16;
+  // so the trip costs the other core little (a loop's few cheap nodes seldom count as many).
+  // Eight: a list holds only nodes that can fire (their inputs wait in their mailboxes until
+  // then), about half as many as when each input was a turn of its own.
+  static constexpr std::size_t kOfferNodes = 8;
   static constexpr int64_t kOfferNodesTicks = 2000;
   // The cost of an expensive node for which a sleeping worker is woken (a wake-up takes tens of
   // microseconds; this is about a hundred).
@@ -243,6 +246,12 @@ class NodeActor : public caf::event_based_actor {
   };
   Drained drain();
   void handle(NodeMailbox::Item& item);
+  // Runs the calls taken from the mailbox (some were); true when one stopped the node.
+  bool run_calls();
+  // What the node waits for as its claim is given up (defers_ only): a kernel node that holds
+  // the inputs of one tag or none lets the rest of that tag wait in its mailbox
+  // (NodeMailbox::Deferral).
+  NodeMailbox::Deferral deferral() const;
   // Tells stop_fast_path's caller that the node is stopped; the node may be gone after it.
   void finish_stop();
   // Prefetches what a turn of this claimed node reads through its fields: its plan, kernel and

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <future>
 #include <thread>
 
 #include "actors/executor/executable.hpp"
@@ -126,6 +127,46 @@ BOOST_AUTO_TEST_CASE(concurrent_steps_from_many_threads_each_get_their_own_resul
   BOOST_TEST(wrong.load() == 0);
   BOOST_TEST(s.steps_in_flight() == 0);
   BOOST_TEST(settles(s));
+}
+
+// A kernel node's inputs of a tag wait in its mailbox, unclaimed, until the last one comes
+// (NodeMailbox::Deferral): a wait report asked meanwhile counts them as received, and those of
+// an aborted step are gone before the next step's come.
+BOOST_AUTO_TEST_CASE(inputs_waiting_in_a_nodes_mailbox_count_as_received_and_an_aborted_steps_are_dropped) {
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_op_name("x"), DType::float32, {});
+  auto q = ops::Queue::fifo(root, {DType::float32}, {PartialShape{}}, {.shared_name = "gate"});
+  auto next = q.dequeue(root.with_op_name("next"))[0];
+  auto a = ops::neg(root.with_op_name("a"), x);
+  auto b = ops::square(root.with_op_name("b"), x);
+  // Two data inputs by message, and a control input that comes only once the queue has an element.
+  auto sum = ops::add(root.with_op_name("sum").with_control_dependencies(std::vector<Output>{next}), a, b);
+  auto put = q.enqueue(root.with_op_name("put"), {ops::constant(root, 1.0f)});
+  Session s(root);
+  auto held = std::async(std::launch::async, [&] {
+    return s.run({{x, Tensor::scalar(3.0f)}}, {sum}, {}, {.timeout = std::chrono::seconds(20)});
+  });
+  // Asked until 'sum' has both data inputs (at most 10 s): never more, never a data input missing.
+  std::optional<WaitingNode> seen;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       !seen && std::chrono::steady_clock::now() < until;) {
+    for (auto& w : s.waiting_nodes())
+      if (w.node == "sum" && w.received == 2) seen = w;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  BOOST_TEST_REQUIRE(seen.has_value(), "'sum' never showed its two data inputs received:\n" << s.describe_waiting());
+  BOOST_TEST(seen->expected == 3);
+  BOOST_TEST(seen->missing == std::vector<std::string>{"1 control input(s)"}, fmt::format("{}", fmt::join(seen->missing, ", ")));
+  s.run({}, {}, {put});
+  BOOST_TEST(held.get()[0].scalar_value<float>() == 6.0f);  // -3 + 9
+
+  // A step aborted while they wait: the report names 'sum', and the next step computes from its own.
+  auto m = testing::error_of([&] { s.run({{x, Tensor::scalar(2.0f)}}, {sum}, {}, {.timeout = std::chrono::milliseconds(200)}); },
+                             ErrorCode::deadline_exceeded);
+  BOOST_TEST(contains(m, "node 'sum' has 2 of 3 inputs"), m);
+  BOOST_TEST(settles(s), s.describe_waiting());
+  s.run({}, {}, {put});
+  BOOST_TEST(s.run({{x, Tensor::scalar(4.0f)}}, {sum})[0].scalar_value<float>() == 12.0f);  // -4 + 16
 }
 
 BOOST_AUTO_TEST_CASE(steps_in_flight_never_exceed_the_bound) {
