@@ -13,7 +13,9 @@
 // Per tag, the kinds that wait for every input (the default on_input) keep the inputs received
 // so far in a Pending slot; when all data and control inputs of the tag have arrived the kind
 // fires, and the slot is free for the next tag. Kinds that keep other state (per frame, per
-// step) free it when it is over, and when the step is aborted (drop_step).
+// step) free it when it is over, and when the step is aborted (drop_step). A kernel node's
+// inputs of a tag wait in its mailbox, unclaimed, until the last it needs comes (deferral()):
+// one turn per firing.
 #include <array>
 #include <memory>
 #include <unordered_set>
