@@ -89,9 +89,10 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
     // The mailbox's vectors get their room here, beside the actor, not at the first input on
     // whichever thread sends it (where they would lie among that thread's other allocations;
     // a large graph's node state goes into huge pages, see core/huge_pages.hpp). Room for one
-    // item, even for a node of several inputs: they seldom wait in the mailbox together (the
-    // node takes each in a turn of its own), a vector that must grows once and keeps its room,
-    // and an item is 136 bytes, which 10,000 actors' set-up pays for in fresh pages.
+    // item, even for a kernel node whose inputs wait together (deferral()): a vector that must
+    // grows once, in the first step, and keeps its room, and an item is 136 bytes, which 10,000
+    // actors' set-up pays for in fresh pages (room for them all here made the random DAG's
+    // set-up slower, docs/performance.md).
     mailbox_.reserve(1);
     taken_.reserve(1);
   }
