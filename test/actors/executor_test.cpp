@@ -156,13 +156,15 @@ BOOST_AUTO_TEST_CASE(inputs_waiting_in_a_nodes_mailbox_count_as_received_and_an_
   }
   BOOST_TEST_REQUIRE(seen.has_value(), "'sum' never showed its two data inputs received:\n" << s.describe_waiting());
   BOOST_TEST(seen->expected == 3);
-  BOOST_TEST(seen->missing == std::vector<std::string>{"1 control input(s)"}, fmt::format("{}", fmt::join(seen->missing, ", ")));
+  BOOST_TEST(seen->missing == std::vector<std::string>{"1 control input(s)"},
+             fmt::format("{}", fmt::join(seen->missing, ", ")));
   s.run({}, {}, {put});
   BOOST_TEST(held.get()[0].scalar_value<float>() == 6.0f);  // -3 + 9
 
   // A step aborted while they wait: the report names 'sum', and the next step computes from its own.
-  auto m = testing::error_of([&] { s.run({{x, Tensor::scalar(2.0f)}}, {sum}, {}, {.timeout = std::chrono::milliseconds(200)}); },
-                             ErrorCode::deadline_exceeded);
+  auto m = testing::error_of(
+      [&] { s.run({{x, Tensor::scalar(2.0f)}}, {sum}, {}, {.timeout = std::chrono::milliseconds(200)}); },
+      ErrorCode::deadline_exceeded);
   BOOST_TEST(contains(m, "node 'sum' has 2 of 3 inputs"), m);
   BOOST_TEST(settles(s), s.describe_waiting());
   s.run({}, {}, {put});
