@@ -69,17 +69,24 @@ inline Acc widen(T x) {
   return Acc(std::conditional_t<std::is_same_v<T, half>, float, T>(x));
 }
 
-// R over `len` contiguous elements, in four independent accumulators (the additions of one
-// chain wait for each other; four chains keep the adder busy), folded into `acc`.
+// R over `len` contiguous elements, in kLanes independent accumulators folded into `acc` at
+// the end: the additions of one chain wait for each other, and sixteen chains are what the
+// compiler turns into vector registers (a float32 sum's float64 lanes: eight SSE2 registers, or
+// four AVX2 ones in the clone an AVX2 CPU gets at load time). Four scalar chains took 4-5 us to
+// sum a 128x128 float32 here, sixteen 1.6-1.9 (docs/performance.md).
 template <Reduction R, class T, class Acc>
-Acc fold_run(Acc acc, const T* p, int64_t len) {
-  Acc a[4] = {acc, R == Reduction::max ? acc : Acc(0), R == Reduction::max ? acc : Acc(0),
-              R == Reduction::max ? acc : Acc(0)};
+[[gnu::target_clones("avx2", "default")]] Acc fold_run(Acc acc, const T* p, int64_t len) {
+  constexpr int kLanes = 16;
+  Acc a[kLanes];
+  a[0] = acc;
+  for (int k = 1; k < kLanes; ++k) a[k] = R == Reduction::max ? acc : Acc(0);
   int64_t i = 0;
-  for (; i + 4 <= len; i += 4)
-    for (int k = 0; k < 4; ++k) a[k] = fold<R>(a[k], widen<T, Acc>(p[i + k]));
+  for (; i + kLanes <= len; i += kLanes)
+    for (int k = 0; k < kLanes; ++k) a[k] = fold<R>(a[k], widen<T, Acc>(p[i + k]));
   for (; i < len; ++i) a[0] = fold<R>(a[0], widen<T, Acc>(p[i]));
-  return fold<R>(fold<R>(a[0], a[1]), fold<R>(a[2], a[3]));
+  for (int width = kLanes / 2; width >= 1; width /= 2)
+    for (int k = 0; k < width; ++k) a[k] = fold<R>(a[k], a[k + width]);
+  return a[0];
 }
 
 template <Reduction R>

@@ -141,6 +141,38 @@ BOOST_AUTO_TEST_CASE(max_of_negative_values_is_the_largest_of_them) {
   BOOST_TEST(out[1].scalar_value<float>() == -3e30f);
 }
 
+// Rows longer than the kernel's sixteen accumulators, with a tail after the last full sixteen:
+// every element counts once, whichever lane or the tail holds it.
+BOOST_AUTO_TEST_CASE(long_rows_are_summed_and_maxed_over_every_lane_and_the_tail) {
+  const int64_t rows = 3, cols = 16 * 62 + 7;
+  std::vector<int64_t> ints(std::size_t(rows * cols));
+  std::vector<float> floats(ints.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      ints[std::size_t(r * cols + c)] = c + r;
+      floats[std::size_t(r * cols + c)] = 0.001f * float(c % 97) - 0.03f;
+    }
+  // Each row's largest value in another place: the last element (the tail), lane 5, lane 0.
+  const int64_t top[] = {cols - 1, 16 * 30 + 5, 16 * 61};
+  for (int64_t r = 0; r < rows; ++r) floats[std::size_t(r * cols + top[r])] = 7.0f + float(r);
+  auto root = Scope::root();
+  auto xi = ops::constant<int64_t>(root, ints, Shape{rows, cols});
+  auto xf = ops::constant<float>(root, floats, Shape{rows, cols});
+  const std::vector<int64_t> last{1};
+  Session session(root);
+  auto out = session.run({ops::sum(root, xi, last), ops::max(root, xi, last), ops::sum(root, xf, last),
+                          ops::max(root, xf, last)});
+  for (int64_t r = 0; r < rows; ++r) {
+    double want = 0;
+    for (int64_t c = 0; c < cols; ++c) want += double(floats[std::size_t(r * cols + c)]);
+    BOOST_TEST(out[0].to_vector<int64_t>()[std::size_t(r)] == cols * (cols - 1) / 2 + r * cols);
+    BOOST_TEST(out[1].to_vector<int64_t>()[std::size_t(r)] == cols - 1 + r);
+    BOOST_TEST(std::abs(out[2].to_vector<float>()[std::size_t(r)] - want) <= 1e-6 * std::abs(want) + 1e-6,
+               "row " << r << ": " << out[2].to_vector<float>()[std::size_t(r)] << " against " << want);
+    BOOST_TEST(out[3].to_vector<float>()[std::size_t(r)] == 7.0f + float(r));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(sum_and_mean_of_an_empty_axis_are_zero) {
   auto root = Scope::root();
   auto x = ops::placeholder(root, DType::float32, {0, 3});
