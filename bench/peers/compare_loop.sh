@@ -2,33 +2,60 @@
 # Troupe's while loop against TensorFlow's, in one run, one after the other (issue 18): the cost
 # of an iteration of a trivial body, an independent one and one that carries a matrix to the next
 # iteration (dependent), parallel_iterations 1 and 10.
-# Usage: bench/peers/compare_loop.sh [iterations] [steps]
+# Usage: bench/peers/compare_loop.sh [iterations] [steps] [rounds]
+# rounds: how many times each pair runs (default 1), the two systems alternating; with more than
+# one, the summary gives the medians, in how many rounds Troupe was the cheaper, and each
+# system's P1 / P10 (what running iterations side by side gains) as the median of the rounds'.
 # Needs build/bench/troupe-bench (tools/test.sh builds it) and the TF peer
 # (bench/peers/setup_tf.sh installs it into bench/peers/.venv-tf).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 iterations=${1:-100000}
 steps=${2:-5}
+rounds=${3:-1}
 bash bench/peers/setup_tf.sh >/dev/null
 python=bench/peers/.venv-tf/bin/python
 out=$(mktemp)
-for body in trivial independent dependent; do
-  for parallel in 1 10; do
-    build/bench/troupe-bench loop --body "$body" --parallel "$parallel" --iterations "$iterations" --steps "$steps" \
-      --threads 2 --json | tee -a "$out"
-    if ! "$python" bench/peers/loop_tf.py --body "$body" --parallel "$parallel" --iterations "$iterations" \
-        --steps "$steps" --threads 2 --json 2>"$out.err" | tee -a "$out"; then
-      cat "$out.err" >&2
-      exit 1
-    fi
+trap 'rm -f "$out" "$out.err"' EXIT
+for round in $(seq "$rounds"); do
+  for body in trivial independent dependent; do
+    for parallel in 1 10; do
+      build/bench/troupe-bench loop --body "$body" --parallel "$parallel" --iterations "$iterations" --steps "$steps" \
+        --threads 2 --json | sed "s/}\$/, \"round\": $round}/" | tee -a "$out"
+      if ! "$python" bench/peers/loop_tf.py --body "$body" --parallel "$parallel" --iterations "$iterations" \
+          --steps "$steps" --threads 2 --json 2>"$out.err" | sed "s/}\$/, \"round\": $round}/" | tee -a "$out"; then
+        cat "$out.err" >&2
+        exit 1
+      fi
+    done
   done
 done
 python3 - "$out" <<'PY'
-import json, sys
+import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 print()
-print(f"{'body':12} {'parallel':>8} {'system':18} {'us/iteration':>13} {'ms/step':>9}")
+print(f"{'round':>5} {'body':12} {'parallel':>8} {'system':18} {'us/iteration':>13} {'ms/step':>9}")
 for r in rows:
-    print(f"{r['body']:12} {r['parallel']:>8} {r['system']:18} {r['us_per_iteration']:>13.3f} {r['median_ms']:>9.1f}")
+    print(f"{r['round']:>5} {r['body']:12} {r['parallel']:>8} {r['system']:18} {r['us_per_iteration']:>13.3f} {r['median_ms']:>9.1f}")
+rounds = sorted({r["round"] for r in rows})
+if len(rounds) > 1:
+    def cost(n, body, parallel, troupe):
+        for r in rows:
+            if r["round"] == n and r["body"] == body and r["parallel"] == parallel and (r["system"] == "troupe") == troupe:
+                return r["us_per_iteration"]
+    print()
+    print(f"{'body':12} {'parallel':>8} {'us/iteration, Troupe':>21} {'TensorFlow':>11} {'Troupe cheaper':>15}")
+    for body in ("trivial", "independent", "dependent"):
+        for parallel in (1, 10):
+            pairs = [(cost(n, body, parallel, True), cost(n, body, parallel, False)) for n in rounds]
+            pairs = [(t, f) for t, f in pairs if t is not None and f is not None]
+            if pairs:
+                print(f"{body:12} {parallel:>8} {statistics.median(t for t, _ in pairs):>21.3f} "
+                      f"{statistics.median(f for _, f in pairs):>11.3f} {f'{sum(t <= f for t, f in pairs)} of {len(pairs)}':>15}")
+    for troupe, name in ((True, "Troupe"), (False, "TensorFlow")):
+        gains = [cost(n, "independent", 1, troupe) / cost(n, "independent", 10, troupe) for n in rounds
+                 if cost(n, "independent", 1, troupe) and cost(n, "independent", 10, troupe)]
+        if gains:
+            print(f"independent body, P1 / P10, {name}: median {statistics.median(gains):.2f} "
+                  f"(rounds: {', '.join(f'{g:.2f}' for g in gains)})")
 PY
-rm -f "$out" "$out.err"
