@@ -15,23 +15,25 @@ threads=${3:-2}
 rounds=${4:-1}
 bash bench/peers/setup_tf.sh >/dev/null
 python=bench/peers/.venv-tf/bin/python
-out=$(mktemp)
-trap 'rm -f "$out" "$out.err"' EXIT
+source bench/peers/tagged_runs.sh  # run LABEL COMMAND...: the JSON lines into $out, "config": the round
+err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
 for round in $(seq "$rounds"); do
   for shape in chain fanout random; do
-    build/bench/troupe-bench executor --shape "$shape" --nodes "$nodes" --steps "$steps" --threads "$threads" --json \
-      | sed "s/}\$/, \"round\": $round}/" | tee -a "$out"
+    run "$round" build/bench/troupe-bench executor --shape "$shape" --nodes "$nodes" --steps "$steps" --threads "$threads" --json
     # TensorFlow logs its start-up to stderr; keep it out of the table, show it on failure.
-    if ! "$python" bench/peers/executor_tf.py --shape "$shape" --nodes "$nodes" --steps "$steps" --threads "$threads" --json \
-        2>"$out.err" | sed "s/}\$/, \"round\": $round}/" | tee -a "$out"; then
-      cat "$out.err" >&2
+    if ! run "$round" "$python" bench/peers/executor_tf.py --shape "$shape" --nodes "$nodes" --steps "$steps" \
+        --threads "$threads" --json 2>"$err"; then
+      cat "$err" >&2
       exit 1
     fi
   done
 done
 python3 - "$out" <<'PY'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    r["round"] = int(r["config"])
 print()
 print(f"{'round':>5} {'shape':8} {'system':18} {'threads':>7} {'us/node':>9} {'M nodes/s':>10} {'ms/step':>9} {'setup ms':>9}")
 for r in rows:

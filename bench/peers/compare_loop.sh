@@ -15,16 +15,17 @@ steps=${2:-5}
 rounds=${3:-1}
 bash bench/peers/setup_tf.sh >/dev/null
 python=bench/peers/.venv-tf/bin/python
-out=$(mktemp)
-trap 'rm -f "$out" "$out.err"' EXIT
+source bench/peers/tagged_runs.sh  # run LABEL COMMAND...: the JSON lines into $out, "config": the round
+err=$(mktemp)
+trap 'rm -f "$out" "$err"' EXIT
 for round in $(seq "$rounds"); do
   for body in trivial independent dependent; do
     for parallel in 1 10; do
-      build/bench/troupe-bench loop --body "$body" --parallel "$parallel" --iterations "$iterations" --steps "$steps" \
-        --threads 2 --json | sed "s/}\$/, \"round\": $round}/" | tee -a "$out"
-      if ! "$python" bench/peers/loop_tf.py --body "$body" --parallel "$parallel" --iterations "$iterations" \
-          --steps "$steps" --threads 2 --json 2>"$out.err" | sed "s/}\$/, \"round\": $round}/" | tee -a "$out"; then
-        cat "$out.err" >&2
+      run "$round" build/bench/troupe-bench loop --body "$body" --parallel "$parallel" --iterations "$iterations" \
+        --steps "$steps" --threads 2 --json
+      if ! run "$round" "$python" bench/peers/loop_tf.py --body "$body" --parallel "$parallel" --iterations "$iterations" \
+          --steps "$steps" --threads 2 --json 2>"$err"; then
+        cat "$err" >&2
         exit 1
       fi
     done
@@ -32,7 +33,9 @@ for round in $(seq "$rounds"); do
 done
 python3 - "$out" <<'PY'
 import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for r in rows:
+    r["round"] = int(r["config"])
 print()
 print(f"{'round':>5} {'body':12} {'parallel':>8} {'system':18} {'us/iteration':>13} {'ms/step':>9}")
 for r in rows:
@@ -53,8 +56,8 @@ if len(rounds) > 1:
                 print(f"{body:12} {parallel:>8} {statistics.median(t for t, _ in pairs):>21.3f} "
                       f"{statistics.median(f for _, f in pairs):>11.3f} {f'{sum(t <= f for t, f in pairs)} of {len(pairs)}':>15}")
     for troupe, name in ((True, "Troupe"), (False, "TensorFlow")):
-        gains = [cost(n, "independent", 1, troupe) / cost(n, "independent", 10, troupe) for n in rounds
-                 if cost(n, "independent", 1, troupe) and cost(n, "independent", 10, troupe)]
+        p1_p10 = [(cost(n, "independent", 1, troupe), cost(n, "independent", 10, troupe)) for n in rounds]
+        gains = [p1 / p10 for p1, p10 in p1_p10 if p1 and p10]
         if gains:
             print(f"independent body, P1 / P10, {name}: median {statistics.median(gains):.2f} "
                   f"(rounds: {', '.join(f'{g:.2f}' for g in gains)})")
