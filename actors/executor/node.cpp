@@ -200,6 +200,13 @@ bool NodeActor::spread(const Tag& tag) {
   return true;
 }
 
+void NodeActor::wait_behind() {
+  LocalReady& ready = local_ready();
+  pinned_ = true;
+  ++ready.pinned;
+  ready.nodes.push_back(this);
+}
+
 void NodeActor::post_abort(caf::execution_unit* unit, uint64_t step) {
   if (mailbox_.put(NodeMailbox::Item::Kind::abort, 0, Tag{step, 0, 0}, Value{})) schedule(unit);
 }
@@ -251,9 +258,14 @@ void NodeActor::schedule(caf::execution_unit* unit) {
     // in a turn, which must come from this list first.
     if (cheap_) {
       LocalReady& ready = local_ready();
-      // While a spread loop's iterations wait here (pinned), a cheap node goes first: the
-      // loop's counter and condition, which the next iteration waits for, would otherwise
-      // take one step per kernel run here, and the other worker would wait for iterations.
+      // While a spread loop's iterations wait here (pinned), a cheap node (the loop's counter
+      // and condition, an iteration's end, which the next iterations wait for) goes to a
+      // worker that has nothing to do, else first: run behind the kernels here, it would take
+      // one step per kernel, and the other worker would wait for iterations. (Run here first
+      // while the other waited, the loop's control stayed with the worker that had iterations
+      // queued, and that worker fell further behind: measured, one worker idle 50% of the
+      // time in some runs.)
+      if (ready.pinned > 0 && offer(tls_unit)) [[unlikely]] return;
       if (ready.pinned > 0) [[unlikely]] push_first(ready, this);
       else ready.nodes.push_back(this);
       ready.cost += cost_;
@@ -292,7 +304,8 @@ NodeActor::Drained NodeActor::drain() {
   for (const auto& targets : me_->outputs) __builtin_prefetch(targets.data());
   __builtin_prefetch(me_->control_outputs.data());
   LocalReady& ready = local_ready();
-  tls_spread_turn = spreads_ && cost_ >= kSpreadNodeTicks;
+  // (Set to spread everything, every node goes with its iteration: the tests' way to this path.)
+  tls_spread_turn = spreads_ && (cost_ >= kSpreadNodeTicks || spread_ticks.load(std::memory_order_relaxed) == 1);
   const std::size_t ready_before = ready.nodes.size();
   for (int round = 0; round < 4; ++round) {
     if (!mailbox_.take(taken_, taken_calls_, defers_ ? deferral() : NodeMailbox::Deferral{})) return Drained::idle;
@@ -311,7 +324,19 @@ NodeActor::Drained NodeActor::drain() {
       // What an expensive node's turn made ready goes to the scheduler before it fires again,
       // for another thread to take meanwhile, instead of waiting here behind that firing.
       if (!cheap_ && (tls_expensive || ready.nodes.size() > ready_before)) hand_over(ready_before);
+      const std::size_t waiting = ready.nodes.size() - ready.head;
       handle(item);
+      // A node that goes with its iteration takes one input in a turn that made a node ready
+      // here (the next node of that iteration, put first: spread()); the rest wait behind it.
+      // Each worker so takes its oldest iteration to its end before the next. (Taking every
+      // input at once, it ran a stage at a time over all its iterations: they all ended late,
+      // together, the window of parallel_iterations, which waits for the oldest, drained, and
+      // both workers waited while the loop's control started the next ten.)
+      if (tls_spread_turn && i + 1 < taken_.size() && ready.nodes.size() - ready.head > waiting) {
+        mailbox_.put_back(taken_, i + 1);
+        if (!taken_calls_.empty() && run_calls()) return Drained::stopped;  // what was put back never runs
+        return Drained::behind;
+      }
     }
     taken_.clear();
     if (!taken_calls_.empty() && run_calls()) return Drained::stopped;
@@ -463,6 +488,7 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
       case Drained::idle: break;
       case Drained::moved: break;
       case Drained::more: node->enqueue_runner(unit); break;
+      case Drained::behind: node->wait_behind(); break;
       case Drained::stopped: node->finish_stop(); break;  // the last use of node
     }
     end_turn(unit);
@@ -480,6 +506,7 @@ caf::resumable::resume_result NodeActor::Runner::resume(caf::execution_unit* uni
     case Drained::idle: break;
     case Drained::moved: break;  // this job's reference goes; the other worker's job has its own
     case Drained::more: result = resume_later; break;  // queued again, with the job's reference
+    case Drained::behind: node_->wait_behind(); break;  // run_ready() runs it; the job's reference goes
     case Drained::stopped: node_->finish_stop(); break;  // the job's reference keeps it until we return
   }
   end_turn(unit);

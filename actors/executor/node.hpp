@@ -243,10 +243,15 @@ class NodeActor : public caf::event_based_actor {
     more,     // there may be more: the claim is still held
     stopped,  // the fast path was stopped: the claim is kept for good (nothing runs the node
               // again), and the caller must call finish_stop() as the last thing it does with it
+    behind,   // the node has more inputs, one of its iteration's nodes was made ready here:
+              // the claim is still held, the node waits behind that one (wait_behind())
     moved,    // the claim went to another worker with an input of its iteration (spread()):
               // the caller must not touch the node again
   };
   Drained drain();
+  // With the claim held, on the fast path: the node's next turn comes after the nodes waiting on
+  // this thread's ready list, here (pinned).
+  void wait_behind();
   void handle(NodeMailbox::Item& item);
   // Runs the calls taken from the mailbox (some were); true when one stopped the node.
   bool run_calls();
