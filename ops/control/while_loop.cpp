@@ -131,7 +131,11 @@ bool is_one_of(const std::vector<int>& ids, int id) { return std::find(ids.begin
 bool is_invariant(const Node& n) { return n.op == "Enter" && get_attr_or<bool>(n.attrs, "is_constant", false); }
 
 // The NoOp that says an iteration has finished: it waits for `sinks`, and the loop's
-// NextIterations wait for it.
+// NextIterations and Exits wait for it. An Exit so leaves only once every iteration has
+// finished, and a step ends after all that its loops' bodies did (a variable's update in the
+// last iterations, as in TensorFlow, whose step waits for every op it started): before, a
+// step could end, and the next read a variable, while the last iterations' updates were on
+// their way.
 int add_iteration_gate(Graph& g, const std::string& name, const LoopNodes& l, std::vector<int> sinks) {
   int gate = g.add_node(NodeSpec{.name = name,
                                  .op = "NoOp",
@@ -140,6 +144,7 @@ int add_iteration_gate(Graph& g, const std::string& name, const LoopNodes& l, st
                                  .requested_device = g.node(l.pivot).requested_device})
                  .id;
   for (int n : l.next_iterations) add_control(g.node(n), gate);
+  for (int e : l.exits) add_control(g.node(e), gate);
   return gate;
 }
 
@@ -401,7 +406,6 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
       g.node(lc_id).attrs["_loop_gate"] = g.node(gate).name;
     }
     for (int p : pushes) add_control(g.node(gate), p);
-    for (int e : l.exits) add_control(g.node(e), gate);
   }
 
   std::vector<std::pair<Endpoint, Output>> out;

@@ -43,6 +43,7 @@ struct Factorial {
 // that can overlap do.
 std::atomic<int> probes_running{0};
 std::atomic<int> probes_most{0};
+std::atomic<int> probes_done{0};
 
 class ProbeKernel final : public OpKernel {
  public:
@@ -53,6 +54,7 @@ class ProbeKernel final : public OpKernel {
     while (now > seen && !probes_most.compare_exchange_weak(seen, now)) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    ++probes_done;
     --probes_running;
     ctx.set_output(0, ctx.input(0));
   }
@@ -180,6 +182,28 @@ BOOST_AUTO_TEST_CASE(parallel_iterations_bounds_how_many_iterations_overlap) {
   auto runtime = Runtime::get(4);  // the sessions below share it
   if (runtime->threads() < 2) return;
   BOOST_TEST(most_probes_at_once(4) >= 2, "with parallel_iterations 4 later iterations start while earlier run");
+}
+
+BOOST_AUTO_TEST_CASE(a_step_ends_only_after_every_iteration_of_its_loop_has_finished) {
+  // The body's only work beside the counter is a slow probe that nothing reads. The loop's
+  // condition turns false while the probes still run; the Exit waits for the iteration gate,
+  // so the step (and a read of what the body updated, in the next) comes after them.
+  auto root = Scope::root();
+  auto out = ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 2)); },
+      [](const Scope& s, const Vars& v) {
+        s.add("TestProbe", {v[0]});
+        return Vars{ops::add(s, v[0], i32(s, 1))};
+      },
+      {i32(root, 0)}, {.parallel_iterations = 10});
+  Session s(root, SessionOptions{.threads = 4});  // two workers free for the loop's control
+  for (int step = 1; step <= 3; ++step) {
+    probes_done = 0;
+    BOOST_TEST(s.run({out[0]})[0].scalar_value<int32_t>() == 2);
+    BOOST_TEST(probes_done.load() == 2, "step " << step << ": " << probes_done.load() << " of 2 probes finished");
+    BOOST_TEST(probes_running.load() == 0);
+  }
+  BOOST_TEST(settles(s));
 }
 
 BOOST_AUTO_TEST_CASE(a_loop_of_a_million_iterations_runs_in_bounded_memory) {
