@@ -132,10 +132,9 @@ bool is_invariant(const Node& n) { return n.op == "Enter" && get_attr_or<bool>(n
 
 // The NoOp that says an iteration has finished: it waits for `sinks`, and the loop's
 // NextIterations and Exits wait for it. An Exit so leaves only once every iteration has
-// finished, and a step ends after all that its loops' bodies did (a variable's update in the
-// last iterations, as in TensorFlow, whose step waits for every op it started): before, a
-// step could end, and the next read a variable, while the last iterations' updates were on
-// their way.
+// finished, and a step ends after all that its loops' bodies did, as TensorFlow's step waits
+// for every op it started (before, a step could end, and the next step read a variable, while
+// the last iterations' updates of it were still on their way).
 int add_iteration_gate(Graph& g, const std::string& name, const LoopNodes& l, std::vector<int> sinks) {
   int gate = g.add_node(NodeSpec{.name = name,
                                  .op = "NoOp",
