@@ -161,7 +161,11 @@ std::atomic<int64_t> spread_ticks{0};  // 0: kSpreadTicks (set_spread_ticks stor
 void NodeActor::set_spread_ticks(int64_t ticks) { spread_ticks.store(ticks + 1, std::memory_order_relaxed); }
 
 int NodeActor::spread_worker(const Tag& tag) const {
-  if (!me_->spread) return -1;
+  return spreads_now() ? int(std::size_t(tag.iteration) % SchedulingPolicy::worker_count(tls_unit)) : -1;
+}
+
+bool NodeActor::spreads_now() const {
+  if (!me_->spread) return false;
   const int64_t set = spread_ticks.load(std::memory_order_relaxed);
   const int64_t above = set ? set - 1 : kSpreadTicks;
   const int64_t cost = me_->spread->cost.load(std::memory_order_relaxed);
@@ -173,9 +177,8 @@ int NodeActor::spread_worker(const Tag& tag) const {
   if (cost < above ||
       (above > 0 && (me_->spread->carried.load(std::memory_order_relaxed) * 4 > cost || cost_ < kSpreadNodeTicks)) ||
       !tls_running || !ours(tls_unit))
-    return -1;
-  const std::size_t workers = SchedulingPolicy::worker_count(tls_unit);
-  return workers < 2 ? -1 : int(std::size_t(tag.iteration) % workers);
+    return false;
+  return SchedulingPolicy::worker_count(tls_unit) >= 2;
 }
 
 void NodeActor::send_to_worker(int worker) {
@@ -304,8 +307,7 @@ NodeActor::Drained NodeActor::drain() {
   for (const auto& targets : me_->outputs) __builtin_prefetch(targets.data());
   __builtin_prefetch(me_->control_outputs.data());
   LocalReady& ready = local_ready();
-  // (Set to spread everything, every node goes with its iteration: the tests' way to this path.)
-  tls_spread_turn = spreads_ && (cost_ >= kSpreadNodeTicks || spread_ticks.load(std::memory_order_relaxed) == 1);
+  tls_spread_turn = spreads_ && spreads_now();
   const std::size_t ready_before = ready.nodes.size();
   for (int round = 0; round < 4; ++round) {
     if (!mailbox_.take(taken_, taken_calls_, defers_ ? deferral() : NodeMailbox::Deferral{})) return Drained::idle;

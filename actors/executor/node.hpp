@@ -227,6 +227,10 @@ class NodeActor : public caf::event_based_actor {
   bool spread(const Tag& tag);
   // The worker of `tag`'s iteration while the node's loop spreads its iterations, else -1.
   int spread_worker(const Tag& tag) const;
+  // Whether the node goes with its iteration now: its loop spreads (its iterations cost enough,
+  // little of that is carried, two workers or more) and its turns cost more than a trip to
+  // another core (or set_spread_ticks(0) spreads everything).
+  bool spreads_now() const;
   // With the claim held: the node's turn goes to worker `worker`'s queue.
   void send_to_worker(int worker);
   void enqueue_runner(caf::execution_unit* unit);
