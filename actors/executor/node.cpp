@@ -160,9 +160,12 @@ std::atomic<int64_t> spread_ticks{0};  // 0: kSpreadTicks (set_spread_ticks stor
 
 void NodeActor::set_spread_ticks(int64_t ticks) { spread_ticks.store(ticks + 1, std::memory_order_relaxed); }
 
-int NodeActor::spread_worker(const Tag& tag) const {
-  return spreads_now() ? int(std::size_t(tag.iteration) % SchedulingPolicy::worker_count(tls_unit)) : -1;
-}
+namespace {
+// The worker of `tag`'s iteration in a loop that spreads (on a worker of ours, tls_unit).
+int iteration_worker(const Tag& tag) { return int(std::size_t(tag.iteration) % SchedulingPolicy::worker_count(tls_unit)); }
+}  // namespace
+
+int NodeActor::spread_worker(const Tag& tag) const { return spreads_now() ? iteration_worker(tag) : -1; }
 
 bool NodeActor::spreads_now() const {
   if (!me_->spread) return false;
@@ -195,19 +198,16 @@ bool NodeActor::spread(const Tag& tag) {
   }
   // This iteration's worker: the node runs here whatever it costs, beside the values of the
   // iteration made here.
-  pinned_ = true;
-  LocalReady& ready = local_ready();
-  if (tls_spread_turn) push_first(ready, this);
-  else ready.nodes.push_back(this);
-  ++ready.pinned;
+  pin_here(/*first=*/tls_spread_turn);
   return true;
 }
 
-void NodeActor::wait_behind() {
+void NodeActor::pin_here(bool first) {
   LocalReady& ready = local_ready();
   pinned_ = true;
   ++ready.pinned;
-  ready.nodes.push_back(this);
+  if (first) push_first(ready, this);
+  else ready.nodes.push_back(this);
 }
 
 void NodeActor::post_abort(caf::execution_unit* unit, uint64_t step) {
@@ -268,9 +268,12 @@ void NodeActor::schedule(caf::execution_unit* unit) {
       // while the other waited, the loop's control stayed with the worker that had iterations
       // queued, and that worker fell further behind: measured, one worker idle 50% of the
       // time in some runs.)
-      if (ready.pinned > 0 && offer(tls_unit)) [[unlikely]] return;
-      if (ready.pinned > 0) [[unlikely]] push_first(ready, this);
-      else ready.nodes.push_back(this);
+      if (ready.pinned > 0) [[unlikely]] {
+        if (offer(tls_unit)) return;
+        push_first(ready, this);
+      } else {
+        ready.nodes.push_back(this);
+      }
       ready.cost += cost_;
     } else if (!tls_expensive) {
       tls_expensive = this;
@@ -307,7 +310,10 @@ NodeActor::Drained NodeActor::drain() {
   for (const auto& targets : me_->outputs) __builtin_prefetch(targets.data());
   __builtin_prefetch(me_->control_outputs.data());
   LocalReady& ready = local_ready();
-  tls_spread_turn = spreads_ && spreads_now();
+  // Asked once a turn: whether the node goes with its iteration (spreads_now() loads the
+  // loop's shared counters).
+  const bool spreading = spreads_ && spreads_now();
+  tls_spread_turn = spreading;
   const std::size_t ready_before = ready.nodes.size();
   for (int round = 0; round < 4; ++round) {
     if (!mailbox_.take(taken_, taken_calls_, defers_ ? deferral() : NodeMailbox::Deferral{})) return Drained::idle;
@@ -316,8 +322,8 @@ NodeActor::Drained NodeActor::drain() {
     for (std::size_t i = 0; i < taken_.size(); ++i) {
       NodeMailbox::Item& item = taken_[i];
       // An input of another worker's iteration (spread()): the node goes there with the rest.
-      if (spreads_ && item.kind == NodeMailbox::Item::Kind::input)
-        if (const int to = spread_worker(item.tag); to >= 0 && std::size_t(to) != SchedulingPolicy::worker_index(tls_unit)) {
+      if (spreading && item.kind == NodeMailbox::Item::Kind::input)
+        if (const int to = iteration_worker(item.tag); std::size_t(to) != SchedulingPolicy::worker_index(tls_unit)) {
           mailbox_.put_back(taken_, i);
           if (!taken_calls_.empty() && run_calls()) return Drained::stopped;  // what was put back never runs
           send_to_worker(to);
@@ -334,7 +340,7 @@ NodeActor::Drained NodeActor::drain() {
       // input at once, it ran a stage at a time over all its iterations: they all ended late,
       // together, the window of parallel_iterations, which waits for the oldest, drained, and
       // both workers waited while the loop's control started the next ten.)
-      if (tls_spread_turn && i + 1 < taken_.size() && ready.nodes.size() - ready.head > waiting) {
+      if (spreading && i + 1 < taken_.size() && ready.nodes.size() - ready.head > waiting) {
         mailbox_.put_back(taken_, i + 1);
         if (!taken_calls_.empty() && run_calls()) return Drained::stopped;  // what was put back never runs
         return Drained::behind;
@@ -490,7 +496,7 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
       case Drained::idle: break;
       case Drained::moved: break;
       case Drained::more: node->enqueue_runner(unit); break;
-      case Drained::behind: node->wait_behind(); break;
+      case Drained::behind: node->pin_here(/*first=*/false); break;
       case Drained::stopped: node->finish_stop(); break;  // the last use of node
     }
     end_turn(unit);
@@ -508,7 +514,7 @@ caf::resumable::resume_result NodeActor::Runner::resume(caf::execution_unit* uni
     case Drained::idle: break;
     case Drained::moved: break;  // this job's reference goes; the other worker's job has its own
     case Drained::more: result = resume_later; break;  // queued again, with the job's reference
-    case Drained::behind: node_->wait_behind(); break;  // run_ready() runs it; the job's reference goes
+    case Drained::behind: node_->pin_here(/*first=*/false); break;  // run_ready() runs it; the job's reference goes
     case Drained::stopped: node_->finish_stop(); break;  // the job's reference keeps it until we return
   }
   end_turn(unit);

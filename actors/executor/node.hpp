@@ -225,6 +225,9 @@ class NodeActor : public caf::event_based_actor {
   // (IterationSpread): runs it on the worker of `tag`'s iteration; false when they do not
   // spread now (the loop's kernels are all cheap, or one worker).
   bool spread(const Tag& tag);
+  // With the claim held, on the fast path: the node joins this thread's ready list pinned (it
+  // runs here: never offered or handed over), first or behind the nodes waiting there.
+  void pin_here(bool first);
   // The worker of `tag`'s iteration while the node's loop spreads its iterations, else -1.
   int spread_worker(const Tag& tag) const;
   // Whether the node goes with its iteration now: its loop spreads (its iterations cost enough,
@@ -248,14 +251,11 @@ class NodeActor : public caf::event_based_actor {
     stopped,  // the fast path was stopped: the claim is kept for good (nothing runs the node
               // again), and the caller must call finish_stop() as the last thing it does with it
     behind,   // the node has more inputs, one of its iteration's nodes was made ready here:
-              // the claim is still held, the node waits behind that one (wait_behind())
+              // the claim is still held, the node waits behind that one (pin_here())
     moved,    // the claim went to another worker with an input of its iteration (spread()):
               // the caller must not touch the node again
   };
   Drained drain();
-  // With the claim held, on the fast path: the node's next turn comes after the nodes waiting on
-  // this thread's ready list, here (pinned).
-  void wait_behind();
   void handle(NodeMailbox::Item& item);
   // Runs the calls taken from the mailbox (some were); true when one stopped the node.
   bool run_calls();
