@@ -164,9 +164,11 @@ struct PartPlan {
 // RNN's state, runs each iteration after the last wherever it is spread, and would move the value
 // between cores every time). And, in those loops, what the next iteration waits for: the nodes a
 // NextIteration reads, back to the start of the iteration (its Merges and loop invariants).
+// `side`: per node, NodePlan::side, for the loops that let iterations overlap but do not spread.
 struct LoopSpreads {
   std::map<std::string, IterationSpread*> of;
   std::vector<bool> carried;  // per node
+  std::vector<bool> side;     // per node
 };
 
 LoopSpreads loop_spreads(const Graph& g, const std::vector<NodeKind>& kinds, ExecPlan& p) {
@@ -189,10 +191,11 @@ LoopSpreads loop_spreads(const Graph& g, const std::vector<NodeKind>& kinds, Exe
   for (auto& [frame, ok] : may_spread)
     if (ok) out.of[frame] = p.spreads.emplace_back(std::make_unique<IterationSpread>()).get();
   out.carried.assign(std::size_t(g.size()), false);
-  if (out.of.empty()) return out;
+  out.side.assign(std::size_t(g.size()), false);
+  if (may_spread.empty()) return out;
   std::vector<int> stack;
   for (int id = 0; id < g.size(); ++id)
-    if (g.node(id).op == "NextIteration" && out.of.count(loop_frame(g.node(id)))) stack.push_back(id);
+    if (g.node(id).op == "NextIteration" && may_spread.count(loop_frame(g.node(id)))) stack.push_back(id);
   while (!stack.empty()) {
     const int id = stack.back();
     stack.pop_back();
@@ -211,6 +214,9 @@ LoopSpreads loop_spreads(const Graph& g, const std::vector<NodeKind>& kinds, Exe
       for (int c : n.control_inputs)
         if (loop_frame(g.node(c)) == loop_frame(n)) stack.push_back(c);
   }
+  for (int id = 0; id < g.size(); ++id)
+    if (kinds[std::size_t(id)] == NodeKind::kernel && !out.carried[id])
+      if (auto it = may_spread.find(loop_frame(g.node(id))); it != may_spread.end() && !it->second) out.side[id] = true;
   return out;
 }
 
@@ -309,6 +315,7 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
         np.spread = it->second;
         np.carried = spreads.carried[id];
       }
+    np.side = spreads.side[id];
     if (np.kind == NodeKind::next_iteration)
       np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
     if (np.kind == NodeKind::queue) np.queue_op = queue_op_of(n);

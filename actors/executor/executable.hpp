@@ -116,6 +116,11 @@ struct NodePlan {
   VariableOp variable_op = VariableOp::read;  // variable: what it asks the shard
   IterationSpread* spread = nullptr;  // the loop's, when the node works in such a loop
   bool carried = false;  // with spread: the next iteration waits for it (a NextIteration reads it)
+  // A kernel node of a loop whose iterations may overlap (parallel_iterations > 1) but do not
+  // spread (it carries a large value, an RNN's state) that the next iteration does not wait
+  // for: work beside the loop's chain, which a worker with nothing to do may take
+  // (NodeActor::schedule) while the chain goes on here.
+  bool side = false;
   // A kernel node of such a loop that the next iteration does not wait for, with a kernel that
   // keeps no state between firings (not OpDef::stateful), on a CPU: one actor per scheduler
   // worker, the replicas, each taking the iterations k with k mod replicas its index, so each

@@ -98,6 +98,7 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
   }
   cheap_ = me_->kind != NodeKind::kernel;  // a kernel node's firings are measured (kernel_node.hpp)
   spreads_ = fast_ && me_->spread;
+  side_ = me_->side;
   // A kernel node takes its inputs into a Pending slot and keeps nothing else; one of a spread
   // loop may move to another worker with an input (drain()) and takes each as it comes.
   defers_ = fast_ && !spreads_ && me_->kind == NodeKind::kernel && expected_ >= 2;
@@ -271,6 +272,10 @@ void NodeActor::schedule(caf::execution_unit* unit) {
       if (ready.pinned > 0) [[unlikely]] {
         if (offer(tls_unit)) return;
         push_first(ready, this);
+      } else if (side_ && cost_ >= kSideTicks && offer(tls_unit)) [[unlikely]] {
+        // Work beside a loop's chain (NodePlan::side) that is worth a trip: the other worker
+        // does it while the chain goes on here (run here, it ran before the next iteration).
+        return;
       } else {
         ready.nodes.push_back(this);
       }

@@ -121,6 +121,7 @@ class NodeActor : public caf::event_based_actor {
   bool stopped_ = false;
   bool spreads_ = false;  // me_->spread is set: the node's loop may spread its iterations
   bool defers_ = false;   // its inputs may wait in the mailbox until it can fire (deferral())
+  bool side_ = false;     // me_->side: work beside its loop's chain (schedule())
 
  protected:
   // A node whose turn is short: made ready by another node's turn, it runs on that thread next
@@ -203,6 +204,9 @@ class NodeActor : public caf::event_based_actor {
   // The cost of an expensive node for which a sleeping worker is woken (a wake-up takes tens of
   // microseconds; this is about a hundred).
   static constexpr int64_t kWakeTicks = 250000;
+  // A cheap node beside a loop's chain (NodePlan::side) costing at least this goes to a worker
+  // that has nothing to do: more than a trip to the other core.
+  static constexpr int64_t kSideTicks = 2000;
   // The cost of an iteration of a loop (its kernels') above which its iterations spread over
   // the workers (spread()): several times what handing one to another core costs.
   static constexpr int64_t kSpreadTicks = 12000;

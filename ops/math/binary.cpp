@@ -9,6 +9,7 @@
 #include "ops/kernel.hpp"
 #include "ops/math/broadcast.hpp"
 #include "ops/math/elementwise.hpp"
+#include "ops/math/float_loops.hpp"
 #include "ops/math/integer.hpp"
 
 namespace troupe {
@@ -134,6 +135,12 @@ class BinaryKernel final : public OpKernel {
         const T* pa = a.data<T>();
         const T* pb = b.data<T>();
         R* po = out.data<R>();
+        if constexpr (std::is_same_v<T, float> && !kComparison) {
+          // Equal shapes, or one operand a single element: the cloned loops (float_loops.hpp).
+          const int64_t n = out_shape.num_elements(), na = a.num_elements(), nb = b.num_elements();
+          if (n >= float_loops::kMinElements && (na == n || na == 1) && (nb == n || nb == 1))
+            return float_loops::binary<F>(pa, na == 1, pb, nb == 1, po, n);
+        }
         for_each_broadcast(out_shape, a.shape(), b.shape(), [&](int64_t i, int64_t ia, int64_t ib) {
           po[i] = R(F::f(C(pa[ia]), C(pb[ib])));
         });

@@ -6,6 +6,7 @@
 #include "ops/array/array.hpp"
 #include "ops/kernel.hpp"
 #include "ops/math/elementwise.hpp"
+#include "ops/math/float_loops.hpp"
 #include "ops/math/integer.hpp"
 
 namespace troupe {
@@ -53,6 +54,8 @@ class UnaryKernel final : public OpKernel {
         const T* px = x.data<T>();
         T* po = out.data<T>();
         const int64_t n = x.num_elements();
+        if constexpr (std::is_same_v<T, float>)
+          if (n >= float_loops::kMinElements) return float_loops::unary<F>(px, po, n);
         for (int64_t i = 0; i < n; ++i) po[i] = T(F::f(C(px[i])));
       }
     });

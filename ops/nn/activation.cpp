@@ -4,11 +4,13 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "graph/gradients.hpp"
 #include "ops/array/array.hpp"
 #include "ops/kernel.hpp"
 #include "ops/math/elementwise.hpp"
+#include "ops/math/float_loops.hpp"
 
 namespace troupe {
 namespace {
@@ -95,11 +97,18 @@ class ActivationKernel final : public OpKernel {
       const T* __restrict__ px = x.data<T>();
       T* __restrict__ py = ctx.allocate_output(0, x.dtype(), x.shape()).template data<T>();
       const int64_t n = x.num_elements();
-      if constexpr (requires { F::apply(px, py, n); }) F::apply(px, py, n);
-      else
-        for (int64_t i = 0; i < n; ++i) py[i] = F::f(px[i]);
+      if constexpr (requires { F::apply(px, py, n); }) return F::apply(px, py, n);
+      if constexpr (std::is_same_v<T, float>)
+        if (n >= float_loops::kMinElements) return float_loops::unary<F>(px, py, n);
+      for (int64_t i = 0; i < n; ++i) py[i] = F::f(px[i]);
     });
   }
+};
+
+// F's derivative as a binary function of (y, g), for float_loops::binary.
+template <class F>
+struct Df {
+  static float f(float y, float g) { return F::df(y, g); }
 };
 
 // dx = F'(x) * g, from y and g
@@ -118,6 +127,8 @@ class ActivationGradKernel final : public OpKernel {
       const T* __restrict__ py = y.data<T>();
       T* __restrict__ pd = ctx.allocate_output(0, y.dtype(), y.shape()).template data<T>();
       const int64_t n = y.num_elements();
+      if constexpr (std::is_same_v<T, float>)
+        if (n >= float_loops::kMinElements) return float_loops::binary<Df<F>>(py, false, pg, false, pd, n);
       for (int64_t i = 0; i < n; ++i) pd[i] = F::df(py[i], pg[i]);
     });
   }

@@ -59,16 +59,25 @@ struct SpreadAlways {
   ~SpreadAlways() { NodeActor::set_spread_ticks(-1); }
 };
 
+// Calls f with the executable of the loop's signature (its actors spawned, no step run).
+template <class F>
+void with_executable(WorkLoop& l, F&& f) {
+  auto runtime = Runtime::get(0);
+  auto shard = runtime->system().spawn(param_shard);
+  {
+    Executable exe(runtime->system(), l.root.graph(), {l.n.endpoint()}, {l.out[0].endpoint()}, {},
+                   [&](const std::string&) { return shard; }, {.runtime = runtime.get()});
+    f(exe);
+  }
+  caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+}
+
 // Whether the executable of the loop's signature spreads the loop, and the node "work" with it;
 // nothing when the loop spans devices (the *_spread run places nodes on three CPU devices in
 // turn), where a partition that receives values inside the loop does not spread it.
 std::optional<bool> spreads(WorkLoop& l) {
-  auto runtime = Runtime::get(0);
-  auto shard = runtime->system().spawn(param_shard);
   std::optional<bool> spread = false;
-  {
-    Executable exe(runtime->system(), l.root.graph(), {l.n.endpoint()}, {l.out[0].endpoint()}, {},
-                   [&](const std::string&) { return shard; }, {.runtime = runtime.get()});
+  with_executable(l, [&](const Executable& exe) {
     if (exe.parts().size() > 1) spread.reset();
     for (auto& part : exe.parts()) {
       if (!spread) {
@@ -82,12 +91,37 @@ std::optional<bool> spreads(WorkLoop& l) {
       }
       BOOST_TEST(part->spreads.size() == (*spread ? 1u : 0u));
     }
-  }
-  caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
+  });
   return spread;
 }
 
+// The ops of the loop's side nodes (NodePlan::side); nothing when the loop spans devices.
+std::optional<std::multiset<std::string>> side_ops(WorkLoop& l) {
+  std::optional<std::multiset<std::string>> ops;
+  with_executable(l, [&](const Executable& exe) {
+    if (exe.parts().size() != 1) return;
+    ops.emplace();
+    for (const NodePlan& np : exe.parts()[0]->nodes)
+      if (np.side) ops->insert(np.node->op);
+  });
+  return ops;
+}
+
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(a_loop_that_carries_a_large_value_marks_the_work_its_next_iteration_does_not_wait_for_as_side_work) {
+  WorkLoop carried(true, 10), carried_one_at_a_time(true, 1), independent(false, 10);
+  const auto side = side_ops(carried);
+  if (!side) {
+    BOOST_TEST_MESSAGE("the loop spans devices: side work is marked within one partition only");
+    return;
+  }
+  // tanh(X) is the next iteration's X: the chain; its square and their sum are beside it, and
+  // so is the iteration's gate (a NoOp that iteration k + parallel_iterations waits for).
+  BOOST_TEST((*side == std::multiset<std::string>{"NoOp", "Square", "Sum"}));
+  BOOST_TEST(side_ops(carried_one_at_a_time)->empty(), "parallel_iterations 1: no iteration overlaps the next");
+  BOOST_TEST(side_ops(independent)->empty(), "a loop that spreads its iterations spreads that work with them");
+}
 
 BOOST_AUTO_TEST_CASE(only_a_loop_that_lets_iterations_overlap_and_carries_small_values_spreads_them) {
   WorkLoop independent(false, 10), one_at_a_time(false, 1), carried(true, 10);

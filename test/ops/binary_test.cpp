@@ -124,6 +124,19 @@ BOOST_AUTO_TEST_CASE(arithmetic_on_float32_matches_the_reference) {
   for (auto& c : kArithmetic) check_binary(c, DType::float32, kSame, kSame, false, 10);
 }
 
+// Float32 operands of 64 elements or more take the kernels' vectorized loops
+// (ops/math/float_loops.hpp): equal shapes and a single element on either side, of lengths
+// that leave a remainder after the vector width.
+BOOST_AUTO_TEST_CASE(arithmetic_on_large_float32_operands_and_a_broadcast_scalar_matches_the_reference) {
+  uint32_t seed = 20;
+  for (auto& c : kArithmetic)
+    for (const Shape& shape : {Shape{64}, Shape{33, 31}}) {
+      check_binary(c, DType::float32, shape, shape, false, seed++);
+      check_binary(c, DType::float32, Shape{}, shape, false, seed++);
+      check_binary(c, DType::float32, shape, Shape{1}, false, seed++);
+    }
+}
+
 BOOST_AUTO_TEST_CASE(arithmetic_on_float64_matches_the_reference) {
   for (auto& c : kArithmetic) check_binary(c, DType::float64, kSame, kSame, false, 11);
 }

@@ -55,6 +55,47 @@ BOOST_AUTO_TEST_CASE(activations_match_their_formulas) {
   BOOST_TEST(y.to_vector<float>() == std::vector<float>({0, 0.5f}), boost::test_tools::per_element());
 }
 
+// 64 elements or more take the vectorized loops (ops/math/float_loops.hpp), forward and
+// backward (XGrad(y, g)); 1,023 leaves a remainder after the vector width.
+BOOST_AUTO_TEST_CASE(activations_of_large_float32_tensors_and_their_gradients_match_their_formulas) {
+  struct Case {
+    const char* name;
+    Output (*build)(const Scope&, Output);
+    double (*f)(double);
+    double (*df)(double y);  // dy/dx, from y
+  };
+  const Case cases[] = {
+      {"relu", ops::relu, [](double x) { return x > 0 ? x : 0.0; }, [](double y) { return y > 0 ? 1.0 : 0.0; }},
+      {"sigmoid", ops::sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, [](double y) { return y * (1 - y); }},
+      {"tanh", ops::tanh, [](double x) { return std::tanh(x); }, [](double y) { return 1 - y * y; }},
+      {"elu", ops::elu, [](double x) { return x > 0 ? x : std::expm1(x); }, [](double y) { return y > 0 ? 1.0 : y + 1; }},
+  };
+  for (const Case& c : cases) {
+    auto root = Scope::root();
+    const Tensor xv = testing::random_tensor(rng, DType::float32, Shape{33, 31}, -3, 3);
+    const Tensor gv = testing::random_tensor(rng, DType::float32, Shape{33, 31}, -2, 2);
+    auto x = ops::placeholder(root.with_op_name("x"), DType::float32, xv.shape());
+    auto g = ops::placeholder(root.with_op_name("g"), DType::float32, gv.shape());
+    auto y = c.build(root.with_op_name(c.name), x);
+    auto dx = gradients(root, {y}, {x}, {g})[0];
+    Session session(root);
+    auto out = session.run({{x, xv}, {g, gv}}, {y, dx});
+    const float* px = xv.data<float>();
+    const float* pg = gv.data<float>();
+    BOOST_TEST_CONTEXT(c.name) {
+      for (int64_t i = 0; i < xv.num_elements(); ++i) {
+        const double want = c.f(px[i]);
+        const double got = out[0].data<float>()[i];
+        BOOST_TEST(std::abs(got - want) <= 4e-7 * std::max(1.0, std::abs(want)), "y at " << i << ": " << got << ", want " << want);
+        // From the kernel's own y, as XGrad computes it.
+        const double dwant = c.df(got) * pg[i];
+        const double dgot = out[1].data<float>()[i];
+        BOOST_TEST(std::abs(dgot - dwant) <= 1e-6 * std::max(1.0, std::abs(dwant)), "dx at " << i << ": " << dgot << ", want " << dwant);
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(float32_tanh_is_within_a_few_ulps_of_libm_everywhere) {
   // The float32 kernel computes tanh itself (vectorized); sweep its ranges and their edges.
   std::vector<float> x = {0.0f, -0.0f, 1e-30f, -1e-20f, 1e-4f, 0.2499999f, 0.25f, 0.2500001f, -0.25f, 0.5f, 1.0f,

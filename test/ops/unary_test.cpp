@@ -28,11 +28,10 @@ const UnaryCase kUnary[] = {
     {"reciprocal", ops::reciprocal, [](double x) { return 1.0 / x; }, true, false},
 };
 
-// Runs every unary op defined for `dtype` on random [4,7] inputs in one step.
-void check_unary_ops(DType dtype, uint32_t seed) {
+// Runs every unary op defined for `dtype` on random inputs of `shape` in one step.
+void check_unary_ops(DType dtype, uint32_t seed, Shape shape = Shape{4, 7}) {
   std::mt19937 rng(seed);
   const bool floating = is_floating(dtype);
-  const Shape shape{4, 7};
   auto root = Scope::root();
   auto x = ops::placeholder(root.with_op_name("x"), dtype, shape);
   auto p = ops::placeholder(root.with_op_name("p"), dtype, shape);
@@ -61,6 +60,12 @@ void check_unary_ops(DType dtype, uint32_t seed) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(unary_ops_on_float32_match_std_math) { check_unary_ops(DType::float32, 1); }
+// 64 elements or more take the vectorized loops (ops/math/float_loops.hpp); 1,023 leaves a
+// remainder after the vector width.
+BOOST_AUTO_TEST_CASE(unary_ops_on_large_float32_tensors_match_std_math) {
+  check_unary_ops(DType::float32, 6, Shape{64});
+  check_unary_ops(DType::float32, 7, Shape{33, 31});
+}
 BOOST_AUTO_TEST_CASE(unary_ops_on_float64_match_std_math) { check_unary_ops(DType::float64, 2); }
 BOOST_AUTO_TEST_CASE(unary_ops_on_float16_match_std_math_to_half_precision) {
   check_unary_ops(DType::float16, 3);

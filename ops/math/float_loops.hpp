@@ -1,0 +1,44 @@
+#pragma once
+// The elementwise kernels' float32 loops, compiled for x86-64-v3 (AVX2 with FMA) besides the
+// baseline (SSE2), the one the CPU has chosen at load time (GCC's target_clones). Compiled for
+// the baseline alone, a 128x128 Square stored 16 bytes an instruction and cost 11,000-14,000
+// TSC ticks here; the AVX2 clone 4,200-4,500 (docs/performance.md). The baseline also keeps a
+// ?: on floats (Relu, Maximum) as a branch, which stops vectorization; AVX has the blend.
+// F::f is the op's scalar function, the same one the other dtypes use, and no fast-math: the
+// clones give the baseline's results, except that where F::f multiplies and then adds (the
+// gradient of tanh, g (1 - y y)) the AVX2 clone may fuse the two into one FMA, one rounding
+// fewer.
+#include <cstdint>
+
+namespace troupe::float_loops {
+
+// Below this many elements a kernel keeps its inline loop: the clones are reached through an
+// indirect call, which a scalar (the executor's graphs of scalar adds, a loop's counter) would
+// pay for nothing.
+inline constexpr int64_t kMinElements = 64;
+
+// y[i] = F::f(x[i]) for i < n.
+template <class F>
+[[gnu::target_clones("arch=x86-64-v3", "default")]]
+void unary(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = F::f(x[i]);
+}
+
+// out[i] = F::f(a[i], b[i]) for i < n, where an operand with one element (a_single,
+// b_single) stands for every i (a broadcast scalar).
+template <class F>
+[[gnu::target_clones("arch=x86-64-v3", "default")]]
+void binary(const float* __restrict__ a, bool a_single, const float* __restrict__ b, bool b_single,
+            float* __restrict__ out, int64_t n) {
+  if (a_single) {
+    const float s = a[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = F::f(s, b[i]);
+  } else if (b_single) {
+    const float s = b[0];
+    for (int64_t i = 0; i < n; ++i) out[i] = F::f(a[i], s);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = F::f(a[i], b[i]);
+  }
+}
+
+}  // namespace troupe::float_loops
