@@ -97,10 +97,13 @@ class ActivationKernel final : public OpKernel {
       const T* __restrict__ px = x.data<T>();
       T* __restrict__ py = ctx.allocate_output(0, x.dtype(), x.shape()).template data<T>();
       const int64_t n = x.num_elements();
-      if constexpr (requires { F::apply(px, py, n); }) return F::apply(px, py, n);
-      if constexpr (std::is_same_v<T, float>)
-        if (n >= float_loops::kMinElements) return float_loops::unary<F>(px, py, n);
-      for (int64_t i = 0; i < n; ++i) py[i] = F::f(px[i]);
+      if constexpr (requires { F::apply(px, py, n); }) {
+        F::apply(px, py, n);
+      } else {
+        if constexpr (std::is_same_v<T, float>)
+          if (n >= float_loops::kMinElements) return float_loops::unary<F>(px, py, n);
+        for (int64_t i = 0; i < n; ++i) py[i] = F::f(px[i]);
+      }
     });
   }
 };
