@@ -6,8 +6,31 @@
 namespace troupe {
 
 const Node* Graph::find(const std::string& name) const {
-  auto it = by_name_.find(name);
-  return it == by_name_.end() ? nullptr : nodes_[it->second].get();
+  const int id = id_of(name);
+  return id < 0 ? nullptr : nodes_[id].get();
+}
+
+int Graph::id_of(std::string_view name) const {
+  if (name_slots_.empty()) return -1;
+  const std::size_t mask = name_slots_.size() - 1;
+  for (std::size_t slot = std::hash<std::string_view>{}(name) & mask;; slot = (slot + 1) & mask) {
+    const int32_t at = name_slots_[slot];
+    if (at == 0) return -1;
+    if (nodes_[at - 1]->name == name) return at - 1;
+  }
+}
+
+void Graph::index_name(int id) {
+  if (2 * (std::size_t(id) + 1) > name_slots_.size()) {  // at most half full: rebuild twice the size
+    std::vector<int32_t> old = std::move(name_slots_);
+    name_slots_.assign(std::max<std::size_t>(64, 2 * old.size()), 0);
+    for (int32_t at : old)
+      if (at != 0) index_name(at - 1);
+  }
+  const std::size_t mask = name_slots_.size() - 1;
+  std::size_t slot = std::hash<std::string_view>{}(nodes_[id]->name) & mask;
+  while (name_slots_[slot] != 0) slot = (slot + 1) & mask;
+  name_slots_[slot] = id + 1;
 }
 
 void infer_shapes(const Graph& graph, Node& node) {
@@ -32,7 +55,12 @@ void infer_shapes(const Graph& graph, Node& node) {
 
 void Graph::reserve(int n) {
   nodes_.reserve(std::size_t(n));
-  by_name_.reserve(std::size_t(n));
+  std::size_t slots = std::max<std::size_t>(64, name_slots_.size());
+  while (slots < 2 * std::size_t(n)) slots *= 2;
+  if (slots > name_slots_.size()) {
+    name_slots_.assign(slots, 0);
+    for (int id = 0; id < size(); ++id) index_name(id);
+  }
 }
 
 Node& Graph::add_node(NodeSpec spec, const Node* like) {
@@ -61,8 +89,7 @@ Node& Graph::add_node(NodeSpec spec, const Node* like) {
     for (auto& a : def.required_attrs)
       if (!spec.attrs.count(a))
         fail(ErrorCode::invalid_argument, "{} '{}' needs attribute '{}'", spec.op, spec.name, a);
-  auto [named, fresh] = by_name_.try_emplace(spec.name, size());
-  if (!fresh) fail(ErrorCode::already_exists, "a node named '{}' is already in the graph", spec.name);
+  if (id_of(spec.name) >= 0) fail(ErrorCode::already_exists, "a node named '{}' is already in the graph", spec.name);
 
   auto node = std::make_unique<Node>();
   node->id = size();
@@ -80,14 +107,10 @@ Node& Graph::add_node(NodeSpec spec, const Node* like) {
     node->output_types = like->output_types;
     node->output_shapes = like->output_shapes;
   } else {
-    try {
-      infer_shapes(*this, *node);
-    } catch (...) {
-      by_name_.erase(named);
-      throw;
-    }
+    infer_shapes(*this, *node);
   }
   nodes_.push_back(std::move(node));
+  index_name(size() - 1);  // only now: a node whose shapes were refused is not in the graph
   return *nodes_.back();
 }
 

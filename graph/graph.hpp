@@ -6,6 +6,7 @@
 // is preparing a run on it.
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -74,7 +75,7 @@ class Graph {
   const Node& node(int id) const { return *nodes_[id]; }
   Node& node(int id) { return *nodes_[id]; }
   const Node* find(const std::string& name) const;
-  bool has_name(const std::string& name) const { return by_name_.count(name) != 0; }
+  bool has_name(const std::string& name) const { return id_of(name) >= 0; }
 
   // For each node, each output port, who consumes it; and each node's control consumers.
   struct Edges {
@@ -91,8 +92,15 @@ class Graph {
   void update_input(int node, int slot, Endpoint from);
 
  private:
+  int id_of(std::string_view name) const;  // -1: no such node
+  void index_name(int id);                 // makes nodes_[id]'s name found
+
   std::vector<std::unique_ptr<Node>> nodes_;
-  std::unordered_map<std::string, int> by_name_;
+  // The nodes by name: open addressing (linear probing) over a power-of-two table at most half
+  // full, each slot a node id + 1 (0: empty), the names compared in the nodes themselves. No
+  // allocation per node: a copy of a 10,000-node graph (pruning) spent a third of its time
+  // inserting into a std::unordered_map<std::string, int>, a node and a key each.
+  std::vector<int32_t> name_slots_;
 };
 
 // Tensor names: "node:port", "node" (port 0); "^node" names a control input.

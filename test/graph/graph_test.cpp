@@ -68,6 +68,31 @@ BOOST_AUTO_TEST_CASE(a_matmul_of_mismatched_matrices_is_refused_when_built) {
   BOOST_TEST(!root.graph().has_name("dense1/matmul"));
 }
 
+BOOST_AUTO_TEST_CASE(every_node_is_found_by_its_name_and_a_second_node_of_a_name_is_refused) {
+  // Past several growths of the name index, and in a graph reserved ahead.
+  for (int reserved : {0, 3000}) {
+    Graph g;
+    if (reserved) g.reserve(reserved);
+    for (int i = 0; i < 3000; ++i)
+      g.add_node(NodeSpec{.name = "n/" + std::to_string(i), .op = "NoOp"});
+    for (int i = 0; i < 3000; i += 7) {
+      const Node* n = g.find("n/" + std::to_string(i));
+      BOOST_TEST_REQUIRE(n != nullptr, "n/" << i);
+      BOOST_TEST(n->id == i);
+    }
+    BOOST_TEST(g.find("n/3000") == nullptr);
+    BOOST_TEST(!g.has_name("n"));
+    try {
+      g.add_node(NodeSpec{.name = "n/1234", .op = "NoOp"});
+      BOOST_FAIL("expected an error");
+    } catch (const Error& e) {
+      BOOST_TEST(e.code() == ErrorCode::already_exists);
+      BOOST_TEST(contains(e.what(), "a node named 'n/1234' is already in the graph"));
+    }
+    BOOST_TEST(g.size() == 3000);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(inputs_of_mixed_dtypes_are_refused_when_built) {
   auto root = Scope::root();
   auto a = ops::constant(root, 1.0f);
