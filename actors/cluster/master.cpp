@@ -776,10 +776,15 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
   } ended{im, step};
   caf::scoped_actor self{im.system()};
   std::vector<caf::actor> workers = im.workers_of(sig);
-  // Every task hears that the step is traced before any starts it: a task's kernels may fire on
-  // another task's values before its own run_graph arrives.
+  // Every task has marked the step traced before any starts it: a task's kernels may fire on
+  // another task's values before its own run_graph arrives, and its inbox records a value of a
+  // traced step only once the mark is there. So each mark is answered before any run_graph goes
+  // out (sent without waiting, a value from a fast task could beat a slower task's mark, and its
+  // receipt was missing from the trace). Bounded; a task that does not answer runs the step
+  // untraced, and the step meets its fate as any other.
   if (traced)
-    for (auto& w : workers) self->send(w, trace_atom::value, handle, step);
+    for (auto& w : workers)
+      self->request(w, timeouts::state_query(), trace_atom::value, handle, step).receive([](bool) {}, [](caf::error&) {});
   for (std::size_t i = 0; i < sig.shares.size(); ++i) {
     self->monitor(workers[i]);
     std::vector<WireTensor> mine;

@@ -423,7 +423,9 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
       [](clock_atom) { return trace::now_ns(); },
       [self](trace_atom, uint64_t handle, uint64_t step) {
         // A value of the step may have begun the task's own trace of it already: marked once.
+        // The answer tells the session the mark is there (master.cpp).
         if (!self->state.context->hand_own_trace_to_session(handle, step)) trace::begin(handle, step);
+        return true;
       },
       [](trace_atom, uint64_t handle, uint64_t step, bool) { trace::end(handle, step); },
       [self](trace_atom, uint64_t handle, uint64_t step, const std::vector<int64_t>& times) {
