@@ -20,17 +20,21 @@ int Graph::id_of(std::string_view name) const {
   }
 }
 
+namespace {
+// Puts node `id`, named `name`, in the first empty slot of `slots` from its name's own.
+void put_name(std::vector<int32_t>& slots, std::string_view name, int id) {
+  const std::size_t mask = slots.size() - 1;
+  std::size_t slot = std::hash<std::string_view>{}(name) & mask;
+  while (slots[slot] != 0) slot = (slot + 1) & mask;
+  slots[slot] = id + 1;
+}
+}  // namespace
+
 void Graph::index_name(int id) {
-  if (2 * (std::size_t(id) + 1) > name_slots_.size()) {  // at most half full: rebuild twice the size
-    std::vector<int32_t> old = std::move(name_slots_);
-    name_slots_.assign(std::max<std::size_t>(64, 2 * old.size()), 0);
-    for (int32_t at : old)
-      if (at != 0) index_name(at - 1);
-  }
-  const std::size_t mask = name_slots_.size() - 1;
-  std::size_t slot = std::hash<std::string_view>{}(nodes_[id]->name) & mask;
-  while (name_slots_[slot] != 0) slot = (slot + 1) & mask;
-  name_slots_[slot] = id + 1;
+  if (2 * (std::size_t(id) + 1) <= name_slots_.size()) return put_name(name_slots_, nodes_[id]->name, id);
+  // At most half full: a table twice the size, every node (`id` among them) put in again.
+  name_slots_.assign(std::max<std::size_t>(64, 2 * name_slots_.size()), 0);
+  for (int i = 0; i < size(); ++i) put_name(name_slots_, nodes_[i]->name, i);
 }
 
 void infer_shapes(const Graph& graph, Node& node) {
@@ -59,7 +63,7 @@ void Graph::reserve(int n) {
   while (slots < 2 * std::size_t(n)) slots *= 2;
   if (slots > name_slots_.size()) {
     name_slots_.assign(slots, 0);
-    for (int id = 0; id < size(); ++id) index_name(id);
+    for (int id = 0; id < size(); ++id) put_name(name_slots_, nodes_[id]->name, id);
   }
 }
 
