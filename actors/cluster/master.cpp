@@ -780,11 +780,14 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
   // another task's values before its own run_graph arrives, and its inbox records a value of a
   // traced step only once the mark is there. So each mark is answered before any run_graph goes
   // out (sent without waiting, a value from a fast task could beat a slower task's mark, and its
-  // receipt was missing from the trace). Bounded; a task that does not answer runs the step
-  // untraced, and the step meets its fate as any other.
-  if (traced)
-    for (auto& w : workers)
-      self->request(w, timeouts::state_query(), trace_atom::value, handle, step).receive([](bool) {}, [](caf::error&) {});
+  // receipt was missing from the trace). The marks go out together and are awaited together:
+  // one round trip, and one bound (a task that does not answer runs the step untraced, and the
+  // step meets its fate as any other).
+  if (traced) {
+    std::vector<decltype(self->request(workers[0], timeouts::state_query(), trace_atom::value, handle, step))> marks;
+    for (auto& w : workers) marks.push_back(self->request(w, timeouts::state_query(), trace_atom::value, handle, step));
+    for (auto& mark : marks) mark.receive([](bool) {}, [](caf::error&) {});
+  }
   for (std::size_t i = 0; i < sig.shares.size(); ++i) {
     self->monitor(workers[i]);
     std::vector<WireTensor> mine;
@@ -880,6 +883,9 @@ TraceParts Master::take_trace(Signature& sig, const std::vector<uint64_t>& steps
   TraceParts out;
   caf::scoped_actor self{im.system()};
   std::vector<caf::actor> workers = im.workers_of(sig);
+  using Answer = decltype(self->request(workers[0], timeouts::state_query(), trace_atom::value, handle, steps,
+                                        int64_t(0), int64_t(0), int64_t(0), int32_t(0)));
+  std::vector<std::pair<std::string, Answer>> asked;
   for (std::size_t i = 0; i < sig.shares.size(); ++i) {
     const int task = sig.shares[i].task;
     int64_t offset = 0, error = -1;
@@ -896,12 +902,14 @@ TraceParts Master::take_trace(Signature& sig, const std::vector<uint64_t>& steps
       out.missing.push_back(p.task + " (not connected)");
       continue;
     }
-    // Times go to the member on its own clock; its events come back on the master's.
-    self->request(workers[i], timeouts::state_query(), trace_atom::value, handle, steps, from_ns + offset,
-                  to_ns + offset, base_ns + offset, int32_t(p.pid))
-        .receive([&](std::vector<std::string>& lines) { out.lines.insert(out.lines.end(), lines.begin(), lines.end()); },
-                 [&](caf::error& e) { out.missing.push_back(fmt::format("{} ({})", p.task, im.system().render(e))); });
+    // Times go to the member on its own clock; its events come back on the master's. Every
+    // task is asked before any answer is awaited: one round trip, one bound for all.
+    asked.push_back({p.task, self->request(workers[i], timeouts::state_query(), trace_atom::value, handle, steps,
+                                           from_ns + offset, to_ns + offset, base_ns + offset, int32_t(p.pid))});
   }
+  for (auto& [task, answer] : asked)
+    answer.receive([&](std::vector<std::string>& lines) { out.lines.insert(out.lines.end(), lines.begin(), lines.end()); },
+                   [&](caf::error& e) { out.missing.push_back(fmt::format("{} ({})", task, im.system().render(e))); });
   return out;
 }
 

@@ -5,6 +5,7 @@
 // the step's slice on the session's clock.
 #include <boost/test/unit_test.hpp>
 
+#include <csignal>
 #include <fstream>
 #include <map>
 #include <set>
@@ -138,4 +139,42 @@ BOOST_AUTO_TEST_CASE(troupe_node_trace_writes_the_tasks_share_of_the_steps_asked
   }
   BOOST_TEST(named);
   BOOST_TEST(kernel_steps == (std::set<uint64_t>{2, 3}), trace.dump().substr(0, 3000));
+}
+
+// The tasks are asked for their share of the trace together and awaited together: two that hang
+// (stopped) are each named in the trace's notes, and the trace is written with the session's
+// own events and the answering task's.
+BOOST_AUTO_TEST_CASE(a_trace_whose_tasks_hang_names_each_of_them_and_is_still_written) {
+  NodeCluster cluster({{"ps", 2}, {"worker", 1}});
+  auto root = Scope::root();
+  std::vector<Output> vs;
+  for (int t = 0; t < 2; ++t) {
+    auto ps = root.with_device(fmt::format("/job:ps/task:{}", t));
+    auto v = ops::variable(ps.with_op_name(fmt::format("v{}", t)), {8, 8}, DType::float32);
+    vs.push_back(ops::assign(ps, v, ops::constant(ps, Tensor::from_vector<float>(std::vector<float>(64, 1.0f), {8, 8}))));
+  }
+  auto worker = root.with_device("/job:worker/task:0");
+  auto total = ops::sum(worker.with_op_name("total"), ops::matmul(worker.with_op_name("product"), vs[0], vs[1]));
+
+  SessionOptions options = cluster.session_on("worker:0");
+  options.trace.file = cluster.dir().file("trace.json");
+  options.trace.first_step = 2;
+  options.trace.last_step = 3;  // never reached: the session writes the trace as it closes
+  {
+    Session session(root, options);
+    for (int i = 0; i < 2; ++i) BOOST_TEST(session.run({total})[0].scalar_value<float>() == 8 * 8 * 8.0f);
+    cluster.node("ps:0").signal(SIGSTOP);
+    cluster.node("ps:1").signal(SIGSTOP);
+  }  // writes the trace, asking the tasks for theirs
+  std::ifstream in(options.trace.file);
+  BOOST_TEST_REQUIRE(in.good());
+  const json trace = json::parse(in);
+  const std::string notes = trace["otherData"]["notes"].dump();
+  BOOST_TEST(notes.find("no events from ps:0") != std::string::npos, notes);
+  BOOST_TEST(notes.find("no events from ps:1") != std::string::npos, notes);
+  BOOST_TEST(notes.find("worker:0") == std::string::npos, notes);
+  bool product = false;
+  for (auto& e : trace["traceEvents"])
+    if (e["ph"] == "X" && e.value("cat", "") == "kernel" && e["args"]["node"] == "product") product = true;
+  BOOST_TEST(product);
 }
