@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# What two cores can give a loop's independent iterations on this machine, beside what the
+# runtime gets (issue 18's target: parallel_iterations 10 at least 1.8x parallel_iterations 1).
+# Per round, one after the other:
+#   alone:    one process, the independent body, parallel_iterations 1, 1 scheduler thread;
+#   together: two such processes at once (two streams of the same iterations that share nothing,
+#             no runtime between them): 2 x alone / together is the most any scheduling of
+#             independent iterations over two cores could gain here (the ceiling);
+#   P1, P10:  one process, 2 threads, parallel_iterations 1 and 10 (the runtime's gain P1 / P10).
+# Prints each round and the medians.
+#   bash bench/loop_ceiling.sh [ROUNDS] [ITERATIONS] [STEPS]
+set -euo pipefail
+bench=${TROUPE_BUILD_DIR:-build}/bench/troupe-bench
+rounds=${1:-5}
+iterations=${2:-20000}
+steps=${3:-10}
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+loop() { "$bench" loop --body independent --iterations "$iterations" --steps "$steps" --json "$@" 2>/dev/null | tail -1; }
+us() { grep -o '"us_per_iteration":[0-9.]*' "$1" | cut -d: -f2; }
+printf '%5s %9s %9s %9s %8s %9s %9s %8s\n' round alone "two: a" b ceiling P1 P10 P1/P10
+for r in $(seq "$rounds"); do
+  loop --parallel 1 --threads 1 > "$out/alone"
+  loop --parallel 1 --threads 1 > "$out/a" &
+  first=$!
+  loop --parallel 1 --threads 1 > "$out/b"
+  wait "$first"
+  loop --parallel 1 --threads 2 > "$out/p1"
+  loop --parallel 10 --threads 2 > "$out/p10"
+  python3 - "$r" "$(us "$out/alone")" "$(us "$out/a")" "$(us "$out/b")" "$(us "$out/p1")" "$(us "$out/p10")" \
+    >> "$out/rows" <<'PY'
+import sys
+r, alone, a, b, p1, p10 = sys.argv[1], *map(float, sys.argv[2:])
+print(r, alone, a, b, 2 * alone / ((a + b) / 2), p1, p10, p1 / p10)
+PY
+  tail -1 "$out/rows" | awk '{printf "%5s %9.3f %9.3f %9.3f %8.2f %9.3f %9.3f %8.2f\n", $1, $2, $3, $4, $5, $6, $7, $8}'
+done
+python3 - "$out/rows" <<'PY'
+import statistics, sys
+rows = [list(map(float, l.split()[1:])) for l in open(sys.argv[1])]
+med = [statistics.median(c) for c in zip(*rows)]
+print(f"{'median':>5} {med[0]:9.3f} {med[1]:9.3f} {med[2]:9.3f} {med[3]:8.2f} {med[4]:9.3f} {med[5]:9.3f} {med[6]:8.2f}")
+print(f"us per iteration; ceiling = 2 x alone / mean of the two at once; P1/P10 = the runtime's gain on 2 threads")
+PY
