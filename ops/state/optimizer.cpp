@@ -187,7 +187,10 @@ const bool apply_gradient = (GradientRegistry::global().add_none("ApplyGradient"
                              GradientRegistry::global().add_none("SyncReplicasAggregate"), true);
 
 // The variable, its slots and the gradient never alias: __restrict__ lets the loops vectorise.
+// Compiled for AVX2 besides the baseline, as the elementwise kernels are (float_loops.hpp;
+// where a step multiplies and then adds, the AVX2 clone may fuse the two, one rounding fewer).
 template <class T>
+[[gnu::target_clones("arch=x86-64-v3", "default")]]
 void update(const OptimizerSpec& s, T* __restrict__ v, std::vector<T*>& slot, const T* __restrict__ g, int64_t n,
             double lr, int64_t step) {
   const T rate = T(lr), eps = T(s.epsilon);

@@ -155,6 +155,50 @@ BOOST_AUTO_TEST_CASE(gradients_of_bias_add_match_central_differences) {
   check_gradient([=](const Scope& s, const V& x) { return sq(s, ops::bias_add(s, x[0], x[1])); }, {r({4, 3}), r({3})}, "NC");
 }
 
+// 64 elements or more of float32 take the vectorized loops (bias_add.cpp): a Dense layer's
+// [batch, units] (one element of each channel a row), NCHW (a channel's run of h * w) and NHWC,
+// with remainders after the vector width. The sum against a naive float64 one over the same
+// float32 values.
+BOOST_AUTO_TEST_CASE(bias_add_and_its_gradient_of_large_float32_tensors_match_a_naive_float64_reference) {
+  struct Case {
+    Shape shape;
+    const char* format;
+    int axis;
+  };
+  for (const Case& c : {Case{{33, 70}, "NCHW", 1}, Case{{5, 6, 7, 9}, "NCHW", 1}, Case{{5, 7, 9, 6}, "NHWC", 3}}) {
+    const int64_t channels = c.shape[c.axis];
+    const Tensor xv = testing::random_tensor(rng, DType::float32, c.shape, -3, 3);
+    const Tensor bv = testing::random_tensor(rng, DType::float32, Shape{channels}, -3, 3);
+    auto root = Scope::root();
+    auto x = ops::placeholder(root.with_op_name("x"), DType::float32, c.shape);
+    auto b = ops::placeholder(root.with_op_name("b"), DType::float32, Shape{channels});
+    auto y = ops::bias_add(root, x, b, c.format);
+    Output db(&root.add("BiasAddGrad", {x}, {{"data_format", std::string(c.format)}}));
+    Session session(root);
+    auto out = session.run({{x, xv}, {b, bv}}, {y, db});
+    // Element i's channel: its index along the channel axis.
+    int64_t inner = 1;
+    for (int d = c.axis + 1; d < c.shape.rank(); ++d) inner *= c.shape[d];
+    std::vector<double> sums(std::size_t(channels), 0.0);
+    const float* px = xv.data<float>();
+    BOOST_TEST_CONTEXT(c.shape.to_string() << " " << c.format) {
+      for (int64_t i = 0; i < xv.num_elements(); ++i) {
+        const int64_t ch = (i / inner) % channels;
+        // A float32 sum, correctly rounded: exactly the float64 sum rounded.
+        BOOST_TEST(out[0].data<float>()[i] == float(double(px[i]) + double(bv.data<float>()[ch])), "y at " << i);
+        sums[std::size_t(ch)] += px[i];
+      }
+      BOOST_TEST_REQUIRE(out[1].shape() == Shape{channels});
+      // Summed in float64 too, in another order: the same after the rounding to float32 but for
+      // a last bit.
+      for (int64_t ch = 0; ch < channels; ++ch) {
+        const double got = out[1].data<float>()[ch], want = sums[std::size_t(ch)];
+        BOOST_TEST(std::abs(got - want) <= 1.2e-7 * std::max(1.0, std::abs(want)), "channel " << ch << ": " << got << ", want " << want);
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(softmax_rows_sum_to_one_and_match_the_formula) {
   auto x = r({3, 5}, -30, 30);  // large logits: the stable form must not overflow
   auto y = run1([](auto& s, auto p) { return ops::softmax(s, p); }, x);
