@@ -187,8 +187,10 @@ const bool apply_gradient = (GradientRegistry::global().add_none("ApplyGradient"
                              GradientRegistry::global().add_none("SyncReplicasAggregate"), true);
 
 // The variable, its slots and the gradient never alias: __restrict__ lets the loops vectorise.
-// Compiled for AVX2 besides the baseline, as the elementwise kernels are (float_loops.hpp;
-// where a step multiplies and then adds, the AVX2 clone may fuse the two, one rounding fewer).
+// Compiled for AVX2 besides the baseline, as the elementwise kernels are (float_loops.hpp), with
+// no multiply-add fused (ops/CMakeLists.txt: -ffp-contract=off): an element's update is the same
+// bits in a vectorized body and in a remainder, so a variable split over parameter servers
+// trains exactly as it does whole.
 template <class T>
 [[gnu::target_clones("arch=x86-64-v3", "default")]]
 void update(const OptimizerSpec& s, T* __restrict__ v, std::vector<T*>& slot, const T* __restrict__ g, int64_t n,

@@ -84,6 +84,63 @@ BOOST_AUTO_TEST_CASE(every_update_rule_matches_a_scalar_reference_over_five_step
   }
 }
 
+// A variable split over parameter servers must train as it does whole: every element's update
+// the same bits whichever part of a slice (the vectorized body or the remainder) it falls in. A
+// float32 vector of 1,000 updated whole, and as parts of 3, 501 and 496 elements, five steps;
+// the parts are also updated by the OpenMP team's slices (apply_optimizer_in_parallel).
+BOOST_AUTO_TEST_CASE(a_float32_update_gives_the_same_bits_whole_and_split_into_parts) {
+  std::vector<Optimizer> all = {Optimizer::sgd(0.1),          Optimizer::momentum(0.1, 0.9),
+                                Optimizer::momentum(0.1, 0.9, true), Optimizer::adagrad(0.1),
+                                Optimizer::adadelta(1.0),     Optimizer::rmsprop(0.01, 0.9, 0.5),
+                                Optimizer::adam(0.01)};
+  const std::vector<int64_t> parts = {3, 501, 496};
+  const int64_t n = 1000;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  for (auto& opt : all) {
+    BOOST_TEST_CONTEXT(opt.spec().name() << (opt.spec().nesterov ? " (nesterov)" : "")) {
+      const OptimizerSpec& spec = opt.spec();
+      auto fresh_slots = [&](int64_t size) {
+        std::vector<Tensor> slots;
+        for (int k = 0; k < spec.num_slots(); ++k) {
+          slots.push_back(Tensor::zeros(DType::float32, {size}));
+          if (spec.kind == OptimizerKind::adagrad)
+            std::fill_n(slots.back().data<float>(), size, float(spec.initial_accumulator));
+        }
+        return slots;
+      };
+      Tensor whole(DType::float32, Shape{n});
+      for (int64_t i = 0; i < n; ++i) whole.data<float>()[i] = normal(rng);
+      std::vector<Tensor> whole_slots = fresh_slots(n);
+      std::vector<Tensor> split;
+      std::vector<std::vector<Tensor>> split_slots;
+      for (int64_t at = 0, k = 0; k < int64_t(parts.size()); at += parts[std::size_t(k)], ++k) {
+        split.push_back(Tensor::from_vector<float>(
+            std::vector<float>(whole.data<float>() + at, whole.data<float>() + at + parts[std::size_t(k)]),
+            {parts[std::size_t(k)]}));
+        split_slots.push_back(fresh_slots(parts[std::size_t(k)]));
+      }
+      for (int step = 1; step <= 5; ++step) {
+        Tensor grad(DType::float32, Shape{n});
+        for (int64_t i = 0; i < n; ++i) grad.data<float>()[i] = normal(rng);
+        const double lr = spec.kind == OptimizerKind::adadelta ? 1.0 : 0.05;
+        apply_optimizer(spec, whole, whole_slots, grad, lr, step);
+        for (int64_t at = 0, k = 0; k < int64_t(parts.size()); at += parts[std::size_t(k)], ++k) {
+          const int64_t size = parts[std::size_t(k)];
+          Tensor g = Tensor::from_vector<float>(std::vector<float>(grad.data<float>() + at, grad.data<float>() + at + size), {size});
+          if (k == 1) apply_optimizer_in_parallel(spec, split[std::size_t(k)], split_slots[std::size_t(k)], g, lr, step);
+          else apply_optimizer(spec, split[std::size_t(k)], split_slots[std::size_t(k)], g, lr, step);
+        }
+      }
+      int64_t mismatched = 0;
+      for (int64_t at = 0, k = 0; k < int64_t(parts.size()); at += parts[std::size_t(k)], ++k)
+        for (int64_t i = 0; i < parts[std::size_t(k)]; ++i)
+          mismatched += whole.data<float>()[at + i] != split[std::size_t(k)].data<float>()[i];
+      BOOST_TEST(mismatched == 0, mismatched << " of " << n << " elements differ");
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(sgd_in_a_session_takes_the_exact_first_step_and_converges) {
   auto root = Scope::root();
   auto w = ops::variable(root.with_op_name("w"), Shape{}, DType::float32);
