@@ -92,7 +92,13 @@ BOOST_AUTO_TEST_CASE(a_tensor_crosses_the_network_layer_in_chunks_and_arrives_wh
     BOOST_TEST(LandingZone::instance().size() == 0u);
     ++transfer;
   }
+  // The receiver is gone before the two systems shut down: with its exit still on its way over
+  // the connection, their brokers kept each other alive and LeakSanitizer reported them.
+  self->monitor(*remote);
   anon_send_exit(*remote, caf::exit_reason::user_shutdown);
+  bool down = false;
+  self->receive([&](caf::down_msg&) { down = true; }, caf::after(std::chrono::seconds(10)) >> [] {});
+  BOOST_TEST(down, "the receiver did not stop within 10 s");
 }
 
 BOOST_AUTO_TEST_CASE(a_chunk_read_in_place_lands_in_its_transfers_tensor_and_a_dropped_transfer_leaves_nothing) {
