@@ -3,9 +3,10 @@
 # the same number of examples (38,400: 600 steps of 64) in one process, asynchronously on
 # 1 ps + 2 workers (600 global steps) and synchronously on 1 ps + 2 workers (300 global steps of
 # 2 x 64) and by all-reduce on 2 workers (300 global steps of 2 x 64) reaches the single-process
-# run's test accuracy within 3 points (MARGIN; async within 5, ASYNC_MARGIN: its two workers'
-# updates race, landing in another order each run, and 600 steps of it measured 0.793-0.824
-# against the single process's 0.827), the all-reduce workers (also 3 of them with
+# run's test accuracy within 3 points (MARGIN; async within 8, ASYNC_MARGIN: its two workers'
+# updates race, landing in another order each run: 600 steps of it measured 0.793-0.824 against
+# the single process's 0.827 when this test was written, and 0.764-0.835 over 20 runs in a later
+# session, where a margin of 5 failed 3 runs of about 30), the all-reduce workers (also 3 of them with
 # float16 on the wire) ending with bitwise the same weights; synchronous
 # training on 1 ps + 3 workers with 1 backup and worker:2 delayed 40 ms per step ends every
 # global step and reports worker:2's dropped gradients, in the chief's JSON and in the job's
@@ -16,7 +17,7 @@ launch=$1
 app=$2
 source "$(dirname "$0")/training_test_lib.sh"
 MARGIN=0.03
-ASYNC_MARGIN=0.05
+ASYNC_MARGIN=0.08
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "cluster_training_test: FAILED: $*" >&2; exit 1; }
