@@ -59,28 +59,31 @@ struct Layout {
   }
 };
 
-// The float32 loops, compiled for AVX2 besides the baseline as the elementwise kernels' are
-// (ops/math/float_loops.hpp), for tensors of float_loops::kMinElements elements or more.
-// x + b along the channels: vectorized over the channels when each channel has one element
-// per row (a Dense layer's [batch, units]), else over a channel's run of `inner` elements.
-[[gnu::target_clones("arch=x86-64-v3", "default")]]
-void bias_add_float32(const float* __restrict__ x, const float* __restrict__ b, float* __restrict__ y, int64_t outer,
-                      int64_t channels, int64_t inner) {
-  if (inner == 1) {
-    for (int64_t o = 0; o < outer; ++o) {
-      const float* xr = x + o * channels;
-      float* yr = y + o * channels;
-      for (int64_t c = 0; c < channels; ++c) yr[c] = xr[c] + b[c];
+// y = x + b along the channels: vectorized over the channels when each channel has one
+// element per row (a Dense layer's [batch, units]), else over a channel's run of `inner`
+// elements. Inlined into each clone of add_bias_float32, which so compiles it for its target.
+template <class T>
+[[gnu::always_inline]] inline void add_bias(const T* __restrict__ x, const T* __restrict__ b, T* __restrict__ y, const Layout& l) {
+  if (l.inner == 1) {
+    for (int64_t o = 0; o < l.outer; ++o) {
+      const T* xr = x + o * l.channels;
+      T* yr = y + o * l.channels;
+      for (int64_t c = 0; c < l.channels; ++c) yr[c] = xr[c] + b[c];
     }
     return;
   }
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t c = 0; c < channels; ++c) {
-      const float bc = b[c];
-      const int64_t base = (o * channels + c) * inner;
-      for (int64_t i = 0; i < inner; ++i) y[base + i] = x[base + i] + bc;
+  for (int64_t o = 0; o < l.outer; ++o)
+    for (int64_t c = 0; c < l.channels; ++c) {
+      const T bc = b[c];
+      const int64_t base = (o * l.channels + c) * l.inner;
+      for (int64_t i = 0; i < l.inner; ++i) y[base + i] = x[base + i] + bc;
     }
 }
+
+// The float32 loops, compiled for AVX2 besides the baseline as the elementwise kernels' are
+// (ops/math/float_loops.hpp), for tensors of float_loops::kMinElements elements or more.
+[[gnu::target_clones("arch=x86-64-v3", "default")]]
+void add_bias_float32(const float* x, const float* b, float* y, const Layout& l) { add_bias(x, b, y, l); }
 
 // g summed over all but the channels into acc (float64, zeroed): over the rows, vectorized
 // over the channels, when each channel has one element per row; else a channel's runs summed
@@ -125,12 +128,8 @@ class BiasAddKernel final : public OpKernel {
       const T* pb = b.data<T>();
       T* py = ctx.allocate_output(0, x.dtype(), x.shape()).template data<T>();
       if constexpr (std::is_same_v<T, float>)
-        if (x.num_elements() >= float_loops::kMinElements) return bias_add_float32(px, pb, py, l.outer, l.channels, l.inner);
-      for (int64_t o = 0; o < l.outer; ++o)
-        for (int64_t c = 0; c < l.channels; ++c) {
-          const int64_t base = (o * l.channels + c) * l.inner;
-          for (int64_t i = 0; i < l.inner; ++i) py[base + i] = px[base + i] + pb[c];
-        }
+        if (x.num_elements() >= float_loops::kMinElements) return add_bias_float32(px, pb, py, l);
+      add_bias(px, pb, py, l);
     });
   }
 
