@@ -15,7 +15,8 @@ rounds=${1:-5}
 iterations=${2:-20000}
 steps=${3:-10}
 out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+first=
+trap 'if [[ -n $first ]]; then kill "$first" 2>/dev/null || true; fi; rm -rf "$out"' EXIT
 loop() { "$bench" loop --body independent --iterations "$iterations" --steps "$steps" --json "$@" 2>/dev/null | tail -1; }
 us() { grep -o '"us_per_iteration":[0-9.]*' "$1" | cut -d: -f2; }
 printf '%5s %9s %9s %9s %8s %9s %9s %8s\n' round alone "two: a" b ceiling P1 P10 P1/P10
@@ -25,6 +26,7 @@ for r in $(seq "$rounds"); do
   first=$!
   loop --parallel 1 --threads 1 > "$out/b"
   wait "$first"
+  first=
   loop --parallel 1 --threads 2 > "$out/p1"
   loop --parallel 10 --threads 2 > "$out/p10"
   python3 - "$r" "$(us "$out/alone")" "$(us "$out/a")" "$(us "$out/b")" "$(us "$out/p1")" "$(us "$out/p10")" \
