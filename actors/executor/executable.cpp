@@ -14,6 +14,7 @@
 #include "actors/executor/step_actor.hpp"
 #include "core/fingerprint.hpp"
 #include "core/huge_pages.hpp"
+#include "core/thread_heap.hpp"
 #include "devices/cpu_threads.hpp"
 #include "graph/partition.hpp"
 #include "ops/kernel.hpp"
@@ -26,24 +27,31 @@ namespace {
 // (core/huge_pages.hpp); a smaller one's few MiB stay within the TLB's reach anyway.
 constexpr std::size_t kHugePageNodes = 2048;
 
-// Spawning a node's actor writes about 3 KiB of fresh heap (CAF's actor, the node's state, its
-// mailbox's room), and each fresh page costs a fault, which in a virtual machine takes
+// Spawning a node's actor writes about 2.5 KiB of fresh heap (CAF's actor, the node's state,
+// its mailbox's room), and each fresh page costs a fault, which in a virtual machine takes
 // microseconds: the faults, not the constructors, were most of spawning a 10,000-node graph's
 // actors. So a large partition's actors are spawned by several threads at once (each faults
 // its own pages, from its own malloc arena), one slice of at least this many active nodes each.
 constexpr std::size_t kSpawnSliceNodes = 2048;
-// At most this many threads spawn a partition's actors (the calling one among them).
+// A thread's malloc arena (but the first thread's) grows by a page at a time, one mprotect call
+// each (core/thread_heap.hpp): each slice's thread makes room for this much per node first, in
+// huge pages when the graph's node state goes there anyway (kHugePageNodes).
+constexpr std::size_t kSpawnBytesPerNode = 3072;
+// At most this many threads spawn a partition's actors.
 constexpr int kSpawnThreads = 4;
 
 // Calls `spawn(from, to, hot_here)` over the node ids [0, n) in slices, one per thread on up to
-// kSpawnThreads threads (no more than the cores this process may use; the calling thread takes
-// the last slice), then appends each slice's `hot_here` to `hot` in slice order. Rethrows the
-// first exception a slice threw, once every slice has ended.
+// kSpawnThreads new threads (no more than the cores this process may use; the calling thread
+// waits for them: its heap may be the process's main one, whose room cannot be made ahead),
+// then appends each slice's `hot_here` to `hot` in slice order; a partition with too few active
+// nodes for two slices is spawned by the calling thread. `huge`: each thread's room goes into
+// huge pages. Rethrows the first exception a slice threw, once every slice has ended.
 template <class Spawn>
-void spawn_slices(int n, std::size_t active, std::vector<const void*>& hot, Spawn&& spawn) {
+void spawn_slices(int n, std::size_t active, bool huge, std::vector<const void*>& hot, Spawn&& spawn) {
   const int slices = int(std::min<std::size_t>(active / kSpawnSliceNodes, kSpawnThreads));
   const int threads = slices < 2 ? 1 : std::clamp(usable_cores(), 1, slices);
   if (threads == 1) {
+    thread_heap::reserve(active * kSpawnBytesPerNode, huge);
     spawn(0, n, hot);
     return;
   }
@@ -51,20 +59,20 @@ void spawn_slices(int n, std::size_t active, std::vector<const void*>& hot, Spaw
   std::vector<std::exception_ptr> error(static_cast<std::size_t>(threads));
   auto slice = [&](int t) {
     try {
+      thread_heap::reserve(active / std::size_t(threads) * kSpawnBytesPerNode, huge);
       spawn(int(int64_t(n) * t / threads), int(int64_t(n) * (t + 1) / threads), hot_of[std::size_t(t)]);
     } catch (...) {
       error[std::size_t(t)] = std::current_exception();
     }
   };
   std::vector<std::thread> helpers;
-  for (int t = 0; t + 1 < threads; ++t) {
+  for (int t = 0; t < threads; ++t) {
     try {
       helpers.emplace_back(slice, t);
     } catch (const std::system_error&) {  // no thread to be had: this one spawns the slice
       slice(t);
     }
   }
-  slice(threads - 1);
   for (auto& h : helpers) h.join();
   for (auto& e : error)
     if (e) std::rethrow_exception(e);
@@ -598,7 +606,7 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
       return node && node->fast() ? node : nullptr;
     };
     // The nodes' own actors, a large partition's on several threads (spawn_slices()).
-    spawn_slices(int(p.nodes.size()), active_of[i], hot, [&](int from, int to, std::vector<const void*>& hot_here) {
+    spawn_slices(int(p.nodes.size()), active_of[i], huge, hot, [&](int from, int to, std::vector<const void*>& hot_here) {
       for (int id = from; id < to; ++id) {
         if (!p.nodes[id].active) continue;
         if (huge) hot_here.push_back(&p.nodes[id]);

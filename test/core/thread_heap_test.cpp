@@ -1,0 +1,123 @@
+// Room in a thread's malloc heap made ahead (core/thread_heap.hpp): after reserve(), the heap
+// that a thread's small allocations come from is accessible for at least what was asked, as
+// /proc/self/maps tells, and, asked for huge pages, what the thread then allocates there comes
+// in huge pages, as /proc/self/smaps tells.
+#include <boost/test/unit_test.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/thread_heap.hpp"
+
+using namespace troupe;
+
+namespace {
+
+// The value of `field` (in kB) in /proc/self/smaps for the mapping that holds `address`; -1
+// when there is none.
+long smaps_kib(const void* address, const std::string& field) {
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  std::ifstream smaps("/proc/self/smaps");
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (line.find(':') == std::string::npos || line.find(' ') < line.find(':')) {  // a mapping's first line
+      if (head >> std::hex >> lo >> dash >> hi && dash == '-') inside = lo <= a && a < hi;
+      continue;
+    }
+    if (inside && line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
+  }
+  return -1;
+}
+
+std::string transparent_huge_pages() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string all;
+  std::getline(in, all);
+  const auto open = all.find('['), close = all.find(']');
+  return open == std::string::npos || close == std::string::npos ? "" : all.substr(open + 1, close - open - 1);
+}
+
+// The size of the mapping of this process that holds `address`, if it is readable and
+// writable; 0 otherwise.
+std::size_t writable_bytes_around(const void* address) {
+  const auto a = reinterpret_cast<std::uintptr_t>(address);
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    std::uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::string perms;
+    std::istringstream in(line);
+    if (!(in >> std::hex >> lo >> dash >> hi >> perms) || dash != '-') continue;
+    if (lo <= a && a < hi) return perms.rfind("rw", 0) == 0 ? hi - lo : 0;
+  }
+  return 0;
+}
+
+// On a thread of its own (a heap other than the main one): the writable bytes around a small
+// allocation before and after reserve(extra).
+std::pair<std::size_t, std::size_t> around_a_reserve(std::size_t extra) {
+  std::pair<std::size_t, std::size_t> out;
+  std::thread([&] {
+    void* before = std::malloc(64);
+    out.first = writable_bytes_around(before);
+    thread_heap::reserve(out.first + extra, /*huge=*/false);
+    void* after = std::malloc(64);
+    out.second = writable_bytes_around(after);
+    std::free(after);
+    std::free(before);
+  }).join();
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_threads_heap_reserved_ahead_is_writable_for_what_was_asked) {
+  constexpr std::size_t extra = std::size_t(16) << 20;
+  const auto [before, after] = around_a_reserve(extra);
+  BOOST_TEST_REQUIRE(before > 0u);  // a small allocation lies in writable memory
+  if (before + extra > thread_heap::kMaxReserve) {
+    BOOST_TEST_MESSAGE("skipped: this thread's heap was grown past " << before << " bytes already");
+    return;
+  }
+  std::ifstream overcommit("/proc/sys/vm/overcommit_memory");
+  int mode = 0;
+  if (overcommit >> mode && mode == 2) {
+    BOOST_TEST_MESSAGE("skipped: strict overcommit (mode 2), where glibc makes a shrunk heap inaccessible again");
+    return;
+  }
+  // Without the reserve the heap would stay about as it was: a few pages past `before`.
+  BOOST_TEST(after >= before + extra);
+  BOOST_TEST(after < before + extra + thread_heap::kMaxReserve);
+}
+
+BOOST_AUTO_TEST_CASE(a_threads_heap_reserved_in_huge_pages_gives_its_small_allocations_huge_pages) {
+  const std::string mode = transparent_huge_pages();
+  if (mode != "madvise" && mode != "always") {
+    BOOST_TEST_MESSAGE("skipped: transparent huge pages are '" << mode << "' here");
+    return;
+  }
+  // 8 MiB in 2 KiB pieces, each written, after room for 12 MiB in huge pages.
+  long huge_kib = -1;
+  std::thread([&] {
+    thread_heap::reserve(std::size_t(12) << 20, /*huge=*/true);
+    std::vector<char*> pieces;
+    for (int i = 0; i < 4096; ++i) {
+      pieces.push_back(static_cast<char*>(std::malloc(2048)));
+      std::memset(pieces.back(), 1, 2048);
+    }
+    huge_kib = smaps_kib(pieces[2048], "AnonHugePages");
+    for (char* p : pieces) std::free(p);
+  }).join();
+  // (With 'always' the heap may have had them anyway; with 'madvise', as on this project's
+  // machines, only the advice gives them.) At least the whole 2 MiB ranges inside the 8 MiB written (3 of them) are huge pages.
+  BOOST_TEST(huge_kib >= 3 * 2048);
+}
