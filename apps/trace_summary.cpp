@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <fstream>
 #include <set>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -42,24 +44,41 @@ std::string describe(const Slice& s) {
 
 // Walking back from the slice that ends last: each link's predecessor is, for a recv, its send
 // (the same transfer), else the slice of the same process that ended last before it started.
+// Each look-up is a binary search over the process's slices by end (a step of a long loop has
+// hundreds of thousands of slices, and its path nearly as many links).
 std::vector<TraceSummary::Link> critical_path(const std::vector<const Slice*>& slices,
                                               const std::map<int, std::string>& task_of) {
   std::vector<TraceSummary::Link> path;
   if (slices.empty()) return path;
+  std::map<int, std::vector<const Slice*>> by_process;  // each sorted by end
+  std::unordered_map<std::string, const Slice*> send_of;  // per transfer, its (last) send
+  for (auto* s : slices) {
+    by_process[s->pid].push_back(s);
+    if (s->name == "send") send_of[s->transfer] = s;
+  }
+  for (auto& [pid, mine] : by_process)
+    std::stable_sort(mine.begin(), mine.end(), [](auto* a, auto* b) { return a->end() < b->end(); });
   const Slice* at = *std::max_element(slices.begin(), slices.end(), [](auto* a, auto* b) { return a->end() < b->end(); });
   constexpr double kSlack = 0.002;  // microseconds: times are written to the nanosecond
-  std::set<const Slice*> seen;
+  std::unordered_set<const Slice*> seen;
   while (at && seen.insert(at).second) {
     auto where = task_of.find(at->pid);
     path.push_back({describe(*at), where == task_of.end() ? std::to_string(at->pid) : where->second, at->ts, at->dur, 0});
     const Slice* before = nullptr;
     if (at->cat == "transfer" && at->name == "recv")
-      for (auto* s : slices)
-        if (s->name == "send" && s->transfer == at->transfer) before = s;
-    if (!before)
-      for (auto* s : slices)
-        if (s != at && s->pid == at->pid && s->end() <= at->ts + kSlack && s->ts < at->ts && (!before || s->end() > before->end()))
-          before = s;
+      if (auto it = send_of.find(at->transfer); it != send_of.end()) before = it->second;
+    if (!before) {
+      // The latest end at or before at->ts (with the slack) of a slice that started before it.
+      const auto& mine = by_process[at->pid];
+      auto it = std::upper_bound(mine.begin(), mine.end(), at->ts + kSlack, [](double t, auto* s) { return t < s->end(); });
+      while (it != mine.begin()) {
+        const Slice* s = *--it;
+        if (s == at || s->ts >= at->ts) continue;
+        // Of those that end together, the first of the trace.
+        if (before && s->end() != before->end()) break;
+        before = s;
+      }
+    }
     if (before) path.back().gap_us = std::max(0.0, at->ts - before->end());
     at = before;
   }
