@@ -1,5 +1,6 @@
 #include "core/thread_heap.hpp"
 
+#include <dlfcn.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -11,8 +12,18 @@
 
 namespace troupe::thread_heap {
 
+bool glibc_malloc() {
+  static const bool glibc = [] {
+    void* libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+    const bool same = libc && dlsym(libc, "malloc") == dlsym(RTLD_DEFAULT, "malloc");
+    if (libc) dlclose(libc);
+    return same;
+  }();
+  return glibc;
+}
+
 void reserve(std::size_t bytes, bool huge) {
-  if (syscall(SYS_gettid) == getpid()) return;
+  if (syscall(SYS_gettid) == getpid() || !glibc_malloc()) return;
   // Below the default mmap threshold (128 KiB), which only ever rises: each block comes from
   // the heap. Given back in the order taken, each merges with the one before it, and the last
   // with the heap's top: one trim for them all.

@@ -7,8 +7,8 @@
 // process's memory map. reserve() moves that mark ahead in a few calls: it allocates the bytes
 // in blocks below malloc's mmap threshold and gives them back at once; the heap keeps them
 // accessible (untouched, so no memory is used) and the thread's next allocations up to there
-// need no call. Elsewhere (another allocator, a kernel in strict overcommit mode, where glibc
-// makes a shrunk heap inaccessible again) it costs a few allocations and gains nothing.
+// need no call. With another allocator it does nothing; in strict overcommit mode, where glibc
+// makes a shrunk heap inaccessible again, it costs a few allocations and gains nothing.
 //
 // Asked to, it also advises the kernel to back that room with transparent huge pages
 // (madvise MADV_HUGEPAGE): each 2 MiB of it then comes in one page fault instead of 512, and
@@ -20,6 +20,10 @@ namespace troupe::thread_heap {
 // At most this much is made ahead in one call (a heap is 64 MiB at most; past it glibc starts
 // another, which giving the blocks back would free again).
 inline constexpr std::size_t kMaxReserve = std::size_t(48) << 20;
+
+// Whether malloc is glibc's (not a sanitizer's, nor another allocator preloaded): elsewhere
+// reserve() does nothing.
+bool glibc_malloc();
 
 // Makes the calling thread's heap accessible for about `bytes` (at most kMaxReserve) more, the
 // whole 2 MiB ranges of it advised for huge pages if `huge`; does nothing on the process's

@@ -81,6 +81,10 @@ std::pair<std::size_t, std::size_t> around_a_reserve(std::size_t extra) {
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_threads_heap_reserved_ahead_is_writable_for_what_was_asked) {
+  if (!thread_heap::glibc_malloc()) {
+    BOOST_TEST_MESSAGE("skipped: malloc is not glibc's here (a sanitizer's or a preloaded one)");
+    return;
+  }
   constexpr std::size_t extra = std::size_t(16) << 20;
   const auto [before, after] = around_a_reserve(extra);
   BOOST_TEST_REQUIRE(before > 0u);  // a small allocation lies in writable memory
@@ -100,6 +104,10 @@ BOOST_AUTO_TEST_CASE(a_threads_heap_reserved_ahead_is_writable_for_what_was_aske
 }
 
 BOOST_AUTO_TEST_CASE(a_threads_heap_reserved_in_huge_pages_gives_its_small_allocations_huge_pages) {
+  if (!thread_heap::glibc_malloc()) {
+    BOOST_TEST_MESSAGE("skipped: malloc is not glibc's here (a sanitizer's or a preloaded one)");
+    return;
+  }
   const std::string mode = transparent_huge_pages();
   if (mode != "madvise" && mode != "always") {
     BOOST_TEST_MESSAGE("skipped: transparent huge pages are '" << mode << "' here");
