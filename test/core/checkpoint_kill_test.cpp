@@ -1,6 +1,7 @@
-// A process killed with SIGKILL while saving checkpoints in a loop (at random moments, 25
-// times) leaves the latest published checkpoint intact and restorable, with the values of its
+// A process killed with SIGKILL while saving checkpoints in a loop (at random moments after its
+// first save began, 25 times) leaves the latest published checkpoint intact and restorable, with the values of its
 // step; the next begin_save removes the temporary directories of the killed saves.
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <random>
+#include <string>
 #include <thread>
 
 #include <boost/test/unit_test.hpp>
@@ -27,14 +29,33 @@ namespace {
 class SaverChild {
  public:
   explicit SaverChild(const std::string& dir) {
+    int fds[2];
+    BOOST_TEST_REQUIRE(::pipe(fds) == 0);
     pid_ = ::fork();
     BOOST_TEST_REQUIRE(pid_ >= 0);
     if (pid_ == 0) {
+      ::dup2(fds[1], STDOUT_FILENO);
+      ::close(fds[0]);
+      ::close(fds[1]);
       ::execl(TROUPE_CHECKPOINT_SAVER_CHILD, TROUPE_CHECKPOINT_SAVER_CHILD, dir.c_str(), nullptr);
       ::_exit(127);
     }
+    ::close(fds[1]);
+    said_ = fds[0];
   }
-  ~SaverChild() { kill(); }
+  ~SaverChild() {
+    kill();
+    ::close(said_);
+  }
+
+  // Waits at most `bound` for the child to say its first save has begun (a sanitized or busy
+  // child may take a while to start); false if it did not.
+  bool wait_until_saving(std::chrono::milliseconds bound) {
+    pollfd p{said_, POLLIN, 0};
+    if (::poll(&p, 1, int(bound.count())) != 1) return false;
+    char line[16] = {};
+    return ::read(said_, line, sizeof line - 1) > 0 && std::string(line).rfind("saving", 0) == 0;
+  }
   SaverChild(const SaverChild&) = delete;
   SaverChild& operator=(const SaverChild&) = delete;
 
@@ -51,6 +72,7 @@ class SaverChild {
  private:
   pid_t pid_ = -1;
   int status_ = 0;
+  int said_ = -1;  // the child's standard output
 };
 
 int count_temporaries(const std::string& dir) {
@@ -75,6 +97,8 @@ BOOST_AUTO_TEST_CASE(a_save_killed_at_random_moments_leaves_the_latest_checkpoin
   int64_t last_step = 0;
   for (int round = 0; round < 25; ++round) {
     SaverChild child(dir.path());
+    BOOST_TEST_REQUIRE(child.wait_until_saving(std::chrono::seconds(60)),
+                       "round " << round << ": the saver said nothing in 60 s");
     std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 201));
     int status = child.kill();
     BOOST_TEST_REQUIRE(WIFSIGNALED(status), "the saver exited by itself with status " << status);

@@ -1,6 +1,7 @@
 // A process that saves checkpoints into DIR in a loop, forever, for the kill test
 // (checkpoint_kill_test.cpp): global steps continue from the latest checkpoint; each step's
-// values come from test/core/checkpoint_saver_values.hpp. Two data files, as two parameter
+// values come from test/core/checkpoint_saver_values.hpp. Prints "saving" once its first save
+// has begun. Two data files, as two parameter
 // shards would write them: "a" whole in the first, "b" split by rows over both.
 #include <cstdio>
 #include <exception>
@@ -20,9 +21,14 @@ int main(int argc, char** argv) {
   try {
     int64_t step = 1;
     if (auto latest = ck::latest_checkpoint(dir)) step = ck::read_index(*latest).global_step + 1;
-    for (;; ++step) {
+    for (bool said = false;; ++step) {
       Tensor a = testing::saver_a(step), b = testing::saver_b(step);
       std::string temp = ck::begin_save(dir, step);
+      if (!said) {  // the test kills this process at random moments from here on
+        std::printf("saving\n");
+        std::fflush(stdout);
+        said = true;
+      }
       auto entries = ck::write_data_file(temp, "shard-00000-of-00002.data",
                                          {{"a", a, {}, 0}, {"b", b.slice(0, 256), b.shape(), 0}});
       auto second = ck::write_data_file(temp, "shard-00001-of-00002.data",
