@@ -7,35 +7,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <sstream>
-#include <string>
 
 #include "core/huge_pages.hpp"
+#include "test/support/smaps.hpp"
 
 using namespace troupe;
-
-namespace {
-
-// AnonHugePages of the mapping that holds `address`, in KiB, from /proc/self/smaps.
-long huge_kib_of_mapping(const void* address) {
-  const auto a = reinterpret_cast<std::uintptr_t>(address);
-  std::ifstream smaps("/proc/self/smaps");
-  bool inside = false;
-  for (std::string line; std::getline(smaps, line);) {
-    std::uintptr_t lo = 0, hi = 0;
-    char dash = 0;
-    std::istringstream head(line);
-    if (line.find(':') == std::string::npos || line.find(' ') < line.find(':')) {  // a mapping's first line
-      if (head >> std::hex >> lo >> dash >> hi && dash == '-') inside = lo <= a && a < hi;
-      continue;
-    }
-    if (inside && line.rfind("AnonHugePages:", 0) == 0) return std::stol(line.substr(14));
-  }
-  return -1;
-}
-
-}  // namespace
 
 BOOST_AUTO_TEST_CASE(the_ranges_around_the_addresses_given_end_up_in_huge_pages) {
   // 8 MiB of anonymous memory, every page touched: in 4 KiB pages, as a heap's are (unless
@@ -46,7 +22,7 @@ BOOST_AUTO_TEST_CASE(the_ranges_around_the_addresses_given_end_up_in_huge_pages)
   auto* base = reinterpret_cast<char*>((reinterpret_cast<std::uintptr_t>(raw) + huge_pages::kSize - 1) &
                                        ~(huge_pages::kSize - 1));
   std::memset(base, 7, bytes);
-  if (huge_kib_of_mapping(base) != 0) {  // transparent huge pages 'always': nothing to tell apart
+  if (testing::smaps_kib(base, "AnonHugePages") != 0) {  // transparent huge pages 'always': nothing to tell apart
     BOOST_TEST_MESSAGE("skipped: the memory came in huge pages already");
     munmap(raw, bytes + huge_pages::kSize);
     return;
@@ -67,7 +43,7 @@ BOOST_AUTO_TEST_CASE(the_ranges_around_the_addresses_given_end_up_in_huge_pages)
   }
   BOOST_TEST(after.collapsed - before.collapsed == 2u);
   BOOST_TEST(after.refused == before.refused);
-  BOOST_TEST(huge_kib_of_mapping(base) == long(2 * huge_pages::kSize / 1024));
+  BOOST_TEST(testing::smaps_kib(base, "AnonHugePages") == long(2 * huge_pages::kSize / 1024));
   // The bytes are what they were.
   bool same = true;
   for (std::size_t i = 0; i < bytes; i += 4093) same = same && base[i] == 7;

@@ -14,30 +14,13 @@
 #include <vector>
 
 #include "core/thread_heap.hpp"
+#include "test/support/smaps.hpp"
 
 using namespace troupe;
 
 namespace {
 
-// The value of `field` (in kB) in /proc/self/smaps for the mapping that holds `address`; -1
-// when there is none.
-long smaps_kib(const void* address, const std::string& field) {
-  const auto a = reinterpret_cast<std::uintptr_t>(address);
-  std::ifstream smaps("/proc/self/smaps");
-  bool inside = false;
-  for (std::string line; std::getline(smaps, line);) {
-    std::uintptr_t lo = 0, hi = 0;
-    char dash = 0;
-    std::istringstream head(line);
-    if (line.find(':') == std::string::npos || line.find(' ') < line.find(':')) {  // a mapping's first line
-      if (head >> std::hex >> lo >> dash >> hi && dash == '-') inside = lo <= a && a < hi;
-      continue;
-    }
-    if (inside && line.rfind(field + ":", 0) == 0) return std::stol(line.substr(field.size() + 1));
-  }
-  return -1;
-}
-
+// The kernel's transparent huge page mode: "always", "madvise" or "never" ("" if unknown).
 std::string transparent_huge_pages() {
   std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string all;
@@ -122,7 +105,7 @@ BOOST_AUTO_TEST_CASE(a_threads_heap_reserved_in_huge_pages_gives_its_small_alloc
       pieces.push_back(static_cast<char*>(std::malloc(2048)));
       std::memset(pieces.back(), 1, 2048);
     }
-    huge_kib = smaps_kib(pieces[2048], "AnonHugePages");
+    huge_kib = testing::smaps_kib(pieces[2048], "AnonHugePages");
     for (char* p : pieces) std::free(p);
   }).join();
   // (With 'always' the heap may have had them anyway; with 'madvise', as on this project's
