@@ -2,9 +2,10 @@
 # Troupe's executor against TensorFlow's on the same graphs, in one run, one after the other.
 # Usage: bench/peers/compare_executor.sh [nodes] [steps] [threads] [rounds]
 # threads: both systems' inter-op threads (default: 2; TensorFlow's intra-op threads are 1).
-# rounds: how many times each pair runs (default 1), the two systems alternating, so that a
-# minute in which the machine runs slow falls on both: the table gives each pair's figures per
-# round, and the summary the medians, and in how many rounds Troupe was the cheaper.
+# rounds: how many times each pair runs (default 1), the two systems alternating (which goes
+# first alternates from pair to pair), so that a minute in which the machine runs slow falls on
+# both: the table gives each pair's figures per round, and the summary the medians, and in how
+# many rounds Troupe was the cheaper.
 # Needs build/bench/troupe-bench (tools/test.sh builds it) and the TF peer
 # (bench/peers/setup_tf.sh installs it into bench/peers/.venv-tf).
 set -euo pipefail
@@ -18,14 +19,30 @@ python=bench/peers/.venv-tf/bin/python
 source bench/peers/tagged_runs.sh  # run LABEL COMMAND...: the JSON lines into $out, "config": the round
 err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
+troupe() {
+  run "$1" build/bench/troupe-bench executor --shape "$2" --nodes "$nodes" --steps "$steps" --threads "$threads" --json
+}
+tensorflow() {
+  # TensorFlow logs its start-up to stderr; keep it out of the table, show it on failure.
+  if ! run "$1" "$python" bench/peers/executor_tf.py --shape "$2" --nodes "$nodes" --steps "$steps" \
+      --threads "$threads" --json 2>"$err"; then
+    cat "$err" >&2
+    exit 1
+  fi
+}
+pair=0
 for round in $(seq "$rounds"); do
   for shape in chain fanout random; do
-    run "$round" build/bench/troupe-bench executor --shape "$shape" --nodes "$nodes" --steps "$steps" --threads "$threads" --json
-    # TensorFlow logs its start-up to stderr; keep it out of the table, show it on failure.
-    if ! run "$round" "$python" bench/peers/executor_tf.py --shape "$shape" --nodes "$nodes" --steps "$steps" \
-        --threads "$threads" --json 2>"$err"; then
-      cat "$err" >&2
-      exit 1
+    # Which system goes first alternates from pair to pair (Troupe, TensorFlow, TensorFlow,
+    # Troupe, Troupe, ...), so each follows itself as often as the other: a process started
+    # right after another has exited pays for touching the memory that one freed
+    # (docs/performance.md), and TensorFlow frees about ten times what Troupe does.
+    if ((pair++ % 2 == 0)); then
+      troupe "$round" "$shape"
+      tensorflow "$round" "$shape"
+    else
+      tensorflow "$round" "$shape"
+      troupe "$round" "$shape"
     fi
   done
 done
