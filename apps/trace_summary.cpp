@@ -88,45 +88,203 @@ std::vector<TraceSummary::Link> critical_path(const std::vector<const Slice*>& s
 
 }  // namespace
 
-TraceSummary summarize_trace(const nlohmann::json& trace) {
-  if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
-    fail(ErrorCode::invalid_argument, "not a Chrome trace: no traceEvents array");
-  if (!trace.contains("otherData") || trace["otherData"].value("producer", "") != "troupe")
-    fail(ErrorCode::invalid_argument, "not a trace a Troupe session wrote (otherData.producer is not \"troupe\")");
-  TraceSummary out;
-  out.events_left_out = trace["otherData"].value("events_left_out", int64_t(0));
+namespace {
+
+struct Counter {
+  int pid;
+  std::string name;
+  double ts;
+  int64_t bytes;
+};
+
+// What the summary reads of a trace: read from a parsed document (summarize_trace) or straight
+// from a file (summarize_trace_file: a long run's trace is hundreds of MB, its document ten
+// times that in memory).
+struct Events {
+  bool has_events = false;  // a traceEvents array at the top
+  bool troupe = false;      // otherData.producer is "troupe"
+  int64_t events_left_out = 0;
   std::map<int, std::string> task_of;
   std::vector<Slice> slices;
-  struct Counter {
-    int pid;
-    std::string name;
-    double ts;
-    int64_t bytes;
-  };
   std::vector<Counter> counters;
-  for (auto& e : trace["traceEvents"]) {
-    const std::string ph = e.value("ph", "");
-    if (ph == "M" && e.value("name", "") == "process_name")
-      task_of[e.value("pid", 0)] = task_of_process(e["args"].value("name", ""));
-    if (ph == "C" && e.value("cat", "") == "memory" && e.contains("args"))
-      counters.push_back({e.value("pid", 0), e.value("name", ""), e.value("ts", 0.0), e["args"].value("bytes", int64_t(0))});
-    if (ph != "X") continue;
+};
+
+// The fields of one traceEvents entry that the summary reads, in whatever order they come.
+struct Event {
+  std::string ph, name, cat;
+  int pid = 0;
+  double ts = 0, dur = 0;
+  bool has_args = false;
+  std::string arg_name, node, peer, transfer;  // args.name (a process's), args.node, ...
+  uint64_t step = 0;
+  int64_t bytes = 0;
+
+  void into(Events& out) && {
+    if (ph == "M" && name == "process_name") out.task_of[pid] = task_of_process(arg_name);
+    if (ph == "C" && cat == "memory" && has_args) out.counters.push_back({pid, std::move(name), ts, bytes});
+    if (ph != "X") return;
     Slice s;
-    s.pid = e.value("pid", 0);
-    s.ts = e.value("ts", 0.0);
-    s.dur = e.value("dur", 0.0);
-    s.cat = e.value("cat", "");
-    s.name = e.value("name", "");
+    s.pid = pid;
+    s.ts = ts;
+    s.dur = dur;
+    s.cat = std::move(cat);
+    s.name = std::move(name);
+    s.step = step;
+    s.node = std::move(node);
+    s.peer = std::move(peer);
+    s.transfer = std::move(transfer);
+    s.bytes = bytes;
+    out.slices.push_back(std::move(s));
+  }
+};
+
+Events events_of(const nlohmann::json& trace) {
+  Events out;
+  out.has_events = trace.is_object() && trace.contains("traceEvents") && trace["traceEvents"].is_array();
+  if (!out.has_events) return out;
+  out.troupe = trace.contains("otherData") && trace["otherData"].value("producer", "") == "troupe";
+  if (!out.troupe) return out;
+  out.events_left_out = trace["otherData"].value("events_left_out", int64_t(0));
+  for (auto& e : trace["traceEvents"]) {
+    Event ev;
+    ev.ph = e.value("ph", "");
+    ev.name = e.value("name", "");
+    ev.cat = e.value("cat", "");
+    ev.pid = e.value("pid", 0);
+    ev.ts = e.value("ts", 0.0);
+    ev.dur = e.value("dur", 0.0);
     if (e.contains("args")) {
       const auto& a = e["args"];
-      s.step = a.value("step", uint64_t(0));
-      s.node = a.value("node", "");
-      s.peer = a.value("peer", "");
-      s.transfer = a.value("transfer", "");
-      s.bytes = a.value("bytes", int64_t(0));
+      ev.has_args = true;
+      ev.arg_name = a.value("name", "");
+      ev.step = a.value("step", uint64_t(0));
+      ev.node = a.value("node", "");
+      ev.peer = a.value("peer", "");
+      ev.transfer = a.value("transfer", "");
+      ev.bytes = a.value("bytes", int64_t(0));
     }
-    slices.push_back(std::move(s));
+    std::move(ev).into(out);
   }
+  return out;
+}
+
+// Reads the same from a file as it is parsed, keeping only what the summary reads.
+class EventReader final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit EventReader(Events& out) : out_(out) {}
+
+  bool null() override { return scalar(); }
+  bool boolean(bool) override { return scalar(); }
+  bool number_integer(number_integer_t v) override { return number(double(v), v, uint64_t(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return number(double(v), int64_t(v), v); }
+  bool number_float(number_float_t v, const string_t&) override { return number(v, int64_t(v), uint64_t(v)); }
+  bool binary(binary_t&) override { return scalar(); }
+  bool string(string_t& v) override {
+    std::string* field = nullptr;
+    switch (at()) {
+      case In::event:
+        field = key_ == "ph" ? &event_.ph : key_ == "name" ? &event_.name : key_ == "cat" ? &event_.cat : nullptr;
+        break;
+      case In::args:
+        field = key_ == "name"       ? &event_.arg_name
+                : key_ == "node"     ? &event_.node
+                : key_ == "peer"     ? &event_.peer
+                : key_ == "transfer" ? &event_.transfer
+                                     : nullptr;
+        break;
+      case In::other_data:
+        if (key_ == "producer") out_.troupe = v == "troupe";
+        return true;
+      default:
+        return true;
+    }
+    if (field) *field = std::move(v);
+    else if (numeric_key()) wrong("a string");
+    return true;
+  }
+  bool start_object(std::size_t) override {
+    In next = In::ignored;
+    if (stack_.empty()) next = In::root;
+    else if (at() == In::root && key_ == "otherData") next = In::other_data;
+    else if (at() == In::trace_events) next = In::event;
+    else if (at() == In::event && key_ == "args") next = In::args;
+    if (next == In::event) event_ = Event{};
+    if (next == In::args) event_.has_args = true;
+    stack_.push_back(next);
+    return true;
+  }
+  bool key(string_t& k) override {
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() override {
+    const In done = at();
+    stack_.pop_back();
+    if (done == In::event) {
+      std::move(event_).into(out_);
+      ++index_;
+    }
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    const bool events = !stack_.empty() && at() == In::root && key_ == "traceEvents";
+    if (events) out_.has_events = true;
+    stack_.push_back(events ? In::trace_events : In::ignored);
+    return true;
+  }
+  bool end_array() override {
+    stack_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) override { throw e; }
+
+ private:
+  enum class In { root, trace_events, event, args, other_data, ignored };
+  In at() const { return stack_.empty() ? In::ignored : stack_.back(); }
+
+  bool numeric_key() const {
+    if (at() == In::event) return key_ == "pid" || key_ == "ts" || key_ == "dur";
+    if (at() == In::args) return key_ == "step" || key_ == "bytes";
+    return at() == In::other_data && key_ == "events_left_out";
+  }
+  // A field of the summary's given a value of another kind: the trace is not one it can read.
+  [[noreturn]] void wrong(const char* what) const {
+    fail(ErrorCode::invalid_argument, "traceEvents[{}]: '{}' is {}, not what a Troupe trace holds there", index_, key_, what);
+  }
+  bool scalar() {
+    if (numeric_key()) wrong("not a number");
+    return true;
+  }
+  bool number(double d, int64_t i, uint64_t u) {
+    if (at() == In::event) {
+      if (key_ == "pid") event_.pid = int(i);
+      else if (key_ == "ts") event_.ts = d;
+      else if (key_ == "dur") event_.dur = d;
+    } else if (at() == In::args) {
+      if (key_ == "step") event_.step = u;
+      else if (key_ == "bytes") event_.bytes = i;
+    } else if (at() == In::other_data && key_ == "events_left_out") {
+      out_.events_left_out = i;
+    }
+    return true;
+  }
+
+  Events& out_;
+  std::vector<In> stack_;
+  std::string key_;
+  Event event_;
+  std::size_t index_ = 0;  // of the event being read
+};
+
+TraceSummary summarize(Events&& events) {
+  if (!events.has_events) fail(ErrorCode::invalid_argument, "not a Chrome trace: no traceEvents array");
+  if (!events.troupe)
+    fail(ErrorCode::invalid_argument, "not a trace a Troupe session wrote (otherData.producer is not \"troupe\")");
+  TraceSummary out;
+  out.events_left_out = events.events_left_out;
+  const std::map<int, std::string>& task_of = events.task_of;
+  const std::vector<Slice>& slices = events.slices;
+  std::vector<Counter>& counters = events.counters;
   std::map<std::string, TraceSummary::Stat> ops, nodes;
   std::map<std::pair<std::string, std::string>, TraceSummary::Transfer> transfers;
   std::map<uint64_t, std::vector<const Slice*>> by_step;
@@ -180,17 +338,24 @@ TraceSummary summarize_trace(const nlohmann::json& trace) {
   return out;
 }
 
+}  // namespace
+
+TraceSummary summarize_trace(const nlohmann::json& trace) { return summarize(events_of(trace)); }
+
 TraceSummary summarize_trace_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) fail(ErrorCode::not_found, "cannot open the trace file {}", path);
-  nlohmann::json trace;
+  Events events;
   try {
-    trace = nlohmann::json::parse(in);
+    EventReader reader(events);
+    nlohmann::json::sax_parse(in, &reader);
+  } catch (const Error& e) {
+    fail(e.code(), "{}: {}", path, e.what());
   } catch (const std::exception& e) {
     fail(ErrorCode::invalid_argument, "the trace file {} is not JSON: {}", path, e.what());
   }
   try {
-    return summarize_trace(trace);
+    return summarize(std::move(events));
   } catch (const Error& e) {
     fail(e.code(), "{}: {}", path, e.what());
   }

@@ -92,10 +92,17 @@ for task in ("ps:0", "worker:0"):
 print(f"cluster trace: {len(flows)} values crossed, each a flow between two processes")
 PY
 
-# Refused, naming what is wrong.
+# Refused, naming what is wrong (troupe-trace reads the file as it parses it, keeping only what
+# the summary needs).
 if "$tracer" summary "$work/nothing.json" > "$work/err" 2>&1; then fail "a missing trace file was accepted"; fi
 if "$tracer" summary "$work/logs/report.html" > "$work/err" 2>&1; then fail "an HTML file was taken for a trace"; fi
 grep -q "$work/logs/report.html is not JSON" "$work/err" || { cat "$work/err"; fail "no message naming the file"; }
+echo '{"a": 1}' > "$work/other.json"
+if "$tracer" summary "$work/other.json" > "$work/err" 2>&1; then fail "JSON without traceEvents was taken for a trace"; fi
+grep -q "other.json: not a Chrome trace: no traceEvents array" "$work/err" || { cat "$work/err"; fail "no traceEvents: no message"; }
+echo '{"traceEvents": [{"ph": "X", "pid": "one"}], "otherData": {"producer": "troupe"}}' > "$work/odd.json"
+if "$tracer" summary "$work/odd.json" > "$work/err" 2>&1; then fail "a pid that is a string was accepted"; fi
+grep -q "odd.json: traceEvents\[0\]: 'pid' is a string" "$work/err" || { cat "$work/err"; fail "a string pid: no message"; }
 set +e
 "$app" --trace "$work/x.json" --trace-steps 5-2 > "$work/err" 2>&1
 code=$?
