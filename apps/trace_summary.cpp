@@ -123,18 +123,9 @@ struct Event {
     if (ph == "M" && name == "process_name") out.task_of[pid] = task_of_process(arg_name);
     if (ph == "C" && cat == "memory" && has_args) out.counters.push_back({pid, std::move(name), ts, bytes});
     if (ph != "X") return;
-    Slice s;
-    s.pid = pid;
-    s.ts = ts;
-    s.dur = dur;
-    s.cat = std::move(cat);
-    s.name = std::move(name);
-    s.step = step;
-    s.node = std::move(node);
-    s.peer = std::move(peer);
-    s.transfer = std::move(transfer);
-    s.bytes = bytes;
-    out.slices.push_back(std::move(s));
+    out.slices.push_back({.pid = pid, .ts = ts, .dur = dur, .cat = std::move(cat), .name = std::move(name),
+                          .node = std::move(node), .peer = std::move(peer), .transfer = std::move(transfer),
+                          .step = step, .bytes = bytes});
   }
 };
 
