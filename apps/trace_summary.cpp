@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <fstream>
-#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -97,9 +96,8 @@ struct Counter {
   int64_t bytes;
 };
 
-// What the summary reads of a trace: read from a parsed document (summarize_trace) or straight
-// from a file (summarize_trace_file: a long run's trace is hundreds of MB, its document ten
-// times that in memory).
+// What the summary reads of a trace, read straight from the file (EventReader): a long run's
+// trace is hundreds of MB, and a parsed document of it ten times that in memory.
 struct Events {
   bool has_events = false;  // a traceEvents array at the top
   bool troupe = false;      // otherData.producer is "troupe"
@@ -129,37 +127,7 @@ struct Event {
   }
 };
 
-Events events_of(const nlohmann::json& trace) {
-  Events out;
-  out.has_events = trace.is_object() && trace.contains("traceEvents") && trace["traceEvents"].is_array();
-  if (!out.has_events) return out;
-  out.troupe = trace.contains("otherData") && trace["otherData"].value("producer", "") == "troupe";
-  if (!out.troupe) return out;
-  out.events_left_out = trace["otherData"].value("events_left_out", int64_t(0));
-  for (auto& e : trace["traceEvents"]) {
-    Event ev;
-    ev.ph = e.value("ph", "");
-    ev.name = e.value("name", "");
-    ev.cat = e.value("cat", "");
-    ev.pid = e.value("pid", 0);
-    ev.ts = e.value("ts", 0.0);
-    ev.dur = e.value("dur", 0.0);
-    if (e.contains("args")) {
-      const auto& a = e["args"];
-      ev.has_args = true;
-      ev.arg_name = a.value("name", "");
-      ev.step = a.value("step", uint64_t(0));
-      ev.node = a.value("node", "");
-      ev.peer = a.value("peer", "");
-      ev.transfer = a.value("transfer", "");
-      ev.bytes = a.value("bytes", int64_t(0));
-    }
-    std::move(ev).into(out);
-  }
-  return out;
-}
-
-// Reads the same from a file as it is parsed, keeping only what the summary reads.
+// Reads the events from a file as it is parsed, keeping only what the summary reads.
 class EventReader final : public nlohmann::json_sax<nlohmann::json> {
  public:
   explicit EventReader(Events& out) : out_(out) {}
@@ -168,7 +136,11 @@ class EventReader final : public nlohmann::json_sax<nlohmann::json> {
   bool boolean(bool) override { return scalar(); }
   bool number_integer(number_integer_t v) override { return number(double(v), v, uint64_t(v)); }
   bool number_unsigned(number_unsigned_t v) override { return number(double(v), int64_t(v), v); }
-  bool number_float(number_float_t v, const string_t&) override { return number(v, int64_t(v), uint64_t(v)); }
+  bool number_float(number_float_t v, const string_t&) override {
+    // Converted within the integers' ranges (a value beyond them is no pid, step or byte count).
+    const double i = std::clamp(v, -0x1p63, 0x1p63 - 1024), u = std::clamp(v, 0.0, 0x1p64 - 2048);
+    return number(v, int64_t(i), uint64_t(u));
+  }
   bool binary(binary_t&) override { return scalar(); }
   bool string(string_t& v) override {
     std::string* field = nullptr;
@@ -330,8 +302,6 @@ TraceSummary summarize(Events&& events) {
 }
 
 }  // namespace
-
-TraceSummary summarize_trace(const nlohmann::json& trace) { return summarize(events_of(trace)); }
 
 TraceSummary summarize_trace_file(const std::string& path) {
   std::ifstream in(path);

@@ -49,10 +49,8 @@ struct TraceSummary {
   int64_t events_left_out = 0;
 };
 
-// Throws troupe::Error (invalid_argument) naming what is missing when `trace` is not a trace a
-// Session wrote.
-TraceSummary summarize_trace(const nlohmann::json& trace);
-// Reads and summarizes the file; errors name it.
+// Reads and summarizes the file; errors name it, and what is missing or wrong when it is not a
+// trace a Session wrote (troupe::Error, invalid_argument).
 TraceSummary summarize_trace_file(const std::string& path);
 
 // The summary as text, the `top` largest op types and nodes.
