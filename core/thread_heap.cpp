@@ -23,11 +23,12 @@ bool glibc_malloc() {
 }
 
 void reserve(std::size_t bytes, bool huge) {
-  if (syscall(SYS_gettid) == getpid() || !glibc_malloc()) return;
   // Below the default mmap threshold (128 KiB), which only ever rises: each block comes from
   // the heap. Given back in the order taken, each merges with the one before it, and the last
-  // with the heap's top: one trim for them all.
+  // with the heap's top: one trim for them all. Less than a block (a small graph's actors) is
+  // not worth the calls.
   constexpr std::size_t kBlock = std::size_t(96) << 10;
+  if (bytes < kBlock || syscall(SYS_gettid) == getpid() || !glibc_malloc()) return;
   const std::size_t want = std::min(bytes, kMaxReserve);
   std::vector<void*> blocks;
   blocks.reserve(want / kBlock + 1);

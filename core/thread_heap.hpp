@@ -26,9 +26,9 @@ inline constexpr std::size_t kMaxReserve = std::size_t(48) << 20;
 bool glibc_malloc();
 
 // Makes the calling thread's heap accessible for about `bytes` (at most kMaxReserve) more, the
-// whole 2 MiB ranges of it advised for huge pages if `huge`; does nothing on the process's
-// first thread (glibc's main heap grows by brk with room to spare, and giving the room back
-// would unmap the advised range).
+// whole 2 MiB ranges of it advised for huge pages if `huge`; does nothing for less than 96 KiB,
+// nor on the process's first thread (glibc's main heap grows by brk with room to spare, and
+// giving the room back would unmap the advised range).
 void reserve(std::size_t bytes, bool huge);
 
 }  // namespace troupe::thread_heap
