@@ -63,6 +63,44 @@ std::string FrameTable::describe(const Tag& tag) const {
   return out + std::string(std::size_t(std::max(levels - 1, 0)), ')');
 }
 
+int FrameTable::iteration_worker(const Tag& tag, int window, int workers) {
+  const int by_number = int(uint64_t(tag.iteration) % uint64_t(std::max(workers, 1)));
+  if (workers < 2 || window < 1) return by_number;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = frames_.find({tag.step, tag.frame});
+  if (it == frames_.end()) return by_number;
+  Record& r = it->second;
+  if (r.placed.empty()) {
+    r.placed.resize(std::size_t(window));
+    r.running.assign(std::size_t(workers), 0);
+  }
+  Placed& p = r.placed[uint64_t(tag.iteration) % r.placed.size()];
+  if (p.iteration == tag.iteration) return p.worker;
+  // A later iteration holds the place: this one finished long ago (the window), so no node of
+  // it is left to agree with.
+  if (p.iteration > tag.iteration || std::size_t(workers) != r.running.size()) return by_number;
+  // The place's iteration, `window` or more before this one, has finished (this one could not
+  // have started otherwise), whether or not its gate has been heard here yet.
+  if (p.running) --r.running[std::size_t(p.worker)];
+  int best = by_number;
+  for (int w = 0; w < workers; ++w)
+    if (r.running[std::size_t(w)] < r.running[std::size_t(best)]) best = w;
+  p = Placed{tag.iteration, int16_t(best), true};
+  ++r.running[std::size_t(best)];
+  return best;
+}
+
+void FrameTable::iteration_finished(const Tag& tag) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = frames_.find({tag.step, tag.frame});
+  if (it == frames_.end() || it->second.placed.empty()) return;
+  Record& r = it->second;
+  Placed& p = r.placed[uint64_t(tag.iteration) % r.placed.size()];
+  if (p.iteration != tag.iteration || !p.running) return;
+  p.running = false;
+  --r.running[std::size_t(p.worker)];
+}
+
 void FrameTable::drop_step(uint64_t step) {
   constexpr std::size_t kRemembered = 1024;
   std::lock_guard<std::mutex> lock(mutex_);

@@ -64,6 +64,20 @@ class FrameTable {
   std::optional<std::vector<int64_t>> iterations(const Tag& tag) const;
   // "" in the root frame; else "in frame 'f' iteration k (in frame 'g' iteration j)".
   std::string describe(const Tag& tag) const;
+  // The worker (of `workers`) that iteration tag.iteration of its frame runs on, for a loop that
+  // spreads its iterations over the workers (actors/executor/node.hpp, NodeActor::spread) and
+  // starts an iteration only once every iteration `window` or more before it has finished
+  // (parallel_iterations): chosen at the first ask for the iteration, the worker with the
+  // fewest of the frame's iterations not yet finished (iteration_finished), ties going to
+  // iteration mod workers; the same answer after, for as long as the iteration runs. So a
+  // worker that is slower, or busier with other work, is given fewer iterations, instead of
+  // every other one while its iterations fill the window and the other worker waits.
+  // iteration mod workers for a frame not known (ended, or not entered in this partition).
+  int iteration_worker(const Tag& tag, int window, int workers);
+  // Iteration tag.iteration of the frame has finished (its loop's iteration gate): its worker
+  // counts it no more. Said more than once (every NextIteration of the loop hears the gate),
+  // it counts once.
+  void iteration_finished(const Tag& tag);
   // Forgets the frames of a failed step, and remembers (for the last 1024 such steps) that it
   // ended: a lookup that finds nothing for it is then expected, not an error.
   void drop_step(uint64_t step);
@@ -71,11 +85,20 @@ class FrameTable {
   std::size_t size() const;  // frames held, over all steps
 
  private:
+  // Where a spread loop's iteration runs (iteration_worker): kept for the last `window`
+  // iterations, iteration k at k mod window.
+  struct Placed {
+    int64_t iteration = -1;
+    int16_t worker = 0;
+    bool running = false;  // counted in Record::running until the iteration has finished
+  };
   struct Record {
     std::string name;
     Tag parent;
     int exits_left;
     int enters_left;
+    std::vector<Placed> placed;  // made at the first iteration_worker()
+    std::vector<int> running;    // per worker: its iterations placed and not finished
   };
   mutable std::mutex mutex_;  // guards frames_ and the dropped steps; no other lock is taken under it
   std::map<std::pair<uint64_t, uint64_t>, Record> frames_;

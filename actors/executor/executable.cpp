@@ -182,10 +182,15 @@ struct LoopSpreads {
 LoopSpreads loop_spreads(const Graph& g, const std::vector<NodeKind>& kinds, ExecPlan& p) {
   constexpr int64_t kSmallCarried = 1024;  // bytes
   std::map<std::string, bool> may_spread;
+  std::map<std::string, int64_t> window;  // per such loop, its parallel_iterations
   for (int id = 0; id < g.size(); ++id) {
     const Node& n = g.node(id);
-    if (kinds[std::size_t(id)] == NodeKind::enter && get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1) > 1)
-      may_spread.try_emplace(get_attr<std::string>(n.attrs, "frame_name", n.name), true);
+    if (kinds[std::size_t(id)] != NodeKind::enter) continue;
+    if (const int64_t parallel = get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1); parallel > 1) {
+      const std::string frame = get_attr<std::string>(n.attrs, "frame_name", n.name);
+      may_spread.try_emplace(frame, true);
+      window[frame] = parallel;
+    }
   }
   for (int id = 0; id < g.size() && !may_spread.empty(); ++id) {
     const Node& n = g.node(id);
@@ -197,7 +202,10 @@ LoopSpreads loop_spreads(const Graph& g, const std::vector<NodeKind>& kinds, Exe
   }
   LoopSpreads out;
   for (auto& [frame, ok] : may_spread)
-    if (ok) out.of[frame] = p.spreads.emplace_back(std::make_unique<IterationSpread>()).get();
+    if (ok) {
+      out.of[frame] = p.spreads.emplace_back(std::make_unique<IterationSpread>()).get();
+      out.of[frame]->window = int(std::min<int64_t>(window[frame], INT32_MAX));
+    }
   out.carried.assign(std::size_t(g.size()), false);
   out.side.assign(std::size_t(g.size()), false);
   if (may_spread.empty()) return out;

@@ -43,9 +43,9 @@ struct Target {
   caf::actor actor;
   uint32_t slot;
   bool drop_dead = false;  // an Exit's data input: only the last iteration's live value matters
-  // A node with one actor per worker (NodePlan::replicas): iteration k goes to replicas[k mod
-  // replica_count] (node.hpp, deliver()) instead of `node`, which is replicas[0]. (The count
-  // sits in what was padding: a Target is 32 bytes.)
+  // A node with one actor per worker (NodePlan::replicas): iteration k goes to the replica of
+  // the worker it runs on (node.hpp, deliver()) instead of `node`, which is replicas[0]. (The
+  // count sits in what was padding: a Target is 32 bytes.)
   uint16_t replica_count = 0;
   NodeActor* node = nullptr;  // the actor's, when it is a node on the fast path (node.hpp)
   NodeActor* const* replicas = nullptr;
@@ -81,6 +81,8 @@ struct IterationSpread {
   // The part of it on the way to the next iteration (NodePlan::carried): the iterations
   // overlap only as far as the rest does not feed the next.
   std::atomic<int64_t> carried{0};
+  // Its parallel_iterations: how many iterations may run at once (FrameTable::iteration_worker).
+  int window = 2;
 };
 
 struct NodePlan {
@@ -123,9 +125,9 @@ struct NodePlan {
   bool side = false;
   // A kernel node of such a loop that the next iteration does not wait for, with a kernel that
   // keeps no state between firings (not OpDef::stateful), on a CPU: one actor per scheduler
-  // worker, the replicas, each taking the iterations k with k mod replicas its index, so each
-  // stays on its worker while the iterations spread (its state is not handed between cores
-  // every iteration). 1: one actor, as every other node.
+  // worker, the replicas, replica w taking the iterations that run on worker w
+  // (FrameTable::iteration_worker), so each stays on its worker while the iterations spread
+  // (its state is not handed between cores every iteration). 1: one actor, as every other node.
   int replicas = 1;
   std::vector<NodeActor*> replica_nodes;  // with replicas > 1: its actors, [0] the node's own
   const Graph* graph = nullptr;               // the partition's graph, which holds `node`

@@ -9,6 +9,7 @@ void NextIterationNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   if (me_->num_controls == 0) {
     // No gate: the value's arrival is the iteration's end (while_loop leaves the gate out
     // when the producer of this value is the body's only sink), so the next one may start.
+    if (me_->spread) plan_->frames.iteration_finished(tag);  // its worker may take another
     if (!value.dead) {
       Tag next = tag;
       ++next.iteration;
@@ -20,6 +21,7 @@ void NextIterationNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   IterationGate& g = gates_[key];
   const int64_t window = me_->parallel_iterations;
   if (slot == kControlSlot) {
+    if (me_->spread) plan_->frames.iteration_finished(tag);  // its worker may take another
     g.done.finish(tag.iteration);
     for (std::size_t i = 0; i < g.held.size();) {
       if (g.held[i].first.iteration < g.done.below + window) {

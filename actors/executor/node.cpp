@@ -161,10 +161,15 @@ std::atomic<int64_t> spread_ticks{0};  // 0: kSpreadTicks (set_spread_ticks stor
 
 void NodeActor::set_spread_ticks(int64_t ticks) { spread_ticks.store(ticks + 1, std::memory_order_relaxed); }
 
-namespace {
-// The worker of `tag`'s iteration in a loop that spreads (on a worker of ours, tls_unit).
-int iteration_worker(const Tag& tag) { return int(std::size_t(tag.iteration) % SchedulingPolicy::worker_count(tls_unit)); }
-}  // namespace
+int NodeActor::iteration_worker(const Tag& tag) const { return me_->replicas > 1 ? replica_ : place(tag); }
+
+int NodeActor::place(const Tag& tag) const {
+  // A node with replicas has one per worker; another asks on a worker of ours (spread()).
+  const int workers = me_->replicas > 1                  ? me_->replicas
+                      : tls_running && ours(tls_unit) ? int(SchedulingPolicy::worker_count(tls_unit))
+                                                         : 1;
+  return plan_->frames.iteration_worker(tag, me_->spread ? me_->spread->window : 1, workers);
+}
 
 int NodeActor::spread_worker(const Tag& tag) const { return spreads_now() ? iteration_worker(tag) : -1; }
 
@@ -607,6 +612,8 @@ template <bool owned>
 void NodeActor::send_outputs(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs) {
   if constexpr (owned) dead = false;  // owned outputs are live (but for those in dead_outputs)
   caf::execution_unit* const u = unit();
+  // A replica's consumers of the same iteration go to the replicas of its worker (deliver()).
+  const int replica = me_->replicas > 1 ? replica_ : -1;
   // The consumers' mailboxes, a few ahead of the one being sent to: their misses overlap.
   for (const auto& targets : me_->outputs)
     for (std::size_t i = 0; i < std::min(targets.size(), kPrefetchAhead); ++i) prefetch_mailbox(targets[i]);
@@ -619,16 +626,16 @@ void NodeActor::send_outputs(const Tag& tag, Tensor* outputs, bool dead, uint64_
       if (i + kPrefetchAhead < targets.size()) prefetch_mailbox(targets[i + kPrefetchAhead]);
       const Target& t = targets[i];
       if (port_dead) {
-        if (!t.drop_dead) deliver(u, t, tag, t.slot, Value{Tensor(), true});
+        if (!t.drop_dead) deliver(u, t, tag, t.slot, Value{Tensor(), true}, replica);
       } else if (owned && i + 1 == targets.size()) {
-        deliver(u, t, tag, t.slot, Value{std::move(outputs[port]), false});  // the last consumer takes it
+        deliver(u, t, tag, t.slot, Value{std::move(outputs[port]), false}, replica);  // the last consumer takes it
       } else {
-        deliver(u, t, tag, t.slot, Value{outputs[port], false});
+        deliver(u, t, tag, t.slot, Value{outputs[port], false}, replica);
       }
     }
     if constexpr (owned) outputs[port].reset();
   }
-  for (const Target& t : me_->control_outputs) deliver(u, t, tag, kControlSlot, Value{Tensor(), dead});
+  for (const Target& t : me_->control_outputs) deliver(u, t, tag, kControlSlot, Value{Tensor(), dead}, replica);
 }
 
 void NodeActor::emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs) {

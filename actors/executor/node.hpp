@@ -46,6 +46,13 @@ class NodeActor : public caf::event_based_actor {
   // Stops a fast node: once `done` has been called it takes nothing from its mailbox any more
   // (what comes is dropped), so its actor may free its state.
   void stop_fast_path(std::function<void()> done);
+  // The worker `tag`'s iteration runs on, for a node of a loop that spreads its iterations: a
+  // replica's own (NodePlan::replicas), else the one the partition's frame state gives the
+  // iteration (FrameTable::iteration_worker). Any thread.
+  int iteration_worker(const Tag& tag) const;
+  // The worker the partition's frame state gives `tag`'s iteration (FrameTable::iteration_worker,
+  // which places it at the first ask). Any thread.
+  int place(const Tag& tag) const;
 
  protected:
   // The inputs of one tag so far. Up to kInline inputs are stored inside the slot, and the
@@ -289,10 +296,15 @@ inline void send_to(caf::execution_unit* unit, NodeActor* fast, const caf::actor
   else send_input(unit, actor, tag, slot, std::move(value));
 }
 
-// The same to a consumer (the replica of the tag's iteration, for a node with several).
-inline void deliver(caf::execution_unit* unit, const Target& to, const Tag& tag, uint32_t slot, Value&& value) {
+// The same to a consumer: for a node with several actors (NodePlan::replicas), the replica of
+// the worker the tag's iteration runs on, `replica` when the sender is itself a replica (in
+// the same iteration: it runs there too), else as the partition's frame state says
+// (NodeActor::place).
+inline void deliver(caf::execution_unit* unit, const Target& to, const Tag& tag, uint32_t slot, Value&& value,
+                    int replica) {
   if (to.replicas) [[unlikely]] {
-    to.replicas[uint64_t(tag.iteration) % to.replica_count]->post(unit, tag, slot, std::move(value));
+    const int r = replica >= 0 ? replica : to.node->place(tag);
+    to.replicas[std::size_t(r) % to.replica_count]->post(unit, tag, slot, std::move(value));
     return;
   }
   send_to(unit, to.node, to.actor, tag, slot, std::move(value));

@@ -1,6 +1,7 @@
 // A partition's own frame state: an Exit whose frame no Enter of this partition entered fails
 // the step naming the loop (it never drops the value silently, which would hang the step); a
-// failed step's frames are dropped and remembered as ended.
+// failed step's frames are dropped and remembered as ended; a spread loop's iterations are
+// placed on the worker with fewer unfinished ones.
 #include <boost/test/unit_test.hpp>
 
 #include "actors/executor/executable.hpp"
@@ -23,6 +24,37 @@ BOOST_AUTO_TEST_CASE(a_frame_table_forgets_a_dropped_step_and_remembers_that_it_
   BOOST_TEST(frames.dropped(5));
   BOOST_TEST(!frames.dropped(6));
   BOOST_TEST(frames.size() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_spread_loops_iteration_goes_to_the_worker_with_fewer_unfinished_and_stays_there) {
+  FrameTable frames;
+  constexpr int kWindow = 4, kWorkers = 2;
+  Tag frame = frames.enter(Tag{7, 0, 0}, "loop", 42, 1, 1);
+  auto at = [&](int64_t k) { return Tag{frame.step, frame.frame, k}; };
+  auto place = [&](int64_t k) { return frames.iteration_worker(at(k), kWindow, kWorkers); };
+  // Even: iteration k on worker k mod 2, and asked again, the same.
+  BOOST_TEST(place(0) == 0);
+  BOOST_TEST(place(1) == 1);
+  BOOST_TEST(place(0) == 0);
+  BOOST_TEST(place(1) == 1);
+  // Worker 1 finishes its iteration, worker 0 does not: the next two go to worker 1 (the
+  // second a tie, 1 against 1 unfinished, broken by number: 3 mod 2).
+  frames.iteration_finished(at(1));
+  frames.iteration_finished(at(1));  // heard twice (two NextIterations): counted once
+  BOOST_TEST(place(2) == 1);
+  BOOST_TEST(place(3) == 1);
+  BOOST_TEST(place(2) == 1, "an iteration stays where it was placed");
+  // Iteration 4 takes iteration 0's place in the window: 0 has finished by then (4 could not
+  // have started otherwise), so worker 0 counts none, worker 1 two.
+  BOOST_TEST(place(4) == 0);
+  BOOST_TEST(place(5) == 0, "1 unfinished on worker 0 against 2");
+  BOOST_TEST(place(6) == 1, "iteration 2 of worker 1 has finished: 1 against 2");
+  BOOST_TEST(place(2) == 0, "asked after a later iteration took its place: by number");
+  // Another step's frame, one worker, or a frame no longer known: by number.
+  BOOST_TEST(frames.iteration_worker(Tag{8, frame.frame, 3}, kWindow, kWorkers) == 1);
+  BOOST_TEST(frames.iteration_worker(at(7), kWindow, /*workers=*/1) == 0);
+  frames.drop_step(7);
+  BOOST_TEST(place(6) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(an_exit_whose_frame_this_partition_never_entered_fails_the_step_naming_the_loop) {

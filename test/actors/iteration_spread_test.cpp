@@ -1,6 +1,6 @@
 // The iterations of a while loop spread over the workers (node.hpp, NodeActor::spread): a loop
 // that lets iterations overlap and carries only small values runs each iteration on one worker,
-// the iterations in turn on each; a loop that carries a large value, or runs one iteration at a
+// the iterations over all of them; a loop that carries a large value, or runs one iteration at a
 // time, does not spread.
 #include <boost/test/unit_test.hpp>
 
@@ -135,7 +135,7 @@ BOOST_AUTO_TEST_CASE(only_a_loop_that_lets_iterations_overlap_and_carries_small_
   BOOST_TEST(!*spreads(carried), "a 4 KiB matrix carried to the next iteration stays on one core");
 }
 
-BOOST_AUTO_TEST_CASE(each_iteration_of_a_spread_loop_runs_on_one_worker_and_the_next_on_another) {
+BOOST_AUTO_TEST_CASE(each_iteration_of_a_spread_loop_runs_on_one_worker_and_the_iterations_on_every_worker) {
   auto runtime = Runtime::get(0);
   if (runtime->threads() < 2) {
     BOOST_TEST_MESSAGE("skipped: one worker thread, nothing to spread over");
@@ -167,19 +167,19 @@ BOOST_AUTO_TEST_CASE(each_iteration_of_a_spread_loop_runs_on_one_worker_and_the_
       ++kernels;
     }
   BOOST_TEST_REQUIRE(int(rows_of.size()) >= kIterations, kernels << " kernels in the loop");
-  int moved_on = 0;
+  std::map<int64_t, int> iterations_of;  // row (thread) -> the iterations that ran there
   for (auto& [iteration, rows] : rows_of) {
     BOOST_TEST(rows.size() == 1u, "iteration " << iteration << " ran on " << rows.size() << " threads");
-    auto next = rows_of.find(iteration + 1);
-    if (next != rows_of.end() && next->second != rows) ++moved_on;
+    ++iterations_of[*rows.begin()];
   }
-  // With two or more workers, iteration k runs on worker k mod workers: never beside the last.
-  BOOST_TEST(moved_on == int(rows_of.size()) - 1, moved_on << " of " << rows_of.size() - 1 << " iterations moved on");
+  // Each iteration goes to the worker with fewer unfinished (FrameTable::iteration_worker): at
+  // least one of the first two goes to each, whatever their speeds.
+  BOOST_TEST(iterations_of.size() >= 2u, "the iterations ran on " << iterations_of.size() << " thread(s)");
 }
 
 BOOST_AUTO_TEST_CASE(a_spread_loops_kernels_get_an_actor_per_worker_and_every_iteration_reaches_one) {
   // A stateless kernel of the loop that the next iteration does not wait for gets one actor per
-  // worker, each taking the iterations k with k mod workers its index (NodePlan::replicas); a
+  // worker, each taking the iterations that run on its worker (NodePlan::replicas); a
   // stateful one (a random generator), or one the next iteration waits for, keeps one actor.
   auto runtime = Runtime::get(0);
   const int workers = runtime->threads();
