@@ -3,7 +3,8 @@
 # of an iteration of a trivial body, an independent one and one that carries a matrix to the next
 # iteration (dependent), parallel_iterations 1 and 10.
 # Usage: bench/peers/compare_loop.sh [iterations] [steps] [rounds]
-# rounds: how many times each pair runs (default 1), the two systems alternating; with more than
+# rounds: how many times each pair runs (default 1), the two systems alternating (which goes
+# first alternates from pair to pair); with more than
 # one, the summary gives the medians, in how many rounds Troupe was the cheaper, and each
 # system's P1 / P10 (what running iterations side by side gains) as the median of the rounds'.
 # Needs build/bench/troupe-bench (tools/test.sh builds it) and the TF peer
@@ -18,15 +19,30 @@ python=bench/peers/.venv-tf/bin/python
 source bench/peers/tagged_runs.sh  # run LABEL COMMAND...: the JSON lines into $out, "config": the round
 err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
+troupe() {
+  run "$1" build/bench/troupe-bench loop --body "$2" --parallel "$3" --iterations "$iterations" --steps "$steps" \
+    --threads 2 --json
+}
+tensorflow() {
+  # TensorFlow logs its start-up to stderr; keep it out of the table, show it on failure.
+  if ! run "$1" "$python" bench/peers/loop_tf.py --body "$2" --parallel "$3" --iterations "$iterations" \
+      --steps "$steps" --threads 2 --json 2>"$err"; then
+    cat "$err" >&2
+    exit 1
+  fi
+}
+pair=0
 for round in $(seq "$rounds"); do
   for body in trivial independent dependent; do
     for parallel in 1 10; do
-      run "$round" build/bench/troupe-bench loop --body "$body" --parallel "$parallel" --iterations "$iterations" \
-        --steps "$steps" --threads 2 --json
-      if ! run "$round" "$python" bench/peers/loop_tf.py --body "$body" --parallel "$parallel" --iterations "$iterations" \
-          --steps "$steps" --threads 2 --json 2>"$err"; then
-        cat "$err" >&2
-        exit 1
+      # Which system goes first alternates from pair to pair, as in compare_executor.sh: a
+      # process started right after another has exited runs slower for a while on this VM.
+      if ((pair++ % 2 == 0)); then
+        troupe "$round" "$body" "$parallel"
+        tensorflow "$round" "$body" "$parallel"
+      else
+        tensorflow "$round" "$body" "$parallel"
+        troupe "$round" "$body" "$parallel"
       fi
     done
   done
