@@ -64,8 +64,11 @@ std::string FrameTable::describe(const Tag& tag) const {
 }
 
 int FrameTable::iteration_worker(const Tag& tag, int window, int workers) {
+  // Above this many iterations at once, every iteration by number: the places would take more
+  // memory per frame than they are worth (16 bytes each).
+  constexpr int kMaxPlaced = 4096;
   const int by_number = int(uint64_t(tag.iteration) % uint64_t(std::max(workers, 1)));
-  if (workers < 2 || window < 1) return by_number;
+  if (workers < 2 || window < 1 || window > kMaxPlaced) return by_number;
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = frames_.find({tag.step, tag.frame});
   if (it == frames_.end()) return by_number;

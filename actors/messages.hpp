@@ -72,7 +72,8 @@ class FrameTable {
   // iteration mod workers; the same answer after, for as long as the iteration runs. So a
   // worker that is slower, or busier with other work, is given fewer iterations, instead of
   // every other one while its iterations fill the window and the other worker waits.
-  // iteration mod workers for a frame not known (ended, or not entered in this partition).
+  // Iteration mod workers for a frame not known (ended, or not entered in this partition), and
+  // for every iteration of a loop with a window above 4096.
   int iteration_worker(const Tag& tag, int window, int workers);
   // Iteration tag.iteration of the frame has finished (its loop's iteration gate): its worker
   // counts it no more. Said more than once (every NextIteration of the loop hears the gate),

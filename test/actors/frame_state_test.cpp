@@ -55,6 +55,14 @@ BOOST_AUTO_TEST_CASE(a_spread_loops_iteration_goes_to_the_worker_with_fewer_unfi
   BOOST_TEST(frames.iteration_worker(at(7), kWindow, /*workers=*/1) == 0);
   frames.drop_step(7);
   BOOST_TEST(place(6) == 0);
+  // A loop that lets a billion iterations run at once: no room is kept for them, every
+  // iteration by number (iteration 3 would go to worker 0 otherwise, 1 unfinished on worker 1).
+  Tag wide = frames.enter(Tag{9, 0, 0}, "wide", 43, 1, 1);
+  auto wide_place = [&](int64_t k) { return frames.iteration_worker(Tag{wide.step, wide.frame, k}, 1 << 30, kWorkers); };
+  BOOST_TEST(wide_place(0) == 0);
+  BOOST_TEST(wide_place(1) == 1);
+  frames.iteration_finished(Tag{wide.step, wide.frame, 0});
+  BOOST_TEST(wide_place(3) == 1);
 }
 
 BOOST_AUTO_TEST_CASE(an_exit_whose_frame_this_partition_never_entered_fails_the_step_naming_the_loop) {
