@@ -1,6 +1,7 @@
 #include "apps/trace_summary.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -423,38 +424,72 @@ std::string format_summary(const TraceSummary& s, int top) {
   return out;
 }
 
-nlohmann::json summary_to_json(const TraceSummary& s) {
+void write_summary_json(const TraceSummary& s, std::FILE* out) {
   using nlohmann::json;
   auto stats = [](const std::vector<TraceSummary::Stat>& v) {
     json a = json::array();
     for (auto& st : v) a.push_back({{"name", st.name}, {"count", st.count}, {"total_us", st.total_us}, {"mean_us", st.mean_us()}});
     return a;
   };
-  json out;
-  out["steps"] = s.steps;
-  out["step_us"] = s.step_us;
-  out["kernel_us"] = s.kernel_us;
-  out["op_types"] = stats(s.op_types);
-  out["nodes"] = stats(s.nodes);
+  // Everything but the critical paths, as one document.
+  json rest;
+  rest["steps"] = s.steps;
+  rest["step_us"] = s.step_us;
+  rest["kernel_us"] = s.kernel_us;
+  rest["op_types"] = stats(s.op_types);
+  rest["nodes"] = stats(s.nodes);
   json t = json::array();
   for (auto& x : s.transfers)
     t.push_back({{"from", x.from}, {"to", x.to}, {"values", x.count}, {"bytes", x.bytes}, {"send_us", x.send_us},
                  {"recv_us", x.recv_us}});
-  out["transfers"] = t;
-  json paths = json::object();
-  for (auto& [step, path] : s.critical_path) {
-    json p = json::array();
-    for (auto& l : path)
-      p.push_back({{"what", l.what}, {"where", l.where}, {"start_us", l.start_us}, {"dur_us", l.dur_us}, {"gap_us", l.gap_us}});
-    paths[std::to_string(step)] = p;
-  }
-  out["critical_path"] = paths;
+  rest["transfers"] = t;
   json memory = json::array();
   for (auto& m : s.memory)
     memory.push_back({{"device", m.device}, {"peak_bytes", m.peak_bytes}, {"last_bytes", m.last_bytes}});
-  out["memory"] = memory;
-  out["events_left_out"] = s.events_left_out;
-  return out;
+  rest["memory"] = memory;
+  rest["events_left_out"] = s.events_left_out;
+  // The critical paths (a long loop's step has hundreds of thousands of links) written a link at
+  // a time, laid out as nlohmann-json's dump(1) of the whole would lay them out: object keys in
+  // their order as strings, "critical_path" first among the top level's, one space of indent a
+  // level.
+  auto put = [&](const std::string& text) { std::fwrite(text.data(), 1, text.size(), out); };
+  // A value dumped on its own, at `depth` levels down.
+  auto nested = [](const json& value, int depth) {
+    std::string text = value.dump(1), indented;
+    for (char c : text) {
+      indented += c;
+      if (c == '\n') indented.append(std::size_t(depth), ' ');
+    }
+    return indented;
+  };
+  std::vector<std::pair<std::string, const std::vector<TraceSummary::Link>*>> paths;
+  for (auto& [step, path] : s.critical_path) paths.emplace_back(std::to_string(step), &path);
+  std::sort(paths.begin(), paths.end(), [](auto& a, auto& b) { return a.first < b.first; });
+  put("{\n \"critical_path\": ");
+  if (paths.empty()) put("{}");
+  else {
+    put("{\n");
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      put("  " + json(paths[i].first).dump() + ": ");
+      const auto& path = *paths[i].second;
+      if (path.empty()) put("[]");
+      else {
+        put("[\n");
+        for (std::size_t k = 0; k < path.size(); ++k) {
+          const auto& l = path[k];
+          put("   " + nested({{"what", l.what}, {"where", l.where}, {"start_us", l.start_us}, {"dur_us", l.dur_us},
+                               {"gap_us", l.gap_us}},
+                              3));
+          put(k + 1 < path.size() ? ",\n" : "\n");
+        }
+        put("  ]");
+      }
+      put(i + 1 < paths.size() ? ",\n" : "\n");
+    }
+    put(" }");
+  }
+  // The rest's members after it: its dump without the opening brace.
+  put(",\n" + rest.dump(1).substr(2) + "\n");
 }
 
 }  // namespace troupe::app

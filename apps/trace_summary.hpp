@@ -3,6 +3,7 @@
 // time per op type and per node, values that crossed per pair of tasks, and each step's critical
 // path. troupe-trace prints it; troupe-fashion-mnist's report.html shows the op types.
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <string>
 #include <vector>
@@ -55,6 +56,8 @@ TraceSummary summarize_trace_file(const std::string& path);
 
 // The summary as text, the `top` largest op types and nodes.
 std::string format_summary(const TraceSummary& s, int top);
-nlohmann::json summary_to_json(const TraceSummary& s);
+// The summary as one JSON object (nlohmann-json's dump(1) layout), then a newline, written to
+// `out` as it goes: the critical paths of a long trace's steps are never one document in memory.
+void write_summary_json(const TraceSummary& s, std::FILE* out);
 
 }  // namespace troupe::app

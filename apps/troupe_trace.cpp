@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   }
   try {
     const auto s = troupe::app::summarize_trace_file(file);
-    if (json) std::printf("%s\n", troupe::app::summary_to_json(s).dump(1).c_str());
+    if (json) troupe::app::write_summary_json(s, stdout);
     else std::fputs(troupe::app::format_summary(s, top).c_str(), stdout);
     return 0;
   } catch (const std::exception& e) {
