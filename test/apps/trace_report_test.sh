@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # troupe-fashion-mnist --trace and its report (issue 17): a single-process CNN run traces steps
-# 10-12 and writes LOGDIR/report.html; troupe-trace summary's totals match the trace's slices; the
-# report names the run and holds one point per logged step; a cluster run's trace has a process
+# 10-12 and writes LOGDIR/report.html; troupe-trace summary's totals and critical paths match the
+# trace's slices; the report names the run and holds one point per logged step; a cluster run's
+# trace has a process
 # row per task, the values that crossed as flows from one task to the other, and the summary names
 # the pair; bad input to troupe-trace and --trace-steps is refused naming it.
 # Usage: trace_report_test.sh TROUPE_FASHION_MNIST TROUPE_LAUNCH TROUPE_TRACE EVENT_FILE_DUMP
@@ -46,6 +47,11 @@ assert abs(summary["kernel_us"] - sum(k["dur"] for k in kernels)) < 0.01 * len(k
 assert abs(summary["step_us"] - sum(s["dur"] for s in steps)) < 0.01 * len(steps) + 0.01, "step time"
 assert sum(o["count"] for o in summary["op_types"]) == len(ops), "op counts"
 assert abs(sum(o["total_us"] for o in summary["op_types"]) - sum(o["dur"] for o in ops)) < 0.01 * len(ops) + 0.01, "op time"
+# One critical path per step (written a link at a time), each ending at a kernel of its step.
+paths = summary["critical_path"]
+assert sorted(paths) == sorted(str(s["args"]["step"]) for s in steps), f"critical paths of steps {sorted(paths)}"
+for step, path in paths.items():
+    assert path and all(set(l) == {"what", "where", "start_us", "dur_us", "gap_us"} for l in path), f"step {step}: {path[:2]}"
 memory = [e for e in events if e["ph"] == "C" and e.get("cat") == "memory"]
 assert memory and len(summary["memory"]) == 1, f"memory: {summary['memory']}"
 assert summary["memory"][0]["peak_bytes"] == max(e["args"]["bytes"] for e in memory), "memory peak"
