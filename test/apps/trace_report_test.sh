@@ -2,9 +2,8 @@
 # troupe-fashion-mnist --trace and its report (issue 17): a single-process CNN run traces steps
 # 10-12 and writes LOGDIR/report.html; troupe-trace summary's totals and critical paths match the
 # trace's slices; the report names the run and holds one point per logged step; a cluster run's
-# trace has a process
-# row per task, the values that crossed as flows from one task to the other, and the summary names
-# the pair; bad input to troupe-trace and --trace-steps is refused naming it.
+# trace has a process row per task, the values that crossed as flows from one task to the other,
+# and the summary names the pair; bad input to troupe-trace and --trace-steps is refused naming it.
 # Usage: trace_report_test.sh TROUPE_FASHION_MNIST TROUPE_LAUNCH TROUPE_TRACE EVENT_FILE_DUMP
 set -euo pipefail
 app=$1
