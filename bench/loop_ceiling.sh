@@ -6,6 +6,9 @@
 #   together: two such processes at once (two streams of the same iterations that share nothing,
 #             no runtime between them): 2 x alone / together is the most any scheduling of
 #             independent iterations over two cores could gain here (the ceiling);
+#   line:     a cache line's round trip between the two CPUs (troupe-bench cores), ns: what a
+#             message between the workers costs at that minute (it doubles or triples for
+#             stretches on this project's VM, and P10 with it; the ceiling's pair does not see it);
 #   P1, P10:  one process, 2 threads, parallel_iterations 1 and 10 (the runtime's gain P1 / P10).
 # Prints each round and the medians.
 #   bash bench/loop_ceiling.sh [ROUNDS] [ITERATIONS] [STEPS]
@@ -19,7 +22,7 @@ first=
 trap 'if [[ -n $first ]]; then kill "$first" 2>/dev/null || true; fi; rm -rf "$out"' EXIT
 loop() { "$bench" loop --body independent --iterations "$iterations" --steps "$steps" --json "$@" 2>/dev/null | tail -1; }
 us() { grep -o '"us_per_iteration":[0-9.]*' "$1" | cut -d: -f2; }
-printf '%5s %9s %9s %9s %8s %9s %9s %8s\n' round alone "two: a" b ceiling P1 P10 P1/P10
+printf '%5s %9s %9s %9s %8s %7s %9s %9s %8s\n' round alone "two: a" b ceiling line P1 P10 P1/P10
 for r in $(seq "$rounds"); do
   loop --parallel 1 --threads 1 > "$out/alone"
   loop --parallel 1 --threads 1 > "$out/a" &
@@ -27,20 +30,22 @@ for r in $(seq "$rounds"); do
   loop --parallel 1 --threads 1 > "$out/b"
   wait "$first"
   first=
+  line=$("$bench" cores --rounds 100000 --json | grep -o '"round_trip_ns":[0-9.]*' | cut -d: -f2)
   loop --parallel 1 --threads 2 > "$out/p1"
   loop --parallel 10 --threads 2 > "$out/p10"
-  python3 - "$r" "$(us "$out/alone")" "$(us "$out/a")" "$(us "$out/b")" "$(us "$out/p1")" "$(us "$out/p10")" \
+  python3 - "$r" "$(us "$out/alone")" "$(us "$out/a")" "$(us "$out/b")" "$line" "$(us "$out/p1")" "$(us "$out/p10")" \
     >> "$out/rows" <<'PY'
 import sys
-r, alone, a, b, p1, p10 = sys.argv[1], *map(float, sys.argv[2:])
-print(r, alone, a, b, 2 * alone / ((a + b) / 2), p1, p10, p1 / p10)
+r, alone, a, b, line, p1, p10 = sys.argv[1], *map(float, sys.argv[2:])
+print(r, alone, a, b, 2 * alone / ((a + b) / 2), line, p1, p10, p1 / p10)
 PY
-  tail -1 "$out/rows" | awk '{printf "%5s %9.3f %9.3f %9.3f %8.2f %9.3f %9.3f %8.2f\n", $1, $2, $3, $4, $5, $6, $7, $8}'
+  tail -1 "$out/rows" | awk '{printf "%5s %9.3f %9.3f %9.3f %8.2f %7.1f %9.3f %9.3f %8.2f\n", $1, $2, $3, $4, $5, $6, $7, $8, $9}'
 done
 python3 - "$out/rows" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split()[1:])) for l in open(sys.argv[1])]
 med = [statistics.median(c) for c in zip(*rows)]
-print(f"{'median':>5} {med[0]:9.3f} {med[1]:9.3f} {med[2]:9.3f} {med[3]:8.2f} {med[4]:9.3f} {med[5]:9.3f} {med[6]:8.2f}")
-print(f"us per iteration; ceiling = 2 x alone / mean of the two at once; P1/P10 = the runtime's gain on 2 threads")
+print(f"{'median':>5} {med[0]:9.3f} {med[1]:9.3f} {med[2]:9.3f} {med[3]:8.2f} {med[4]:7.1f} {med[5]:9.3f} {med[6]:9.3f} {med[7]:8.2f}")
+print(f"us per iteration; ceiling = 2 x alone / mean of the two at once; line = a cache line's round trip between")
+print(f"the CPUs, ns; P1/P10 = the runtime's gain on 2 threads")
 PY

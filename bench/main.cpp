@@ -10,6 +10,7 @@
 //   troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 4M] [--window 16] [--json]
 //   troupe-bench cluster [--size 512] [--layers 8] [--steps S] [--warmup W] [--threads T] [--float16] [--json]
 //   troupe-bench allreduce [--procs 2,3,4] [--mib 1,16,64] [--steps S] [--warmup W] [--float16] [--json]
+//   troupe-bench cores [--cpus 0,1] [--rounds N] [--batches B] [--json]
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -29,6 +30,7 @@ int checkpoint_main(int argc, char** argv);
 int transfer_main(int argc, char** argv);
 int cluster_main(int argc, char** argv);
 int allreduce_main(int argc, char** argv);
+int cores_main(int argc, char** argv);
 }
 
 int main(int argc, char** argv) {
@@ -47,6 +49,7 @@ int main(int argc, char** argv) {
       {"transfer", "bytes between two processes: raw TCP and CAF", troupe::bench::transfer_main},
       {"cluster", "a graph over two troupe-node processes", troupe::bench::cluster_main},
       {"allreduce", "ring all-reduce among N processes of this program", troupe::bench::allreduce_main},
+      {"cores", "a cache line's round trip between two CPUs", troupe::bench::cores_main},
   };
   // The subcommand is chosen here; its own options (and its --help) are its benchmark's, parsed
   // by the benchmark's own CLI11 command line.

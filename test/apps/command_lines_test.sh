@@ -35,11 +35,12 @@ refused() {
 $err"
 }
 
-help "$bench" executor convnet loop pipeline checkpoint transfer cluster allreduce
+help "$bench" executor convnet loop pipeline checkpoint transfer cluster allreduce cores
 help "$bench convnet" "--model" "=alexnet" "--batch" "=16" "--steps" "{cpu,gpu}"
 help "$bench allreduce" "--procs" "--mib" "--float16"
 help "$bench executor" "--shape" "=chain" "--nodes" "=10000"
 help "$bench transfer" "--sizes" "--window"
+help "$bench cores" "--cpus" "--rounds" "=200000"
 help "$node" "--cluster" "--task" "--variable-memory-mb" "=0" "--status" "--make-certs"
 help "$launch" "--ps" "=1" "--workers" "--backup-workers" "--tls" "--spares"
 help "$app" "--mode" "=async" "--backup-workers" "--steps" "--batch" "=64" "--recovery-grace-s"
@@ -53,6 +54,8 @@ refused "$bench loop --trace /tmp/unwritten.json" "--trace writes one loop's ste
 refused "$bench transfer --sizes 4K,12X" "'12X' is not a size"
 refused "$bench allreduce --procs 2,x" --procs
 refused "$bench checkpoint" --dir
+refused "$bench cores --cpus 0,0" "two different CPUs"
+refused "$bench cores --cpus 0,100000" "--cpus"
 refused "$node --no-such-option" --no-such-option
 refused "$node --threads -2" "--threads: -2 is negative"
 refused "$node --variable-memory-mb lots" "--variable-memory-mb"
