@@ -30,20 +30,9 @@ tensorflow() {
     exit 1
   fi
 }
-pair=0
 for round in $(seq "$rounds"); do
   for shape in chain fanout random; do
-    # Which system goes first alternates from pair to pair (Troupe, TensorFlow, TensorFlow,
-    # Troupe, Troupe, ...), so each follows itself as often as the other: a process started
-    # right after another has exited pays for touching the memory that one freed
-    # (docs/performance.md), and TensorFlow frees about ten times what Troupe does.
-    if ((pair++ % 2 == 0)); then
-      troupe "$round" "$shape"
-      tensorflow "$round" "$shape"
-    else
-      tensorflow "$round" "$shape"
-      troupe "$round" "$shape"
-    fi
+    in_turn troupe tensorflow "$round" "$shape"  # which goes first alternates (tagged_runs.sh)
   done
 done
 python3 - "$out" <<'PY'

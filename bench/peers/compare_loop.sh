@@ -31,19 +31,10 @@ tensorflow() {
     exit 1
   fi
 }
-pair=0
 for round in $(seq "$rounds"); do
   for body in trivial independent dependent; do
     for parallel in 1 10; do
-      # Which system goes first alternates from pair to pair, as in compare_executor.sh: a
-      # process started right after another has exited runs slower for a while on this VM.
-      if ((pair++ % 2 == 0)); then
-        troupe "$round" "$body" "$parallel"
-        tensorflow "$round" "$body" "$parallel"
-      else
-        tensorflow "$round" "$body" "$parallel"
-        troupe "$round" "$body" "$parallel"
-      fi
+      in_turn troupe tensorflow "$round" "$body" "$parallel"  # which goes first alternates (tagged_runs.sh)
     done
   done
 done
