@@ -108,10 +108,6 @@ std::vector<TraceSummary::Link> critical_path(const std::vector<const Slice*>& s
   return path;
 }
 
-}  // namespace
-
-namespace {
-
 struct Counter {
   int pid;
   std::string name;
@@ -311,10 +307,10 @@ TraceSummary summarize(Events&& events) {
       by_step[s.step].push_back(&s);
     } else if (s.cat == Cat::transfer) {
       const bool send = *s.name == "send";
-      const std::string& peer = *s.peer;
-      auto& t = transfers[send ? std::pair{task(s.pid), peer} : std::pair{peer, task(s.pid)}];
-      t.from = send ? task(s.pid) : peer;
-      t.to = send ? peer : task(s.pid);
+      const std::string &peer = *s.peer, &mine = *task_of_pid(s.pid);
+      auto& t = transfers[send ? std::pair{mine, peer} : std::pair{peer, mine}];
+      t.from = send ? mine : peer;
+      t.to = send ? peer : mine;
       if (send) {
         ++t.count;
         t.bytes += s.bytes;
