@@ -23,13 +23,16 @@
 namespace troupe::bench {
 namespace {
 
-// Binds the calling thread to `cpu`; fails naming it when the process may not run there.
-void bind_to(int cpu) {
+// Binds the calling thread to `cpu`; false when the process may not run there.
+bool bind_to(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
   CPU_SET(cpu, &set);
-  if (pthread_setaffinity_np(pthread_self(), sizeof set, &set) != 0)
-    fail(ErrorCode::invalid_argument, "cannot bind a thread to CPU {} (not among the CPUs this process may use)", cpu);
+  return pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+}
+
+[[noreturn]] void cannot_bind(int cpu) {
+  fail(ErrorCode::invalid_argument, "cannot bind a thread to CPU {} (not among the CPUs this process may use)", cpu);
 }
 
 // The CPUs this process may run on, in order.
@@ -68,7 +71,7 @@ int cores_main(int argc, char** argv) {
   for (int c : cpus)
     if (std::find(allowed.begin(), allowed.end(), c) == allowed.end())
       fail(ErrorCode::invalid_argument, "--cpus: this process may not run on CPU {}", c);
-  bind_to(cpus[0]);
+  if (!bind_to(cpus[0])) cannot_bind(cpus[0]);
   const int per_batch = std::max(1, rounds / batches);
   // The counter the two threads hand over, alone on its line: this thread writes odd values, the
   // other answers each with the next even one.
@@ -77,14 +80,24 @@ int cores_main(int argc, char** argv) {
   };
   Line line;
   const int64_t last = 2 * int64_t(per_batch) * batches;
+  // The other thread's binding: 0 while it tries, 1 bound, -1 refused (the CPU was allowed a
+  // moment ago, but the process's CPU set may change meanwhile).
+  std::atomic<int> bound{0};
   std::thread other([&] {
-    bind_to(cpus[1]);  // allowed (checked above): cannot fail
+    const bool ok = bind_to(cpus[1]);
+    bound.store(ok ? 1 : -1);
+    if (!ok) return;
     for (int64_t want = 1; want < last; want += 2) {
       while (line.value.load(std::memory_order_acquire) != want) {
       }
       line.value.store(want + 1, std::memory_order_release);
     }
   });
+  while (bound.load() == 0) std::this_thread::yield();
+  if (bound.load() < 0) {
+    other.join();
+    cannot_bind(cpus[1]);
+  }
   std::vector<double> ns;
   int64_t next = 1;
   for (int b = 0; b < batches; ++b) {
