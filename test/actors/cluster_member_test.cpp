@@ -44,8 +44,8 @@ struct Cluster {
 BOOST_AUTO_TEST_CASE(a_node_publishes_its_worker_says_who_it_is_and_stops_on_sigterm) {
   Cluster c;
   auto node = c.node("worker:0", "first");
-  BOOST_TEST_REQUIRE(node->wait_for_output("started on 127.0.0.1:" + std::to_string(c.worker_port), 30s),
-                     "out: " << node->out() << " err: " << node->err());
+  if (!node->wait_for_output("started on 127.0.0.1:" + std::to_string(c.worker_port), 30s))
+    BOOST_FAIL("out: " << node->out() << " err: " << node->err() << node->state());
 
   // It runs with OpenMP's spinning bounded (devices/cpu_threads.hpp: bound_openmp_spinning
   // executes the program again with GOMP_SPINCOUNT set, unless the environment sets it).
@@ -76,7 +76,7 @@ BOOST_AUTO_TEST_CASE(a_node_publishes_its_worker_says_who_it_is_and_stops_on_sig
 
   // Started again, the task is a new incarnation.
   auto again = c.node("worker:0", "again");
-  BOOST_TEST_REQUIRE(again->wait_for_output("started on", 30s), again->err());
+  if (!again->wait_for_output("started on", 30s)) BOOST_FAIL(again->err() << again->state());
   MemberIdentity now = identify_member(address, 10s);
   BOOST_TEST(now.task == "worker:0");
   BOOST_TEST(now.incarnation != who.incarnation);

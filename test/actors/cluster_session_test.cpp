@@ -57,7 +57,8 @@ struct Cluster {
         std::vector<std::string>{TROUPE_NODE_BINARY, "--cluster", spec, "--task", task, "--threads", "1"},
         dir.file(fmt::format("{}-{}.out", task, starts)), dir.file(fmt::format("{}-{}.err", task, starts)));
     ++starts;
-    BOOST_TEST_REQUIRE(node->wait_for_output("started on", 30s), task << ": " << node->out() << node->err());
+    if (!node->wait_for_output("started on", 30s))
+      BOOST_FAIL(task << " did not start: " << node->out() << node->err() << node->state());
     nodes[task] = std::move(node);
   }
   std::string target() { return fmt::format("troupe://127.0.0.1:{}", ports["worker:0"]); }

@@ -1,6 +1,7 @@
 #pragma once
 // A program started by a test, its output in files; stopped by its pid (SIGKILL, then reaped)
-// when this goes out of scope, also when the test fails. Every wait on it is bounded.
+// when this goes out of scope, also when the test fails. Every wait on it is bounded; a wait for
+// its output ends early when it has exited, and state() tells what it is doing when one fails.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -8,6 +9,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -57,13 +60,7 @@ class ChildProcess {
   // The exit code (128 + signal if killed), or nullopt if still running after `bound`.
   std::optional<int> wait_exit(std::chrono::milliseconds bound) {
     auto deadline = std::chrono::steady_clock::now() + bound;
-    while (!status_) {
-      int status = 0;
-      pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-        break;
-      }
+    while (!reaped()) {
       if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -71,14 +68,46 @@ class ChildProcess {
   }
   std::string out() const { return read(out_path_); }
   std::string err() const { return read(err_path_); }
-  // Waits, at most `bound`, until the output contains `text`.
+  // Waits, at most `bound`, until the output contains `text`; false at once if the program
+  // exits without writing it.
   bool wait_for_output(const std::string& text, std::chrono::milliseconds bound) const {
     auto deadline = std::chrono::steady_clock::now() + bound;
     while (out().find(text) == std::string::npos) {
+      if (reaped()) return out().find(text) != std::string::npos;
       if (std::chrono::steady_clock::now() > deadline) return false;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     return true;
+  }
+  // What the program is doing, for a failed wait's message: its exit code if it has ended, else
+  // each thread's name, scheduler state and kernel wait channel, and the threads' stacks as gdb
+  // prints them (where gdb is installed; at most 60 s), written beside its output. Seconds of
+  // work: call it only once a wait has failed (not as a BOOST_TEST message, which is built
+  // whether the check passes or not).
+  std::string state() const {
+    if (reaped())
+      return "\n[pid " + std::to_string(pid_) + " exited with code " + std::to_string(*status_) + "]\n";
+    namespace fs = std::filesystem;
+    const std::string proc = "/proc/" + std::to_string(pid_);
+    std::string s = "\n[pid " + std::to_string(pid_) + " still running; its threads (name, state, wait channel):\n";
+    std::error_code ec;
+    for (const auto& task : fs::directory_iterator(proc + "/task", ec)) {
+      const std::string t = task.path().string();
+      std::string stat = read(t + "/stat");  // "tid (name) S ...": the state follows the name
+      const auto close = stat.rfind(')');
+      const char state = close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : '?';
+      std::string name = read(t + "/comm");
+      if (!name.empty() && name.back() == '\n') name.pop_back();
+      s += "  " + task.path().filename().string() + " " + name + " " + state + " " + read(t + "/wchan") + "\n";
+    }
+    if (std::system("command -v gdb >/dev/null 2>&1") == 0) {
+      const std::string stacks = out_path_ + ".stacks";
+      const std::string command = "timeout 60 gdb -p " + std::to_string(pid_) +
+                                  " -batch -nx -ex 'thread apply all bt' >'" + stacks + "' 2>&1";
+      const int rc = std::system(command.c_str());
+      s += "  its threads' stacks (gdb, exit " + std::to_string(rc) + "): " + stacks + "\n" + read(stacks);
+    }
+    return s + "]\n";
   }
 
  private:
@@ -88,8 +117,16 @@ class ChildProcess {
     s << in.rdbuf();
     return s.str();
   }
+  // True once the program has ended (and was reaped: status_ holds its code).
+  bool reaped() const {
+    if (status_) return true;
+    int status = 0;
+    if (pid_ <= 0 || ::waitpid(pid_, &status, WNOHANG) != pid_) return false;
+    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return true;
+  }
   pid_t pid_ = -1;
-  std::optional<int> status_;
+  mutable std::optional<int> status_;
   std::string out_path_, err_path_;
 };
 

@@ -81,8 +81,8 @@ class NodeCluster {
     const int n = starts_[task]++;
     auto node = std::make_unique<ChildProcess>(argv, dir_.file(fmt::format("{}-{}.out", task, n)),
                                                dir_.file(fmt::format("{}-{}.err", task, n)));
-    BOOST_TEST_REQUIRE(node->wait_for_output("started on", std::chrono::seconds(30)),
-                       task << ": " << node->out() << node->err());
+    if (!node->wait_for_output("started on", std::chrono::seconds(30)))  // state() only then: it runs gdb
+      BOOST_FAIL(task << " did not start: " << node->out() << node->err() << node->state());
     nodes_[task] = std::move(node);
   }
 
