@@ -131,6 +131,8 @@ struct DeviceInfo {
   std::string name;
   std::string description;
   std::size_t bytes_in_use = 0;
+  // The most in use at once: exact where one thread allocates, else within 1 MiB per thread
+  // allocating at the time (Allocator::peak_bytes).
   std::size_t peak_bytes = 0;
 };
 

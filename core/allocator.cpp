@@ -1,5 +1,6 @@
 #include "core/allocator.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <new>
 #include <utility>
@@ -8,11 +9,46 @@
 
 namespace troupe {
 
+namespace {
+// This thread's stripe of every allocator's count: threads take the stripes in turn.
+int stripe_of_this_thread() {
+  static std::atomic<unsigned> next{0};
+  thread_local const int stripe [[gnu::tls_model("initial-exec")]] =
+      int(next.fetch_add(1, std::memory_order_relaxed) % Allocator::kStripes);
+  return stripe;
+}
+}  // namespace
+
 void Allocator::count_allocation(std::size_t bytes) {
-  auto now = in_use_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-  auto peak = peak_.load(std::memory_order_relaxed);
-  while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  auto& stripe = stripes_[stripe_of_this_thread()].bytes;
+  int64_t mine = stripe.fetch_add(int64_t(bytes), std::memory_order_relaxed) + int64_t(bytes);
+  int64_t total;
+  if (mine >= kFlushBytes) {
+    mine = stripe.exchange(0, std::memory_order_relaxed);
+    total = flushed_.fetch_add(mine, std::memory_order_relaxed) + mine;
+  } else {
+    total = flushed_.load(std::memory_order_relaxed) + mine;
   }
+  if (total <= 0) return;
+  auto peak = peak_.load(std::memory_order_relaxed);
+  while (std::size_t(total) > peak && !peak_.compare_exchange_weak(peak, std::size_t(total), std::memory_order_relaxed)) {
+  }
+}
+
+void Allocator::count_deallocation(std::size_t bytes) {
+  auto& stripe = stripes_[stripe_of_this_thread()].bytes;
+  if (stripe.fetch_sub(int64_t(bytes), std::memory_order_relaxed) - int64_t(bytes) <= -kFlushBytes)
+    flushed_.fetch_add(stripe.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+std::size_t Allocator::bytes_in_use() const {
+  int64_t total = flushed_.load(std::memory_order_relaxed);
+  for (const auto& s : stripes_) total += s.bytes.load(std::memory_order_relaxed);
+  return total > 0 ? std::size_t(total) : 0;  // below 0 only for a moment, while a flush moves
+}
+
+std::size_t Allocator::peak_bytes() const {
+  return std::max(peak_.load(std::memory_order_relaxed), bytes_in_use());
 }
 
 const void* FreeBlocks::thread_token() {

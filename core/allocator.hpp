@@ -23,22 +23,37 @@ class Allocator {
   // True if the CPU may read and write the memory directly.
   virtual bool host_accessible() const = 0;
 
-  std::size_t bytes_in_use() const { return in_use_.load(std::memory_order_relaxed); }
-  std::size_t peak_bytes() const { return peak_.load(std::memory_order_relaxed); }
+  // Bytes handed out and not yet given back (exact once no thread allocates or frees).
+  std::size_t bytes_in_use() const;
+  // The most bytes in use at once since the allocator was made or reset_peak() last ran. Exact
+  // where one thread allocates; where several do, each thread's count since its last flush
+  // (under kFlushBytes, below) reaches the total only at the flush, so the peak may be off by
+  // less than kFlushBytes per thread allocating meanwhile. Never below bytes_in_use().
+  std::size_t peak_bytes() const;
   void reset_peak() { peak_.store(bytes_in_use(), std::memory_order_relaxed); }
+
+  // A thread's count goes into the total once it has moved this far from it.
+  static constexpr int64_t kFlushBytes = int64_t(1) << 20;
+  static constexpr int kStripes = 16;
 
  protected:
   void count_allocation(std::size_t bytes);
-  void count_deallocation(std::size_t bytes) {
-    in_use_.fetch_sub(bytes, std::memory_order_relaxed);
-  }
+  void count_deallocation(std::size_t bytes);
 
  private:
-  // On a cache line of their own: every tensor's allocation and release changes in_use_, from
-  // every thread, and what lay beside them would move between the cores with it.
-  alignas(64) std::atomic<std::size_t> in_use_{0};
+  // The count is kept in stripes, one cache line each, a thread always using the same one (the
+  // threads of a process take them in turn): every tensor's allocation and release changes it,
+  // from every thread, and one shared line moving between the cores with each of them cost a
+  // loop spread over two workers a tenth of its iteration. A stripe's count goes into
+  // flushed_ when it reaches kFlushBytes either way, so the peak (taken at each allocation
+  // from flushed_ and the allocating thread's stripe) reads lines that seldom change.
+  struct alignas(64) Stripe {
+    std::atomic<int64_t> bytes{0};
+  };
+  Stripe stripes_[kStripes];
+  alignas(64) std::atomic<int64_t> flushed_{0};
   std::atomic<std::size_t> peak_{0};
-  char pad_[64 - 2 * sizeof(std::atomic<std::size_t>)];
+  char pad_[64 - sizeof(std::atomic<int64_t>) - sizeof(std::atomic<std::size_t>)];
 };
 
 // Freed blocks kept for reuse, by exact size, with their total. Not thread-safe: the

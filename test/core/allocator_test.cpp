@@ -92,6 +92,39 @@ BOOST_AUTO_TEST_CASE(a_kernel_thread_keeps_its_last_freed_blocks_aside_and_passe
   a.deallocate(first, big);
 }
 
+BOOST_AUTO_TEST_CASE(blocks_freed_by_other_threads_are_counted_and_one_threads_peak_is_exact) {
+  HostAllocator a("/job:localhost/task:0/device:CPU:0");
+  // Well past a thread's flush, in small blocks and large, so that the counts cross it.
+  std::vector<std::size_t> sizes;
+  std::size_t total = 0;
+  for (int i = 0; total < 3 * std::size_t(Allocator::kFlushBytes); ++i) {
+    sizes.push_back(i % 4 == 3 ? 3 * HostAllocator::kLargeBlock + 8 : std::size_t(100 + 37 * i));
+    total += sizes.back();
+  }
+  std::vector<void*> blocks(sizes.size());
+  std::thread([&] {
+    for (std::size_t i = 0; i < sizes.size(); ++i) blocks[i] = a.allocate(sizes[i]);
+  }).join();
+  BOOST_TEST(a.bytes_in_use() == total);
+  BOOST_TEST(a.peak_bytes() == total, "one thread allocated: its peak is exact");
+  // Freed by four threads at once, none of which allocated them.
+  std::vector<std::thread> freeing;
+  for (std::size_t t = 0; t < 4; ++t)
+    freeing.emplace_back([&, t] {
+      for (std::size_t i = t; i < sizes.size(); i += 4) a.deallocate(blocks[i], sizes[i]);
+    });
+  for (auto& t : freeing) t.join();
+  BOOST_TEST(a.bytes_in_use() == 0u);
+  BOOST_TEST(a.peak_bytes() == total);
+  void* p = a.allocate(100);
+  BOOST_TEST(a.bytes_in_use() == 100u);
+  a.reset_peak();
+  BOOST_TEST(a.peak_bytes() == 100u);
+  a.deallocate(p, 100);
+  BOOST_TEST(a.peak_bytes() == 100u);
+  BOOST_TEST(a.bytes_in_use() == 0u);
+}
+
 namespace {
 
 // Host memory with a budget: the backend a GPU's allocator has, with its limit made small.
