@@ -17,18 +17,17 @@ int stripe_of_this_thread() {
       int(next.fetch_add(1, std::memory_order_relaxed) % Allocator::kStripes);
   return stripe;
 }
+// Moves what `stripe` holds into `total`; the new total.
+int64_t flush(std::atomic<int64_t>& stripe, std::atomic<int64_t>& total) {
+  const int64_t moved = stripe.exchange(0, std::memory_order_relaxed);
+  return total.fetch_add(moved, std::memory_order_relaxed) + moved;
+}
 }  // namespace
 
 void Allocator::count_allocation(std::size_t bytes) {
   auto& stripe = stripes_[stripe_of_this_thread()].bytes;
   int64_t mine = stripe.fetch_add(int64_t(bytes), std::memory_order_relaxed) + int64_t(bytes);
-  int64_t total;
-  if (mine >= kFlushBytes) {
-    mine = stripe.exchange(0, std::memory_order_relaxed);
-    total = flushed_.fetch_add(mine, std::memory_order_relaxed) + mine;
-  } else {
-    total = flushed_.load(std::memory_order_relaxed) + mine;
-  }
+  const int64_t total = mine >= kFlushBytes ? flush(stripe, flushed_) : flushed_.load(std::memory_order_relaxed) + mine;
   if (total <= 0) return;
   auto peak = peak_.load(std::memory_order_relaxed);
   while (std::size_t(total) > peak && !peak_.compare_exchange_weak(peak, std::size_t(total), std::memory_order_relaxed)) {
@@ -38,7 +37,7 @@ void Allocator::count_allocation(std::size_t bytes) {
 void Allocator::count_deallocation(std::size_t bytes) {
   auto& stripe = stripes_[stripe_of_this_thread()].bytes;
   if (stripe.fetch_sub(int64_t(bytes), std::memory_order_relaxed) - int64_t(bytes) <= -kFlushBytes)
-    flushed_.fetch_add(stripe.exchange(0, std::memory_order_relaxed), std::memory_order_relaxed);
+    flush(stripe, flushed_);
 }
 
 std::size_t Allocator::bytes_in_use() const {

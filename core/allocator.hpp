@@ -44,9 +44,10 @@ class Allocator {
   // The count is kept in stripes, one cache line each, a thread always using the same one (the
   // threads of a process take them in turn): every tensor's allocation and release changes it,
   // from every thread, and one shared line moving between the cores with each of them cost a
-  // loop spread over two workers a tenth of its iteration. A stripe's count goes into
-  // flushed_ when it reaches kFlushBytes either way, so the peak (taken at each allocation
-  // from flushed_ and the allocating thread's stripe) reads lines that seldom change.
+  // loop spread over two workers 2.5% of its iteration at P10 (docs/performance.md). A
+  // stripe's count goes into flushed_ when it reaches kFlushBytes either way, so the peak
+  // (taken at each allocation from flushed_ and the allocating thread's stripe) reads lines
+  // that seldom change.
   struct alignas(64) Stripe {
     std::atomic<int64_t> bytes{0};
   };

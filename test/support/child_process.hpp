@@ -95,10 +95,10 @@ class ChildProcess {
       const std::string t = task.path().string();
       std::string stat = read(t + "/stat");  // "tid (name) S ...": the state follows the name
       const auto close = stat.rfind(')');
-      const char state = close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : '?';
+      const char run_state = close != std::string::npos && close + 2 < stat.size() ? stat[close + 2] : '?';
       std::string name = read(t + "/comm");
       if (!name.empty() && name.back() == '\n') name.pop_back();
-      s += "  " + task.path().filename().string() + " " + name + " " + state + " " + read(t + "/wchan") + "\n";
+      s += "  " + task.path().filename().string() + " " + name + " " + run_state + " " + read(t + "/wchan") + "\n";
     }
     if (std::system("command -v gdb >/dev/null 2>&1") == 0) {
       const std::string stacks = out_path_ + ".stacks";
