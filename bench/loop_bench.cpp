@@ -12,10 +12,13 @@
 // (and, for independent, its chain of work) runs on CPU:1, the condition on CPU:0, so every
 // iteration sends the counter across and back, and each device runs a control loop.
 // --trace FILE (one body, one --parallel, one --devices) writes a Chrome trace of the timed steps.
+// --interleave: the --parallel values' loops (one session each, built and warmed up first) take
+// their timed steps in turn, so that their ratio compares the same minutes of the machine.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -33,6 +36,7 @@ struct Args : CommonFlags {
   std::vector<int> parallel = {1, 10};
   std::vector<std::string> bodies = {"trivial", "independent", "dependent"};
   std::vector<int> devices = {1};
+  bool interleave = false;
   Args() : CommonFlags{.steps = 5, .warmup = 1} {}
 };
 
@@ -46,6 +50,9 @@ void add_options(CLI::App& app, Args& a) {
       ->delimiter(',')
       ->check(CLI::IsMember({"trivial", "independent", "dependent"}));
   app.add_option("--devices", a.devices, "CPU devices, by ','")->delimiter(',')->check(CLI::IsMember({1, 2}));
+  app.add_flag("--interleave", a.interleave,
+               "the --parallel values' loops take their timed steps in turn (P1, P10, P1, ...), not one "
+               "after the other: a stretch in which the machine runs slow then falls on each alike");
 }
 
 // Before anything builds the device registry (on first use).
@@ -103,40 +110,66 @@ int loop_main(int argc, char** argv) {
   use_devices(a);
   SessionOptions options;
   options.threads = a.threads;
+  // One loop's session and its timed steps.
+  struct Timed {
+    int parallel;
+    Scope root = Scope::root();
+    Loop loop;
+    std::unique_ptr<Session> session;
+    FeedList feeds;
+    std::vector<double> us;
+  };
+  auto prepare = [&](const std::string& body, int parallel, int devices) {
+    auto t = std::make_unique<Timed>();
+    t->parallel = parallel;
+    t->loop = build(t->root, body, parallel, devices);
+    SessionOptions traced = options;
+    a.apply_trace(traced, /*first_timed=*/std::max(a.warmup, 1) + 1);
+    t->session = std::make_unique<Session>(t->root, traced);
+    t->feeds = FeedList{{t->loop.n, Tensor::scalar<int32_t>(a.iterations)}};
+    for (int i = 0; i < std::max(a.warmup, 1); ++i) t->session->run(t->feeds, {t->loop.result});
+    return t;
+  };
+  auto step = [&](Timed& t) {
+    auto start = std::chrono::steady_clock::now();
+    auto out = t.session->run(t.feeds, {t.loop.result});
+    t.us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+    if (out[0].scalar_value<int32_t>() != a.iterations)
+      fail(ErrorCode::internal, "the loop ran {} iterations, not {}", out[0].scalar_value<int32_t>(), a.iterations);
+  };
+  auto report = [&](const Timed& t, const std::string& body, int devices) {
+    const auto [median, min] = summarize(t.us);
+    double per = median / a.iterations, best = min / a.iterations;
+    if (a.json) {
+      std::printf(
+          "{\"system\":\"troupe\",\"benchmark\":\"loop\",\"body\":\"%s\",\"parallel\":%d,\"devices\":%d,"
+          "\"iterations\":%d,\"steps\":%d,\"threads\":%d,\"interleaved\":%s,\"median_ms\":%.3f,"
+          "\"us_per_iteration\":%.3f,\"min_us_per_iteration\":%.3f}\n",
+          body.c_str(), t.parallel, devices, a.iterations, a.steps, a.threads, a.interleave ? "true" : "false",
+          median / 1000, per, best);
+    } else {
+      std::printf(
+          "loop, %s body, parallel_iterations %d, %d device(s): %d iterations, median %.1f ms/step, "
+          "%.3f us/iteration (min %.3f)%s\n",
+          body.c_str(), t.parallel, devices, a.iterations, median / 1000, per, best,
+          a.interleave ? ", steps interleaved with the other --parallel values'" : "");
+    }
+    std::fflush(stdout);
+  };
   for (int devices : a.devices) {
     for (const auto& body : a.bodies) {
-      for (int parallel : a.parallel) {
-        auto root = Scope::root();
-        Loop l = build(root, body, parallel, devices);
-        SessionOptions traced = options;
-        a.apply_trace(traced, /*first_timed=*/std::max(a.warmup, 1) + 1);
-        Session session(root, traced);
-        FeedList feeds{{l.n, Tensor::scalar<int32_t>(a.iterations)}};
-        for (int i = 0; i < std::max(a.warmup, 1); ++i) session.run(feeds, {l.result});
-        std::vector<double> us;
-        for (int i = 0; i < a.steps; ++i) {
-          auto start = std::chrono::steady_clock::now();
-          auto out = session.run(feeds, {l.result});
-          us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
-          if (out[0].scalar_value<int32_t>() != a.iterations)
-            fail(ErrorCode::internal, "the loop ran {} iterations, not {}", out[0].scalar_value<int32_t>(),
-                 a.iterations);
+      if (a.interleave) {
+        std::vector<std::unique_ptr<Timed>> loops;
+        for (int parallel : a.parallel) loops.push_back(prepare(body, parallel, devices));
+        for (int i = 0; i < a.steps; ++i)
+          for (auto& t : loops) step(*t);
+        for (auto& t : loops) report(*t, body, devices);
+      } else {
+        for (int parallel : a.parallel) {
+          auto t = prepare(body, parallel, devices);
+          for (int i = 0; i < a.steps; ++i) step(*t);
+          report(*t, body, devices);
         }
-        const auto [median, min] = summarize(us);
-        double per = median / a.iterations, best = min / a.iterations;
-        if (a.json) {
-          std::printf(
-              "{\"system\":\"troupe\",\"benchmark\":\"loop\",\"body\":\"%s\",\"parallel\":%d,\"devices\":%d,"
-              "\"iterations\":%d,\"steps\":%d,\"threads\":%d,\"median_ms\":%.3f,\"us_per_iteration\":%.3f,"
-              "\"min_us_per_iteration\":%.3f}\n",
-              body.c_str(), parallel, devices, a.iterations, a.steps, a.threads, median / 1000, per, best);
-        } else {
-          std::printf(
-              "loop, %s body, parallel_iterations %d, %d device(s): %d iterations, median %.1f ms/step, "
-              "%.3f us/iteration (min %.3f)\n",
-              body.c_str(), parallel, devices, a.iterations, median / 1000, per, best);
-        }
-        std::fflush(stdout);
       }
     }
   }

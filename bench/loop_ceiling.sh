@@ -9,7 +9,9 @@
 #   line:     a cache line's round trip between the two CPUs (troupe-bench cores), ns: what a
 #             message between the workers costs at that minute (it doubles or triples for
 #             stretches on this project's VM, and P10 with it; the ceiling's pair does not see it);
-#   P1, P10:  one process, 2 threads, parallel_iterations 1 and 10 (the runtime's gain P1 / P10).
+#   P1, P10:  one process, 2 threads, parallel_iterations 1 and 10, their steps in turn
+#             (--interleave: a slow stretch of the machine falls on both alike), the runtime's
+#             gain P1 / P10.
 # Prints each round and the medians.
 #   bash bench/loop_ceiling.sh [ROUNDS] [ITERATIONS] [STEPS]
 set -euo pipefail
@@ -20,8 +22,8 @@ steps=${3:-10}
 out=$(mktemp -d)
 first=
 trap 'if [[ -n $first ]]; then kill "$first" 2>/dev/null || true; fi; rm -rf "$out"' EXIT
-loop() { "$bench" loop --body independent --iterations "$iterations" --steps "$steps" --json "$@" 2>/dev/null | tail -1; }
-us() { grep -o '"us_per_iteration":[0-9.]*' "$1" | cut -d: -f2; }
+loop() { "$bench" loop --body independent --iterations "$iterations" --steps "$steps" --json "$@" 2>/dev/null; }
+us() { grep -o '"us_per_iteration":[0-9.]*' "$1" | cut -d: -f2 | sed -n "${2:-1}p"; }
 printf '%5s %9s %9s %9s %8s %7s %9s %9s %8s\n' round alone "two: a" b ceiling line P1 P10 P1/P10
 for r in $(seq "$rounds"); do
   loop --parallel 1 --threads 1 > "$out/alone"
@@ -31,9 +33,8 @@ for r in $(seq "$rounds"); do
   wait "$first"
   first=
   line=$("$bench" cores --rounds 100000 --json | grep -o '"round_trip_ns":[0-9.]*' | cut -d: -f2)
-  loop --parallel 1 --threads 2 > "$out/p1"
-  loop --parallel 10 --threads 2 > "$out/p10"
-  python3 - "$r" "$(us "$out/alone")" "$(us "$out/a")" "$(us "$out/b")" "$line" "$(us "$out/p1")" "$(us "$out/p10")" \
+  loop --parallel 1,10 --threads 2 --interleave > "$out/p"
+  python3 - "$r" "$(us "$out/alone")" "$(us "$out/a")" "$(us "$out/b")" "$line" "$(us "$out/p" 1)" "$(us "$out/p" 2)" \
     >> "$out/rows" <<'PY'
 import sys
 r, alone, a, b, line, p1, p10 = sys.argv[1], *map(float, sys.argv[2:])

@@ -39,6 +39,7 @@ help "$bench" executor convnet loop pipeline checkpoint transfer cluster allredu
 help "$bench convnet" "--model" "=alexnet" "--batch" "=16" "--steps" "{cpu,gpu}"
 help "$bench allreduce" "--procs" "--mib" "--float16"
 help "$bench executor" "--shape" "=chain" "--nodes" "=10000"
+help "$bench loop" "--parallel" "--interleave" "--iterations"
 help "$bench transfer" "--sizes" "--window"
 help "$bench cores" "--cpus" "--rounds" "=200000"
 help "$node" "--cluster" "--task" "--variable-memory-mb" "=0" "--status" "--make-certs"
