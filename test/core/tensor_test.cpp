@@ -1,6 +1,7 @@
-// Tensor: storage for every dtype, sharing (copies, slices, reshapes) versus deep copies, and
-// the errors that misuse gets.
+// Tensor: storage for every dtype, sharing (copies, slices, reshapes) versus deep copies, the
+// storage of released tensors reused without touching live ones, and the errors that misuse gets.
 #include <cstring>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -142,6 +143,41 @@ BOOST_AUTO_TEST_CASE(a_large_buffer_is_returned_to_the_allocator_when_the_last_r
     BOOST_TEST(host_allocator().bytes_in_use() == before + 8000);  // the slice keeps it alive
   }
   BOOST_TEST(host_allocator().bytes_in_use() == before);
+}
+
+BOOST_AUTO_TEST_CASE(a_released_tensors_storage_serves_the_threads_next_and_no_live_value_is_overwritten) {
+  {
+    Tensor a = Tensor::scalar(1.0f);
+    const void* storage = a.raw_data();
+    a = Tensor();
+    Tensor b = Tensor::scalar(2.0f);
+    BOOST_TEST(b.raw_data() == storage);  // kept by this thread for its next tensor
+    BOOST_TEST(b.scalar_value<float>() == 2.0f);
+  }
+  // Values made here and released on another thread (which keeps what it can of their storage
+  // and makes its own values from it), while others stay alive here; then that thread ends.
+  std::vector<Tensor> alive, handed;
+  for (int i = 0; i < 100; ++i) alive.push_back(Tensor::scalar(int32_t(i)));
+  for (int i = 0; i < 5000; ++i)
+    handed.push_back(i % 10 ? Tensor::scalar(int32_t(1000 + i)) : Tensor::from_vector<float>({float(i), 1.0f, 2.0f}));
+  int wrong = 0;
+  std::thread other([&] {
+    for (int i = 0; i < 5000; ++i) {
+      const bool scalar = i % 10 != 0;
+      if (scalar ? handed[i].scalar_value<int32_t>() != 1000 + i : handed[i].to_vector<float>()[0] != float(i)) ++wrong;
+      handed[i] = Tensor();
+    }
+    std::vector<Tensor> own;
+    for (int i = 0; i < 5000; ++i) own.push_back(Tensor::scalar(int64_t(-i)));
+    for (int i = 0; i < 5000; ++i)
+      if (own[i].scalar_value<int64_t>() != -i) ++wrong;
+  });
+  other.join();
+  BOOST_TEST(wrong == 0);
+  std::vector<Tensor> more;
+  for (int i = 0; i < 5000; ++i) more.push_back(Tensor::scalar(double(i)));
+  for (int i = 0; i < 5000; ++i) BOOST_TEST_REQUIRE(more[i].scalar_value<double>() == double(i));
+  for (int i = 0; i < 100; ++i) BOOST_TEST_REQUIRE(alive[i].scalar_value<int32_t>() == i);
 }
 
 BOOST_AUTO_TEST_CASE(a_slice_shares_the_buffer_and_starts_at_its_first_row) {
