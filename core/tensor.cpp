@@ -2,12 +2,7 @@
 
 #include <new>
 
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#else
-#define ASAN_POISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
-#define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
-#endif
+#include <sanitizer/asan_interface.h>  // its POISON macros do nothing outside AddressSanitizer builds
 
 namespace troupe {
 
