@@ -236,6 +236,18 @@ LoopSpreads loop_spreads(const Graph& g, const std::vector<NodeKind>& kinds, Exe
   return out;
 }
 
+// The active NextIterations of `p` whose control input is `gate` (their loop's iteration gate).
+std::vector<int> next_iterations_gated_by(const ExecPlan& p, int gate) {
+  std::vector<int> out;
+  for (int id = 0; id < int(p.nodes.size()); ++id) {
+    const NodePlan& np = p.nodes[std::size_t(id)];
+    const auto& c = p.graph->node(id).control_inputs;
+    if (np.kind == NodeKind::next_iteration && np.active && std::find(c.begin(), c.end(), gate) != c.end())
+      out.push_back(id);
+  }
+  return out;
+}
+
 // The plan of one partition, from its graph alone; `workers`: the scheduler's threads.
 PartPlan plan_partition(const Partition& part, const PartSignature& signature, const ShardOf& shard_of,
                         const ExecutableOptions& options, int workers) {
@@ -354,6 +366,16 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     }
   }
 
+  // A gated Exit learns that every iteration has finished from the NextIterations its loop's
+  // gate tells (they free their gate state then, NextIterationNode), once per frame, not from
+  // the gate itself every iteration: on two workers, that was a message from the worker that
+  // ran the iteration to the one that ran the Exit last, and a turn of the Exit, each iteration.
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (p.nodes[id].kind == NodeKind::exit && p.nodes[id].active && n.control_inputs.size() == 1)
+      p.nodes[id].loop_end_signals = int(next_iterations_gated_by(p, n.control_inputs[0]).size());
+  }
+
   // Pass-through nodes (Identity, LoopCond) that take one value by message and have no control
   // edges and no fetch cost a hop and a firing per value and change nothing: their consumers
   // are wired to the producer instead, and they get no actor. (A loop's iteration has two.)
@@ -404,6 +426,7 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
       if (!p.nodes[id].active) continue;
       for (int slot = 0; slot < int(n.inputs.size()); ++slot)
         if (!p.nodes[id].is_fixed(slot)) data(producer_of(n.inputs[slot]), id, slot);
+      if (p.nodes[id].loop_end_signals > 0) continue;  // its gate's NextIterations tell it (loop_end)
       for (int c : n.control_inputs) control(c, id);
     }
   };
@@ -425,6 +448,10 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
             target_of(p, id, uint32_t(slot), p.nodes[id].kind == NodeKind::exit && slot == 0));
       },
       [&](int c, int id) { p.nodes[c].control_outputs.push_back(target_of(p, id, kControlSlot)); });
+  for (int id = 0; id < g.size(); ++id)
+    if (p.nodes[id].loop_end_signals > 0)
+      for (int next : next_iterations_gated_by(p, g.node(id).control_inputs[0]))
+        p.nodes[next].loop_end.push_back(target_of(p, id, kControlSlot));
 }
 
 // Each _Send to the _Recv of its rendezvous key, in whichever partition that is, or to another

@@ -132,6 +132,12 @@ struct NodePlan {
   std::vector<NodeActor*> replica_nodes;  // with replicas > 1: its actors, [0] the node's own
   const Graph* graph = nullptr;               // the partition's graph, which holds `node`
   const std::string* device_name = nullptr;  // the partition's device (full name)
+  // (Kept after the fields a firing reads.) next_iteration: the Exits of its loop told once, when every iteration of a frame has
+  // finished (its gate state is freed), instead of by the iteration gate every iteration.
+  std::vector<Target> loop_end;
+  // exit: how many NextIterations tell it so (loop_end); 0: its gate's signal comes every
+  // iteration (a partition's control loop, whose NextIteration is not gated).
+  int loop_end_signals = 0;
 
   // Made when asked (errors, wait reports), not per node at set-up:
   // "Add 'x' on /job:localhost/task:0/device:CPU:0", prefixed to errors;

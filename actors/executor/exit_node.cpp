@@ -8,7 +8,8 @@ void ExitNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   // when live) leaves the frame, with the number of iterations that ran. Those of the last
   // iteration may come in either order. With a control input (the loop's iteration gate, where
   // a gradient saves values of each iteration) the Exit also waits until every iteration has
-  // finished.
+  // finished: told so once by each NextIteration the gate tells (NodePlan::loop_end_signals),
+  // or by the gate itself for each iteration.
   if (slot == 1 && !value.dead && value.tensor.scalar_value<bool>()) return;
   const bool gated = me_->num_controls > 0;
   if (slot == kControlSlot && !gated) return;
@@ -19,8 +20,10 @@ void ExitNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   } else if (slot == 1) {
     e.last = tag.iteration;
     e.dead = value.dead;
-  } else {
+  } else if (me_->loop_end_signals == 0) {
     e.done.finish(tag.iteration);
+  } else if (++e.ended == me_->loop_end_signals) {
+    e.done.below = std::max(e.done.below, tag.iteration + 1);  // every iteration through this one
   }
   if (e.last < 0 || (!e.dead && !e.value.is_initialized()) || (gated && e.done.below <= e.last)) return;
   ExitState left = std::move(e);
@@ -42,7 +45,9 @@ void ExitNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
 void ExitNode::add_waits(std::vector<WaitReport>& out) const {
   for (auto& [key, e] : exits_) {
     WaitReport r{me_->node->name, Tag{key.first, key.second, 0}, 1, 2, {}};
-    r.missing.push_back(e.last >= 0 ? "the last iteration's value" : "the loop's last LoopCond");
+    if (e.last < 0) r.missing.push_back("the loop's last LoopCond");
+    else if (!e.dead && !e.value.is_initialized()) r.missing.push_back("the last iteration's value");
+    else r.missing.push_back(fmt::format("every iteration through {} to finish (iteration {} has not)", e.last, e.done.below));
     out.push_back(std::move(r));
   }
 }

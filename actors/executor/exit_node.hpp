@@ -3,8 +3,10 @@
 // loop variable's last value back to the parent frame; no kernel.
 // Takes: slot 1, the loop's LoopCond, every iteration; slot 0, the value, only when live (the
 //   executable drops dead ones on the way: Target::drop_dead); with a control input (the loop's
-//   iteration gate, where a gradient saves values of each iteration), a signal per finished
-//   iteration.
+//   iteration gate, where a gradient saves values of each iteration), a signal from each
+//   NextIteration the gate tells once every iteration has finished (NodePlan::loop_end), or,
+//   where no NextIteration here hears the gate (a partition's control loop), the gate's
+//   signal per finished iteration.
 // Sends: once per frame, to each consumer with the parent frame's tag: the last iteration's
 //   value and the number of iterations that ran (output 1, int32), or dead outputs when the
 //   whole loop is dead. Then it tells the frame table that this Exit has left the frame.
@@ -25,6 +27,7 @@ class ExitNode final : public NodeActor {
     int64_t last = -1;  // the iteration whose pred was false or dead
     bool dead = false;
     FinishedIterations done;  // gated
+    int ended = 0;            // gated by its NextIterations: how many said every iteration finished
   };
 
   void on_input(const Tag& tag, uint32_t slot, Value& value) override;

@@ -40,7 +40,12 @@ void NextIterationNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
     if (next.iteration < g.done.below + window) emit_owned(next, &value.tensor);
     else g.held.emplace_back(std::move(next), std::move(value.tensor));
   }
-  if (g.last >= 0 && g.done.below > g.last) gates_.erase(key);
+  if (g.last >= 0 && g.done.below > g.last) {
+    // Every iteration has finished: the Exits that wait for that hear it now (NodePlan::loop_end).
+    const Tag through{tag.step, tag.frame, g.last};
+    gates_.erase(key);
+    for (const Target& t : me_->loop_end) deliver(unit(), t, through, kControlSlot, Value{Tensor(), false}, -1);
+  }
 }
 
 void NextIterationNode::add_waits(std::vector<WaitReport>& out) const {

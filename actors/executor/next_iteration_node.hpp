@@ -6,7 +6,9 @@
 //   input (the frame's iteration gate), a signal per finished iteration, in any order.
 // Sends: the value to each consumer (the loop's Merge) with the tag of the next iteration, at
 //   most parallel_iterations ahead of the oldest iteration not yet finished; a value for an
-//   iteration not allowed to start yet is held until it is. A dead value sends nothing.
+//   iteration not allowed to start yet is held until it is. A dead value sends nothing. Once
+//   every iteration of a frame has finished, a control signal tagged with the last iteration
+//   to the loop's Exits that wait for that (NodePlan::loop_end).
 // Per frame (step, frame id), gated only: which iterations have finished, the values held back
 //   and the iteration that found the loop over; freed once every iteration has finished.
 #include "actors/executor/node.hpp"

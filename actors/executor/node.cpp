@@ -182,9 +182,16 @@ bool NodeActor::spreads_now() const {
   // not feed the next iteration (else the iterations run one after the other anyway, each on
   // another core than its values); and only a node whose turn costs more than the trip (a cheap
   // one, such as the loop's own Merge, Switch or counter, runs where it is made ready: handed
-  // between the workers every iteration, it cost more in trips than it saved).
+  // between the workers every iteration, it cost more in trips than it saved). Never a node on
+  // the way to the next iteration (carried: the loop's Switch, condition, counter): iteration
+  // k + 1's turn waits for k's, so going with each iteration's worker only moves the chain from
+  // core to core. (Judged by its cost alone, such a node spread after one slow firing, and
+  // moved, each firing ran on a cold core and stayed slow enough to keep it spreading: measured,
+  // the counter's Switch moved between the workers two to four times an iteration for whole
+  // runs, docs/performance.md.)
   if (cost < above ||
-      (above > 0 && (me_->spread->carried.load(std::memory_order_relaxed) * 4 > cost || cost_ < kSpreadNodeTicks)) ||
+      (above > 0 && (me_->carried || me_->spread->carried.load(std::memory_order_relaxed) * 4 > cost ||
+                     cost_ < kSpreadNodeTicks)) ||
       !tls_running || !ours(tls_unit))
     return false;
   return SchedulingPolicy::worker_count(tls_unit) >= 2;

@@ -223,7 +223,14 @@ void trigger_each_iteration(Graph& g, const LoopNodes& l) {
 // parallel_iterations: an iteration has finished when every node of the body has run for
 // it, that is when the body's sinks (nodes whose results stay in the frame's iteration) have.
 // A NoOp waits for them and tells the NextIterations, which hold an iteration back until
-// the one parallel_iterations before it has finished.
+// the one parallel_iterations before it has finished. A sink whose results go only to
+// NextIterations (a loop variable's update, such as a counter's add) is left out when others
+// remain: it has fired for iteration k before iteration k + 1 starts (k + 1 takes its value),
+// so long before k + parallel_iterations may, and in the last iteration its dead value is what
+// tells its NextIteration that the loop is over, which the Exits wait for (executable.cpp,
+// NodePlan::loop_end). Waiting for it, the gate waited for the loop's control every iteration:
+// on two workers, a message from the worker running the control to the one running the
+// iteration's work.
 int gate_iterations(const Scope& s, const LoopNodes& l) {
   Graph& g = s.graph();
   auto edges = g.out_edges();
@@ -245,6 +252,20 @@ int gate_iterations(const Scope& s, const LoopNodes& l) {
   // NextIteration already says the iteration has finished, and the gate is left out.
   if (l.next_iterations.size() == 1 && sinks.size() == 1 && g.node(l.next_iterations[0]).inputs[0].node == sinks[0])
     return -1;
+  auto only_updates = [&](int id) {
+    if (!edges.control[id].empty()) return false;
+    bool any = false;
+    for (auto& port : edges.data[id])
+      for (auto& c : port) {
+        if (!is_one_of(l.next_iterations, c.node)) return false;
+        any = true;
+      }
+    return any;
+  };
+  std::vector<int> work;
+  for (int id : sinks)
+    if (!only_updates(id)) work.push_back(id);
+  if (!work.empty()) sinks = std::move(work);
   return add_iteration_gate(g, s.unique_name("iteration_done"), l, std::move(sinks));
 }
 

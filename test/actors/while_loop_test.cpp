@@ -63,6 +63,16 @@ TROUPE_REGISTER_OP(OpDef{.name = "TestProbe", .num_inputs = 1, .stateful = true,
                          .shape_fn = [](InferenceContext& c) { c.set_output(0, c.input_type(0), c.input_shape(0)); }});
 TROUPE_REGISTER_KERNEL("TestProbe", DeviceType::cpu, ProbeKernel);
 
+// The node of `g` named `suffix` at the end, or null.
+const Node* node_ending(const Graph& g, const std::string& suffix) {
+  for (int id = 0; id < g.size(); ++id) {
+    const std::string& name = g.node(id).name;
+    if (name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      return &g.node(id);
+  }
+  return nullptr;
+}
+
 // The most probes seen running at once in a loop of 6 iterations whose body is a chain of
 // three probes beside the counter: iterations can overlap only by pipelining along the chain.
 int most_probes_at_once(int parallel_iterations) {
@@ -204,6 +214,77 @@ BOOST_AUTO_TEST_CASE(a_step_ends_only_after_every_iteration_of_its_loop_has_fini
     BOOST_TEST(probes_running.load() == 0);
   }
   BOOST_TEST(settles(s));
+}
+
+BOOST_AUTO_TEST_CASE(a_loops_iteration_gate_waits_for_its_work_not_for_its_counter) {
+  // The counter's add feeds only the NextIteration: iteration k + 1 takes its value, so it has
+  // fired long before iteration k + parallel_iterations may start, and the gate does not wait
+  // for it (which, on two workers, was a message from the loop's control to the worker running
+  // the iteration, every iteration). The body's work is what the gate waits for.
+  auto root = Scope::root();
+  ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 5)); },
+      [](const Scope& s, const Vars& v) {
+        s.with_op_name("probe").add("TestProbe", {v[0]});
+        return Vars{ops::add(s.with_op_name("counter"), v[0], i32(s, 1))};
+      },
+      {i32(root, 0)}, {.parallel_iterations = 4, .name = "work"});
+  // Two variables whose updates are all there is: the gate waits for them (it has nothing else).
+  ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 5)); },
+      [](const Scope& s, const Vars& v) {
+        return Vars{ops::add(s.with_op_name("counter"), v[0], i32(s, 1)), ops::add(s.with_op_name("sum"), v[1], v[0])};
+      },
+      {i32(root, 0), i32(root, 0)}, {.parallel_iterations = 4, .name = "updates"});
+  const Graph& g = root.graph();
+  auto waits_for = [&](const Node* gate, const Node* n) {
+    BOOST_TEST_REQUIRE(gate);
+    BOOST_TEST_REQUIRE(n);
+    return std::find(gate->control_inputs.begin(), gate->control_inputs.end(), n->id) != gate->control_inputs.end();
+  };
+  const Node* gate = node_ending(g, "work/iteration_done");
+  BOOST_TEST(waits_for(gate, node_ending(g, "work/body/probe")));
+  BOOST_TEST(!waits_for(gate, node_ending(g, "work/body/counter")));
+  gate = node_ending(g, "updates/iteration_done");
+  BOOST_TEST(waits_for(gate, node_ending(g, "updates/body/counter")));
+  BOOST_TEST(waits_for(gate, node_ending(g, "updates/body/sum")));
+}
+
+BOOST_AUTO_TEST_CASE(an_exit_waiting_for_its_loops_last_iterations_says_so_and_leaves_once_they_finish) {
+  // Each iteration's work takes an element from a queue that is empty until the test fills it:
+  // the condition turns false at iteration 3 while iteration 0 still waits, and the Exit, which
+  // has the loop's last value, waits for every iteration to finish (told once, by the
+  // NextIteration), and says so in a report of what the step waits for.
+  auto root = Scope::root();
+  auto q = ops::Queue::fifo(root, {DType::float32}, {PartialShape{}}, {.shared_name = "iterations"});
+  auto out = ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 3)); },
+      [&](const Scope& s, const Vars& v) {
+        q.dequeue(s.with_op_name("take"));
+        return Vars{ops::add(s, v[0], i32(s, 1))};
+      },
+      {i32(root, 0)}, {.parallel_iterations = 10, .name = "held"});
+  auto put = q.enqueue(root.with_op_name("put"), {ops::constant(root, 1.0f)});
+  Session s(root);
+  auto step = std::async(std::launch::async, [&] {
+    return s.run({}, {out[0]}, {}, {.timeout = std::chrono::seconds(30)})[0].scalar_value<int32_t>();
+  });
+  const std::string waits = "every iteration through 3 to finish (iteration 0 has not)";
+  std::string report;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       !contains(report, waits) && std::chrono::steady_clock::now() < until;) {
+    report = s.describe_waiting();
+    if (!contains(report, waits)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  BOOST_TEST(contains(report, "node 'held/switch_0/exit'"), report);
+  BOOST_TEST(contains(report, waits), report);
+  for (int i = 0; i < 3; ++i) {
+    const bool ended = step.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+    BOOST_TEST(!ended, "the step ended with " << i << " of its iterations' elements given");
+    s.run({}, {}, {put});
+  }
+  BOOST_TEST(step.get() == 3);
+  BOOST_TEST(settles(s), s.describe_waiting());
 }
 
 BOOST_AUTO_TEST_CASE(a_loop_of_a_million_iterations_runs_in_bounded_memory) {
