@@ -400,8 +400,8 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
 
 // Node `id` of `p` as the consumer of an output at `slot`: into its mailbox when it runs on
 // the fast path (node.hpp), else by CAF message.
-Target target_of(const ExecPlan& p, int id, uint32_t slot, bool drop_dead = false) {
-  Target t{p.actors[std::size_t(id)], slot, drop_dead};
+Target target_of(const ExecPlan& p, int id, uint32_t slot, bool drop_dead = false, bool drop_true = false) {
+  Target t{p.actors[std::size_t(id)], slot, drop_dead, drop_true};
   t.node = p.fast[std::size_t(id)];
   if (const auto& replicas = p.nodes[std::size_t(id)].replica_nodes; !replicas.empty()) {
     t.replicas = replicas.data();
@@ -444,8 +444,9 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
   }
   each_edge(
       [&](Endpoint from, int id, int slot) {
+        const bool exit = p.nodes[id].kind == NodeKind::exit;
         p.nodes[from.node].outputs[from.port].push_back(
-            target_of(p, id, uint32_t(slot), p.nodes[id].kind == NodeKind::exit && slot == 0));
+            target_of(p, id, uint32_t(slot), exit && slot == 0, exit && slot == 1));
       },
       [&](int c, int id) { p.nodes[c].control_outputs.push_back(target_of(p, id, kControlSlot)); });
   for (int id = 0; id < g.size(); ++id)

@@ -43,6 +43,9 @@ struct Target {
   caf::actor actor;
   uint32_t slot;
   bool drop_dead = false;  // an Exit's data input: only the last iteration's live value matters
+  // An Exit's pred (the LoopCond): a live true, which every iteration but the last sends, says
+  // only that the loop goes on, and is not sent (a message and a turn of each Exit an iteration).
+  bool drop_true = false;
   // A node with one actor per worker (NodePlan::replicas): iteration k goes to the replica of
   // the worker it runs on (node.hpp, deliver()) instead of `node`, which is replicas[0]. (The
   // count sits in what was padding: a Target is 32 bytes.)
@@ -132,8 +135,9 @@ struct NodePlan {
   std::vector<NodeActor*> replica_nodes;  // with replicas > 1: its actors, [0] the node's own
   const Graph* graph = nullptr;               // the partition's graph, which holds `node`
   const std::string* device_name = nullptr;  // the partition's device (full name)
-  // (Kept after the fields a firing reads.) next_iteration: the Exits of its loop told once, when every iteration of a frame has
-  // finished (its gate state is freed), instead of by the iteration gate every iteration.
+  // (Kept after the fields a firing reads.) next_iteration: the Exits of its loop told once,
+  // when every iteration of a frame has finished (its gate state is freed), instead of by the
+  // iteration gate every iteration.
   std::vector<Target> loop_end;
   // exit: how many NextIterations tell it so (loop_end); 0: its gate's signal comes every
   // iteration (a partition's control loop, whose NextIteration is not gated).

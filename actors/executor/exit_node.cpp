@@ -3,7 +3,8 @@
 namespace troupe {
 
 void ExitNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
-  // Slot 1, the LoopCond, arrives every iteration: true, the loop goes on; dead, the whole loop
+  // Slot 1, the LoopCond, arrives every iteration (a live true is dropped on the way,
+  // Target::drop_true, but may come from elsewhere): true, the loop goes on; dead, the whole loop
   // is dead and exits dead; false, this is the last iteration, whose value (slot 0, sent only
   // when live) leaves the frame, with the number of iterations that ran. Those of the last
   // iteration may come in either order. With a control input (the loop's iteration gate, where
@@ -47,7 +48,9 @@ void ExitNode::add_waits(std::vector<WaitReport>& out) const {
     WaitReport r{me_->node->name, Tag{key.first, key.second, 0}, 1, 2, {}};
     if (e.last < 0) r.missing.push_back("the loop's last LoopCond");
     else if (!e.dead && !e.value.is_initialized()) r.missing.push_back("the last iteration's value");
-    else r.missing.push_back(fmt::format("every iteration through {} to finish (iteration {} has not)", e.last, e.done.below));
+    else
+      r.missing.push_back(
+          fmt::format("every iteration through {} to finish (iteration {} has not)", e.last, e.done.below));
     out.push_back(std::move(r));
   }
 }

@@ -1,7 +1,8 @@
 #pragma once
 // ExitNode (NodeKind::exit): a while loop's Exit (ops/control/while_loop.cpp), which takes a
 // loop variable's last value back to the parent frame; no kernel.
-// Takes: slot 1, the loop's LoopCond, every iteration; slot 0, the value, only when live (the
+// Takes: slot 1, the loop's LoopCond, when false or dead (the executable drops a live true on the
+//   way: Target::drop_true); slot 0, the value, only when live (the
 //   executable drops dead ones on the way: Target::drop_dead); with a control input (the loop's
 //   iteration gate, where a gradient saves values of each iteration), a signal from each
 //   NextIteration the gate tells once every iteration has finished (NodePlan::loop_end), or,

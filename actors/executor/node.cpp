@@ -609,6 +609,9 @@ void NodeActor::on_input(const Tag& tag, uint32_t slot, Value& value) {
 
 namespace {
 constexpr std::size_t kPrefetchAhead = 4;  // consumers
+
+// A boolean scalar that is true (a LoopCond's value while its loop goes on).
+bool says_true(const Tensor& t) { return t.dtype() == DType::boolean && t.num_elements() == 1 && *t.data<bool>(); }
 }  // namespace
 
 void NodeActor::prefetch_mailbox(const Target& t) {
@@ -634,6 +637,8 @@ void NodeActor::send_outputs(const Tag& tag, Tensor* outputs, bool dead, uint64_
       const Target& t = targets[i];
       if (port_dead) {
         if (!t.drop_dead) deliver(u, t, tag, t.slot, Value{Tensor(), true}, replica);
+      } else if (t.drop_true && says_true(outputs[port])) [[unlikely]] {
+        // An Exit's pred while the loop goes on: nothing for the Exit to do (Target::drop_true).
       } else if (owned && i + 1 == targets.size()) {
         deliver(u, t, tag, t.slot, Value{std::move(outputs[port]), false}, replica);  // the last consumer takes it
       } else {

@@ -4,9 +4,12 @@
 // placed on the worker with fewer unfinished ones.
 #include <boost/test/unit_test.hpp>
 
+#include <algorithm>
+
 #include "actors/executor/executable.hpp"
 #include "actors/executor/spawn_node.hpp"
 #include "actors/runtime.hpp"
+#include "actors/session.hpp"
 #include "devices/device.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
@@ -58,7 +61,9 @@ BOOST_AUTO_TEST_CASE(a_spread_loops_iteration_goes_to_the_worker_with_fewer_unfi
   // A loop that lets a billion iterations run at once: no room is kept for them, every
   // iteration by number (iteration 3 would go to worker 0 otherwise, 1 unfinished on worker 1).
   Tag wide = frames.enter(Tag{9, 0, 0}, "wide", 43, 1, 1);
-  auto wide_place = [&](int64_t k) { return frames.iteration_worker(Tag{wide.step, wide.frame, k}, 1 << 30, kWorkers); };
+  auto wide_place = [&](int64_t k) {
+    return frames.iteration_worker(Tag{wide.step, wide.frame, k}, 1 << 30, kWorkers);
+  };
   BOOST_TEST(wide_place(0) == 0);
   BOOST_TEST(wide_place(1) == 1);
   frames.iteration_finished(Tag{wide.step, wide.frame, 0});
@@ -115,4 +120,75 @@ BOOST_AUTO_TEST_CASE(an_exit_whose_frame_this_partition_never_entered_fails_the_
   self->wait_for(plan->actors[id]);
   plan->actors.clear();
   plan->step_actor = nullptr;
+}
+
+BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_condition_going_on) {
+  // Two loop variables and work the iteration gate waits for: each Exit is told once, by both
+  // NextIterations, that every iteration has finished (NodePlan::loop_end), not by the gate
+  // every iteration; the LoopCond's live true, which says only that the loop goes on, is not
+  // sent to the Exits (Target::drop_true), its false or dead is; a dead value is not sent to an
+  // Exit's data input (Target::drop_dead).
+  auto root = Scope::root();
+  auto n = ops::placeholder(root.with_op_name("n"), DType::int32, Shape{});
+  auto out = ops::while_loop(
+      root, [&](const Scope& s, const std::vector<Output>& v) { return ops::less(s, v[0], n); },
+      [](const Scope& s, const std::vector<Output>& v) {
+        ops::square(s.with_op_name("work"), ops::cast(s, v[0], DType::float32));
+        return std::vector<Output>{ops::add(s, v[0], ops::constant(s, int32_t(1))), ops::add(s, v[1], v[0])};
+      },
+      {ops::constant(root, int32_t(0)), ops::constant(root, int32_t(0))}, {.parallel_iterations = 4, .name = "loop"});
+  auto runtime = Runtime::get(0);
+  {
+    Executable exe(runtime->system(), root.graph(), {n.endpoint()}, {out[0].endpoint(), out[1].endpoint()}, {},
+                   [](const std::string&) { return caf::actor{}; }, {.runtime = runtime.get()});
+    if (exe.parts().size() > 1) {
+      // TROUPE_CPU_DEVICES spreads the graph over partitions: the control loops' Exits keep the
+      // gate's signal per iteration; what follows checks one partition's plan.
+      BOOST_TEST_MESSAGE("the loop spans devices: its plan is not checked");
+    } else {
+      const ExecPlan& part = *exe.parts()[0];
+      std::vector<int> exits, nexts;
+      int gate = -1;
+      for (int id = 0; id < int(part.nodes.size()); ++id) {
+        const NodePlan& np = part.nodes[std::size_t(id)];
+        if (np.kind == NodeKind::exit) exits.push_back(id);
+        if (np.kind == NodeKind::next_iteration) nexts.push_back(id);
+        if (np.node->name == "loop/iteration_done") gate = id;
+      }
+      BOOST_TEST_REQUIRE(exits.size() == 2u);
+      BOOST_TEST_REQUIRE(nexts.size() == 2u);
+      BOOST_TEST_REQUIRE(gate >= 0);
+      auto reaches = [&](const std::vector<Target>& targets, int id) {
+        return std::count_if(targets.begin(), targets.end(),
+                             [&](const Target& t) { return t.actor == part.actors[std::size_t(id)]; });
+      };
+      for (int x : exits) {
+        BOOST_TEST(part.nodes[std::size_t(x)].loop_end_signals == 2);
+        BOOST_TEST(reaches(part.nodes[std::size_t(gate)].control_outputs, x) == 0, "the gate tells Exit " << x);
+        for (int next : nexts) BOOST_TEST(reaches(part.nodes[std::size_t(next)].loop_end, x) == 1);
+      }
+      // Every target of an Exit: its data input drops dead values, its pred live trues.
+      int preds = 0, values = 0;
+      for (const NodePlan& np : part.nodes)
+        for (const auto& port : np.outputs)
+          for (const Target& t : port)
+            for (int x : exits)
+              if (t.actor == part.actors[std::size_t(x)]) {
+                preds += t.slot == 1;
+                values += t.slot == 0;
+                if (t.slot == 1) BOOST_TEST((t.drop_true && !t.drop_dead));
+                if (t.slot == 0) BOOST_TEST((t.drop_dead && !t.drop_true));
+              }
+      BOOST_TEST(preds == 2);
+      BOOST_TEST(values == 2);
+    }
+  }
+  // And the loop still ends as it should, over several steps, and at once when its condition
+  // is false at the start.
+  Session s(root);
+  for (int32_t k : {5, 0, 7}) {
+    auto r = s.run({{n, Tensor::scalar(k)}}, {out[0], out[1]});
+    BOOST_TEST(r[0].scalar_value<int32_t>() == k);
+    BOOST_TEST(r[1].scalar_value<int32_t>() == k * (k - 1) / 2);
+  }
 }
