@@ -751,6 +751,7 @@ Executable::~Executable() {
     for (auto& node : p->nodes) {
       node.outputs.clear();
       node.control_outputs.clear();
+      node.loop_end.clear();  // its Targets hold the Exits' actors, which hold the plan
       node.queue = nullptr;
       node.shard = nullptr;
       node.replica_nodes.clear();

@@ -5,6 +5,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <memory>
+#include <thread>
 
 #include "actors/executor/executable.hpp"
 #include "actors/executor/spawn_node.hpp"
@@ -138,9 +141,11 @@ BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_c
       },
       {ops::constant(root, int32_t(0)), ops::constant(root, int32_t(0))}, {.parallel_iterations = 4, .name = "loop"});
   auto runtime = Runtime::get(0);
+  std::weak_ptr<const ExecPlan> kept;  // the NextIterations' Targets hold the Exits' actors
   {
     Executable exe(runtime->system(), root.graph(), {n.endpoint()}, {out[0].endpoint(), out[1].endpoint()}, {},
                    [](const std::string&) { return caf::actor{}; }, {.runtime = runtime.get()});
+    kept = exe.parts()[0];
     if (exe.parts().size() > 1) {
       // TROUPE_CPU_DEVICES spreads the graph over partitions: the control loops' Exits keep the
       // gate's signal per iteration; what follows checks one partition's plan.
@@ -183,6 +188,9 @@ BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_c
       BOOST_TEST(values == 2);
     }
   }
+  // The executable gone, its plan goes with its actors (no cycle of plan, Target and actor).
+  for (int i = 0; i < 1000 && !kept.expired(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  BOOST_TEST(kept.expired(), "the plan outlived its executable");
   // And the loop still ends as it should, over several steps, and at once when its condition
   // is false at the start.
   Session s(root);
