@@ -236,14 +236,14 @@ LoopSpreads loop_spreads(const Graph& g, const std::vector<NodeKind>& kinds, Exe
   return out;
 }
 
-// The active NextIterations of `p` whose control input is `gate` (their loop's iteration gate).
-std::vector<int> next_iterations_gated_by(const ExecPlan& p, int gate) {
-  std::vector<int> out;
+// Per node of `p` that is a control input of an active NextIteration (its loop's iteration
+// gate), those NextIterations: one pass over the nodes, however many loops and Exits.
+std::map<int, std::vector<int>> next_iterations_by_gate(const ExecPlan& p) {
+  std::map<int, std::vector<int>> out;
   for (int id = 0; id < int(p.nodes.size()); ++id) {
     const NodePlan& np = p.nodes[std::size_t(id)];
-    const auto& c = p.graph->node(id).control_inputs;
-    if (np.kind == NodeKind::next_iteration && np.active && std::find(c.begin(), c.end(), gate) != c.end())
-      out.push_back(id);
+    if (np.kind == NodeKind::next_iteration && np.active)
+      for (int c : p.graph->node(id).control_inputs) out[c].push_back(id);
   }
   return out;
 }
@@ -370,10 +370,14 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
   // gate tells (they free their gate state then, NextIterationNode), once per frame, not from
   // the gate itself every iteration: on two workers, that was a message from the worker that
   // ran the iteration to the one that ran the Exit last, and a turn of the Exit, each iteration.
-  for (int id = 0; id < g.size(); ++id) {
-    const Node& n = g.node(id);
-    if (p.nodes[id].kind == NodeKind::exit && p.nodes[id].active && n.control_inputs.size() == 1)
-      p.nodes[id].loop_end_signals = int(next_iterations_gated_by(p, n.control_inputs[0]).size());
+  if (!exits_of.empty()) {
+    const auto gated = next_iterations_by_gate(p);
+    for (int id = 0; id < g.size(); ++id) {
+      const Node& n = g.node(id);
+      if (p.nodes[id].kind == NodeKind::exit && p.nodes[id].active && n.control_inputs.size() == 1)
+        if (auto it = gated.find(n.control_inputs[0]); it != gated.end())
+          p.nodes[id].loop_end_signals = int(it->second.size());
+    }
   }
 
   // Pass-through nodes (Identity, LoopCond) that take one value by message and have no control
@@ -449,10 +453,13 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
             target_of(p, id, uint32_t(slot), exit && slot == 0, exit && slot == 1));
       },
       [&](int c, int id) { p.nodes[c].control_outputs.push_back(target_of(p, id, kControlSlot)); });
+  std::map<int, std::vector<int>> gated;  // made only where a gated Exit needs it
   for (int id = 0; id < g.size(); ++id)
-    if (p.nodes[id].loop_end_signals > 0)
-      for (int next : next_iterations_gated_by(p, g.node(id).control_inputs[0]))
+    if (p.nodes[id].loop_end_signals > 0) {
+      if (gated.empty()) gated = next_iterations_by_gate(p);
+      for (int next : gated.at(g.node(id).control_inputs[0]))
         p.nodes[next].loop_end.push_back(target_of(p, id, kControlSlot));
+    }
 }
 
 // Each _Send to the _Recv of its rendezvous key, in whichever partition that is, or to another
