@@ -120,34 +120,74 @@ std::atomic<int>& setting() {
   return n;
 }
 
+// A thread's own cache line: whether it holds a single core that `free` does not count (a
+// seated lease, below), written by that thread only.
+struct alignas(64) Seat {
+  std::atomic<int> held{0};
+  bool taken = false;  // under Cores::mutex: a thread sits here
+};
+constexpr int kSeats = 64;
+
 struct Cores {
   // The count itself is atomic: a single core is taken and given back without the mutex (one
-  // atomic operation each way) while no team waits, the common case of small kernels running
-  // side by side, where the mutex and the condition variable cost 0.4-0.7 us per firing between
-  // two workers (a spread loop's iterations). Waiting, and changing the budget, go through the
-  // mutex (with `freed`); a waiter counts itself in `waiters` under it before it looks at the
-  // count, and whoever gives cores back looks at `waiters` after adding them, so a wake-up is
-  // never lost. Held only to count, never while a kernel runs or OpenBLAS is told its threads,
-  // so no other lock is taken under it.
+  // atomic operation each way) while no team waits. Waiting, and changing the budget, go
+  // through the mutex (with `freed`); a waiter counts itself in `waiters` under it before it
+  // looks at the count, and whoever gives cores back looks at `waiters` after adding them, so a
+  // wake-up is never lost. Held only to count, never while a kernel runs or OpenBLAS is told its
+  // threads, so no other lock is taken under it.
+  //
+  // Seated leases: even that one atomic count is a cache line that every single-core kernel
+  // writes, passed between the cores at every firing when two workers run kernels side by side
+  // (a spread loop's iterations: 3% of its CPU time, docs/performance.md). While no lease is
+  // counted (no team leases or waits, nor any single core is counted) and no more threads lease
+  // single cores than the budget has (each with a `Seat`), the single cores cannot run out: a
+  // thread then marks its lease on its own seat's line (`held`), and nothing shared is written.
+  // `counted` is nonzero while that does not hold: each counted lease adds one while it waits
+  // and while it is held, too many threads one (`crowded`). A counted lease takes from `free`
+  // only when no seat is held; a thread that marks its seat looks at `counted` after marking
+  // (both sequentially consistent: one of the two sees the other) and counts its lease instead
+  // if it is nonzero. So seated and counted leases never overlap, and the seated ones are at
+  // most the budget.
   std::mutex mutex;
   std::condition_variable freed;
   std::atomic<int> budget{hardware_threads()};
   std::atomic<int> free{hardware_threads()};
   std::atomic<int> teams_waiting{0};
   std::atomic<int> waiters{0};
+  std::atomic<int> counted{0};
+  std::atomic<int> seats_used{0};  // seats [0, seats_used) have been taken at some time
+  Seat seats[kSeats];
+  int leasing_threads = 0;  // under the mutex: threads that lease single cores, seated or not
+  int unseated = 0;         // under the mutex: of them, those that found no seat
+  bool crowded = false;     // under the mutex: they are more than the budget, or some unseated
 
-  // Takes `n` cores if they are free (and, for one core, no team waits for them).
+  // Takes `n` cores if they are free (and, for one core, no team waits for them) and no seated
+  // lease is held (the caller has raised `counted`: no seat is taken after it looked).
   bool try_take(int n) {
+    if (seat_held()) return false;
     int f = free.load();
     while (f >= n && (n > 1 || teams_waiting.load() == 0))
       if (free.compare_exchange_weak(f, f - n)) return true;
     return false;
   }
+  bool seat_held() const {
+    const int used = seats_used.load();
+    for (int i = 0; i < used; ++i)
+      if (seats[i].held.load()) return true;
+    return false;
+  }
   // Wakes the waiters, if any, after cores were given back (or the budget grew, or a team
-  // stopped waiting).
+  // stopped waiting, or a seat was let go of).
   void wake() {
     if (waiters.load() == 0) return;
     std::lock_guard lock(mutex);
+    freed.notify_all();
+  }
+  // Under the mutex, after the leasing threads, the unseated ones or the budget changed.
+  void update_crowding() {
+    const bool now = leasing_threads > budget.load() || unseated > 0;
+    if (now != crowded) counted.fetch_add(now ? 1 : -1);
+    crowded = now;
     freed.notify_all();
   }
 };
@@ -155,6 +195,41 @@ struct Cores {
 Cores& cores() {
   static Cores* c = new Cores;  // never destroyed: kernels may run during static destruction
   return *c;
+}
+
+// This thread's seat: nullptr before its first single-core lease, and if it found none.
+thread_local Seat* tls_seat [[gnu::tls_model("initial-exec")]] = nullptr;
+thread_local bool tls_leasing [[gnu::tls_model("initial-exec")]] = false;
+
+// Counts this thread among those that lease single cores (its first such lease), with a seat
+// if one is free; counted out again when the thread ends.
+void join_leasing_threads() {
+  struct Leaving {
+    ~Leaving() {
+      auto& c = cores();
+      std::lock_guard lock(c.mutex);
+      --c.leasing_threads;
+      if (tls_seat) tls_seat->taken = false;
+      else --c.unseated;
+      tls_seat = nullptr;
+      c.update_crowding();
+    }
+  };
+  auto& c = cores();
+  {
+    std::lock_guard lock(c.mutex);
+    ++c.leasing_threads;
+    for (int i = 0; i < kSeats && !tls_seat; ++i)
+      if (!c.seats[i].taken) {
+        c.seats[i].taken = true;
+        tls_seat = &c.seats[i];
+        if (i >= c.seats_used.load()) c.seats_used.store(i + 1);
+      }
+    if (!tls_seat) ++c.unseated;
+    c.update_crowding();
+  }
+  tls_leasing = true;
+  thread_local Leaving leaving;
 }
 
 }  // namespace
@@ -168,7 +243,7 @@ void set_intra_op_threads(int intra_op, int budget) {
   {
     std::lock_guard lock(c.mutex);
     c.free.fetch_add(budget - c.budget.exchange(budget));
-    c.freed.notify_all();
+    c.update_crowding();
   }
 }
 
@@ -185,6 +260,21 @@ void apply_intra_op_threads_here() {
 
 CoreLease::CoreLease(int n) {
   auto& c = cores();
+  if (n <= 1) {
+    if (!tls_leasing) [[unlikely]]
+      join_leasing_threads();
+    if (Seat* seat = tls_seat; seat && c.counted.load() == 0) {
+      const int held = seat->held.load(std::memory_order_relaxed);
+      seat->held.store(held + 1);
+      if (c.counted.load() == 0) {
+        seat_ = &seat->held;
+        return;
+      }
+      seat->held.store(held);  // a counted lease came meanwhile: this one is counted too
+      c.wake();
+    }
+  }
+  c.counted.fetch_add(1);
   cores_ = std::clamp(n, 1, c.budget.load());
   if (cores_ == 1 && c.try_take(1)) return;
   {
@@ -205,7 +295,13 @@ CoreLease::CoreLease(int n) {
 
 CoreLease::~CoreLease() {
   auto& c = cores();
+  if (seat_) {
+    seat_->store(seat_->load(std::memory_order_relaxed) - 1);
+    c.wake();  // a counted lease may wait for the seats to be let go of
+    return;
+  }
   c.free.fetch_add(cores_);
+  c.counted.fetch_sub(1);
   c.wake();
 }
 

@@ -9,8 +9,11 @@
 // team) on one of its cores holds the whole team up for a scheduler time slice; here that cost
 // 15% of a CNN step, more than the overlap gained. Teams are served before single cores, so a
 // stream of small kernels cannot starve them. Thread-safe: the core count is atomic (a single
-// core is taken and given back without a lock while no team waits), waiting for cores and the
-// team threads' queue are each under one mutex in cpu_threads.cpp, taken alone.
+// core is taken and given back without a lock while no team waits, and without writing a line
+// another thread writes while no team is about and each leasing thread has a core of its own),
+// waiting for cores and the team threads' queue are each under one mutex in cpu_threads.cpp,
+// taken alone.
+#include <atomic>
 #include <cstddef>
 #include <functional>
 #include <optional>
@@ -48,7 +51,9 @@ int intra_op_threads();
 void apply_intra_op_threads_here();
 
 // Held while a kernel computes: `cores` of the budget (at most all of it). Waiting is bounded
-// by the run time of the kernels holding the cores, which are busy with them meanwhile.
+// by the run time of the kernels holding the cores, which are busy with them meanwhile. A lease
+// of one core taken while no team leases or waits writes only its thread's own cache line
+// (a seat, cpu_threads.cpp); it is given back by the thread that took it.
 class CoreLease {
  public:
   explicit CoreLease(int cores);
@@ -57,7 +62,8 @@ class CoreLease {
   CoreLease& operator=(const CoreLease&) = delete;
 
  private:
-  int cores_;
+  int cores_ = 1;
+  std::atomic<int>* seat_ = nullptr;  // a seated lease: the thread's seat
 };
 
 // Runs `kernel` as a team kernel: leases the team's cores, hands the kernel to one of the

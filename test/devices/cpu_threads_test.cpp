@@ -63,6 +63,47 @@ BOOST_AUTO_TEST_CASE(teams_as_wide_as_the_budget_take_turns_with_everything_else
   BOOST_TEST(o.overlaps.load() == 0);
 }
 
+// As many threads leasing single cores as the budget has: each marks its lease on its own seat
+// while no team is about, and gives way to the teams all the same (a team raises the count and
+// waits for the seats; a seat marked meanwhile sees it and counts its lease instead). Then one
+// thread more than the budget: every lease counted again, the singles never over the budget.
+BOOST_AUTO_TEST_CASE(single_cores_leased_on_their_own_seats_still_give_way_to_teams_and_keep_the_budget) {
+  set_intra_op_threads(2, 2);
+  for (int singles : {2, 3}) {
+    Occupancy o;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t)
+      threads.emplace_back([&] {
+        for (int i = 0; i < 200; ++i)
+          run_as_team([&] {
+            Occupancy::raise(o.max_teams, ++o.teams);
+            if (o.singles.load() > 0) ++o.overlaps;
+            o.busy();
+            --o.teams;
+          });
+      });
+    for (int t = 0; t < singles; ++t)
+      threads.emplace_back([&] {
+        for (int i = 0; i < 2000; ++i) {
+          CoreLease lease(1);
+          Occupancy::raise(o.max_singles, ++o.singles);
+          if (o.teams.load() > 0) ++o.overlaps;
+          o.busy();
+          --o.singles;
+        }
+      });
+    for (auto& t : threads) t.join();
+    BOOST_TEST(o.max_teams.load() == 1);
+    BOOST_TEST(o.max_singles.load() <= 2);
+    BOOST_TEST(o.overlaps.load() == 0);
+  }
+  // The threads are gone, their seats free: a lease and a team still go.
+  { CoreLease lease(1); }
+  bool ran = false;
+  run_as_team([&] { ran = true; });
+  BOOST_TEST(ran);
+}
+
 BOOST_AUTO_TEST_CASE(narrower_teams_share_the_budget) {
   set_intra_op_threads(1, 3);
   Occupancy o;
