@@ -2,7 +2,8 @@
 // Troupe's scheduling policy for CAF's worker threads: work stealing tuned for many tiny node
 // actors. Each worker has a deque under its own mutex. A worker runs the actors it woke first
 // (LIFO, for locality: the consumer of a value runs where the value is hot in cache). An idle
-// worker steals the oldest job of another worker, with try_lock only, so a thief never makes
+// worker steals the oldest job of another worker (never one handed to that worker in
+// particular, send_to), with try_lock only, so a thief never makes
 // the owner wait, and only from a worker with more than one job queued, or with one job that
 // has waited behind the owner's current job for kStaleRounds of the thief's spin (a long
 // kernel would otherwise hold up the next stage of a pipeline, such as the next iteration of a
@@ -96,9 +97,12 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   }
 
   // Queues `job` at worker `index` of the scheduler of `unit` (a worker of this policy's),
-  // waking it if it sleeps.
+  // waking it if it sleeps. The job is that worker's: no other worker steals it (a spread
+  // loop's node sent to its iteration's worker, which a thief would only send back: measured,
+  // the first kernel of each iteration went back and forth four to five times an iteration
+  // while its worker was busy, each time through the node's mailbox and both queues' locks).
   static void send_to(caf::execution_unit* unit, std::size_t index, caf::resumable* job) {
-    hand(d(static_cast<OurWorker*>(unit)->parent()->worker_by_id(index)), job);
+    hand(d(static_cast<OurWorker*>(unit)->parent()->worker_by_id(index)), job, /*own=*/true);
   }
 
   template <class Coordinator>
@@ -186,7 +190,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
       jobs.swap(me.queue);
       me.size = 0;
     }
-    for (auto* job : jobs) f(job);
+    for (auto* job : jobs) f(unmark(job));
   }
 
   template <class Coordinator, class UnaryFunction>
@@ -195,10 +199,21 @@ class SchedulingPolicy : public caf::policy::unprofiled {
  private:
   static constexpr int kSpinRounds = 256;
 
-  // Queues `job` at the back of another worker's queue, waking it if it sleeps.
-  static void hand(worker_data& other, caf::resumable* job) {
+  // A job in a queue that only its worker may run (send_to) is marked by the pointer's low bit
+  // (a resumable is aligned to more than a byte).
+  static caf::resumable* mark_own(caf::resumable* job) {
+    return reinterpret_cast<caf::resumable*>(reinterpret_cast<uintptr_t>(job) | 1);
+  }
+  static bool is_own(caf::resumable* job) { return reinterpret_cast<uintptr_t>(job) & 1; }
+  static caf::resumable* unmark(caf::resumable* job) {
+    return reinterpret_cast<caf::resumable*>(reinterpret_cast<uintptr_t>(job) & ~uintptr_t(1));
+  }
+
+  // Queues `job` at the back of another worker's queue, waking it if it sleeps; `own`: only
+  // that worker may run it.
+  static void hand(worker_data& other, caf::resumable* job, bool own = false) {
     std::lock_guard<std::mutex> lock(other.mutex);
-    other.queue.push_back(job);
+    other.queue.push_back(own ? mark_own(job) : job);
     other.size.store(other.queue.size(), std::memory_order_relaxed);
     other.idle.store(false, std::memory_order_relaxed);  // one offer per look; it clears it itself too
     if (other.asleep) {
@@ -245,7 +260,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     if (me.size.load(std::memory_order_relaxed) == 0) return nullptr;
     std::lock_guard<std::mutex> lock(me.mutex);
     if (me.queue.empty()) return nullptr;
-    auto* job = me.queue.front();
+    auto* job = unmark(me.queue.front());
     me.queue.pop_front();
     me.size.store(me.queue.size(), std::memory_order_relaxed);
     return job;
@@ -284,8 +299,12 @@ class SchedulingPolicy : public caf::policy::unprofiled {
       }
       std::unique_lock<std::mutex> lock(victim.mutex, std::try_to_lock);
       if (!lock.owns_lock() || victim.queue.size() < least) continue;
-      auto* job = victim.queue.back();
-      victim.queue.pop_back();
+      // The oldest job that is not the victim's own (send_to).
+      auto it = victim.queue.end();
+      while (it != victim.queue.begin() && is_own(*(it - 1))) --it;
+      if (it == victim.queue.begin()) continue;
+      auto* job = *(it - 1);
+      victim.queue.erase(it - 1);
       victim.size.store(victim.queue.size(), std::memory_order_relaxed);
       return job;
     }

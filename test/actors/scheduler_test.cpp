@@ -1,6 +1,7 @@
 // SchedulingPolicy (actors/scheduler.hpp) on an actor system of its own with one or two workers:
 // the jobs a worker wakes run newest first on it, an idle worker takes the oldest job of a busy
-// one, and the lone job queued behind a long-running one, and no job is lost or run twice.
+// one, and the lone job queued behind a long-running one, but never a job sent to the busy one
+// in particular, and no job is lost or run twice.
 // An actor that blocks its worker stands in for a long kernel; every wait is bounded, and a
 // wait that runs out fails the test instead of hanging it.
 #include <boost/test/unit_test.hpp>
@@ -10,6 +11,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "actors/scheduler.hpp"
@@ -111,6 +113,59 @@ BOOST_AUTO_TEST_CASE(an_idle_worker_takes_the_oldest_job_of_a_busy_one_first) {
   BOOST_TEST(ran_while_parent_busy.load(), "the jobs queued behind a busy worker waited for it");
   // The owner would have run job 1 first (newest first); the thief takes from the other end.
   BOOST_TEST(order.get() == (std::vector<int>{0, 1}), boost::test_tools::per_element());
+}
+
+namespace {
+
+// A job that records the thread it ran on.
+class Recorded final : public caf::resumable {
+ public:
+  explicit Recorded(std::promise<std::thread::id>& ran) : ran_(ran) {}
+  subtype_t subtype() const override { return unspecified; }
+  resume_result resume(caf::execution_unit*, std::size_t) override {
+    ran_.set_value(std::this_thread::get_id());
+    return done;
+  }
+  void intrusive_ptr_add_ref_impl() override { refs_.fetch_add(1); }
+  void intrusive_ptr_release_impl() override {
+    if (refs_.fetch_sub(1) == 1) delete this;
+  }
+
+ private:
+  std::promise<std::thread::id>& ran_;
+  std::atomic<int> refs_{1};  // the job's
+};
+
+}  // namespace
+
+// A job handed to one worker in particular (a spread loop's node sent to its iteration's
+// worker) is that worker's: the idle worker does not take it, however long it waits behind the
+// busy one's job (a thief could only send it back).
+BOOST_AUTO_TEST_CASE(a_job_sent_to_a_busy_worker_waits_for_it_and_is_not_taken_by_the_idle_one) {
+  std::promise<std::thread::id> first, second;
+  auto first_ran = first.get_future(), second_ran = second.get_future();
+  std::promise<void> parent_done;
+  std::atomic<bool> ran_while_parent_busy{false};
+  std::thread::id parent_thread;
+  Pool pool(2);
+  pool.system->spawn([&](caf::event_based_actor* self) {
+    parent_thread = std::this_thread::get_id();
+    caf::execution_unit* unit = self->context();
+    const std::size_t here = SchedulingPolicy::worker_index(unit);
+    // Two jobs: the idle worker takes from a queue of two at once, and the lone job once it has
+    // waited behind this one for a while; neither may it take here.
+    SchedulingPolicy::send_to(unit, here, new Recorded(first));
+    SchedulingPolicy::send_to(unit, here, new Recorded(second));
+    ran_while_parent_busy = first_ran.wait_for(500ms) == std::future_status::ready;
+    parent_done.set_value();
+  });
+  auto done = parent_done.get_future();
+  BOOST_REQUIRE_MESSAGE(ready(done, 2 * kBound), "the long-running job never finished");
+  BOOST_TEST(!ran_while_parent_busy.load(), "a job sent to the busy worker ran elsewhere meanwhile");
+  BOOST_REQUIRE_MESSAGE(first_ran.wait_for(kBound) == std::future_status::ready, "the first job sent never ran");
+  BOOST_REQUIRE_MESSAGE(second_ran.wait_for(kBound) == std::future_status::ready, "the second job sent never ran");
+  BOOST_TEST((first_ran.get() == parent_thread), "the first job ran on another worker");
+  BOOST_TEST((second_ran.get() == parent_thread), "the second job ran on another worker");
 }
 
 namespace {
