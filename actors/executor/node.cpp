@@ -177,7 +177,6 @@ bool NodeActor::spreads_now() const {
   if (!me_->spread) return false;
   const int64_t set = spread_ticks.load(std::memory_order_relaxed);
   const int64_t above = set ? set - 1 : kSpreadTicks;
-  const int64_t cost = me_->spread->cost.load(std::memory_order_relaxed);
   // Spread only while an iteration costs more than a trip to another core, and most of it does
   // not feed the next iteration (else the iterations run one after the other anyway, each on
   // another core than its values); and only a node whose turn costs more than the trip (a cheap
@@ -188,10 +187,12 @@ bool NodeActor::spreads_now() const {
   // core to core. (Judged by its cost alone, such a node spread after one slow firing, and
   // moved, each firing ran on a cold core and stayed slow enough to keep it spreading: measured,
   // the counter's Switch moved between the workers two to four times an iteration for whole
-  // runs, docs/performance.md.)
-  if (cost < above ||
-      (above > 0 && (me_->carried || me_->spread->carried.load(std::memory_order_relaxed) * 4 > cost ||
-                     cost_ < kSpreadNodeTicks)) ||
+  // runs, docs/performance.md.) The node's own reasons are looked at first: the loop's sums
+  // are a line that another core writes now and then, a miss to read, and this is asked at
+  // every input posted to a node of the loop.
+  if (above > 0 && (me_->carried || cost_ < kSpreadNodeTicks)) return false;
+  const int64_t cost = me_->spread->cost.load(std::memory_order_relaxed);
+  if (cost < above || (above > 0 && me_->spread->carried.load(std::memory_order_relaxed) * 4 > cost) ||
       !tls_running || !ours(tls_unit))
     return false;
   return SchedulingPolicy::worker_count(tls_unit) >= 2;
