@@ -99,7 +99,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   // Queues `job` at worker `index` of the scheduler of `unit` (a worker of this policy's),
   // waking it if it sleeps. The job is that worker's: no other worker steals it (a spread
   // loop's node sent to its iteration's worker, which a thief would only send back: measured,
-  // the first kernel of each iteration went back and forth four to five times an iteration
+  // the first kernel of each iteration went back and forth about four times an iteration
   // while its worker was busy, each time through the node's mailbox and both queues' locks).
   static void send_to(caf::execution_unit* unit, std::size_t index, caf::resumable* job) {
     hand(d(static_cast<OurWorker*>(unit)->parent()->worker_by_id(index)), job, /*own=*/true);
