@@ -27,6 +27,32 @@ struct Occupancy {
   void busy() {
     for (int i = 0; i < 200; ++i) std::this_thread::yield();
   }
+  // `threads` threads each running `times` team kernels, and `singles` threads each leasing a
+  // single core `times` times, all at once; every one counts itself while it holds its cores.
+  void run(int threads, int singles, int times) {
+    std::vector<std::thread> all;
+    for (int t = 0; t < threads; ++t)
+      all.emplace_back([&] {
+        for (int i = 0; i < times; ++i)
+          run_as_team([&] {
+            raise(max_teams, ++teams);
+            if (this->singles.load() > 0) ++overlaps;
+            busy();
+            --teams;
+          });
+      });
+    for (int t = 0; t < singles; ++t)
+      all.emplace_back([&] {
+        for (int i = 0; i < times; ++i) {
+          CoreLease lease(1);
+          raise(max_singles, ++this->singles);
+          if (teams.load() > 0) ++overlaps;
+          busy();
+          --this->singles;
+        }
+      });
+    for (auto& t : all) t.join();
+  }
 };
 
 }  // namespace
@@ -34,30 +60,7 @@ struct Occupancy {
 BOOST_AUTO_TEST_CASE(teams_as_wide_as_the_budget_take_turns_with_everything_else) {
   set_intra_op_threads(2, 2);
   Occupancy o;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&] {
-      for (int i = 0; i < 50; ++i)
-        run_as_team([&] {
-          int now = ++o.teams;
-          Occupancy::raise(o.max_teams, now);
-          if (o.singles.load() > 0) ++o.overlaps;
-          o.busy();
-          --o.teams;
-        });
-    });
-  for (int t = 0; t < 4; ++t)
-    threads.emplace_back([&] {
-      for (int i = 0; i < 50; ++i) {
-        CoreLease lease(1);
-        int now = ++o.singles;
-        Occupancy::raise(o.max_singles, now);
-        if (o.teams.load() > 0) ++o.overlaps;
-        o.busy();
-        --o.singles;
-      }
-    });
-  for (auto& t : threads) t.join();
+  o.run(/*threads=*/4, /*singles=*/4, /*times=*/50);
   BOOST_TEST(o.max_teams.load() == 1);
   BOOST_TEST(o.max_singles.load() <= 2);
   BOOST_TEST(o.overlaps.load() == 0);
@@ -71,28 +74,7 @@ BOOST_AUTO_TEST_CASE(single_cores_leased_on_their_own_seats_still_give_way_to_te
   set_intra_op_threads(2, 2);
   for (int singles : {2, 3}) {
     Occupancy o;
-    std::vector<std::thread> threads;
-    for (int t = 0; t < 2; ++t)
-      threads.emplace_back([&] {
-        for (int i = 0; i < 200; ++i)
-          run_as_team([&] {
-            Occupancy::raise(o.max_teams, ++o.teams);
-            if (o.singles.load() > 0) ++o.overlaps;
-            o.busy();
-            --o.teams;
-          });
-      });
-    for (int t = 0; t < singles; ++t)
-      threads.emplace_back([&] {
-        for (int i = 0; i < 2000; ++i) {
-          CoreLease lease(1);
-          Occupancy::raise(o.max_singles, ++o.singles);
-          if (o.teams.load() > 0) ++o.overlaps;
-          o.busy();
-          --o.singles;
-        }
-      });
-    for (auto& t : threads) t.join();
+    o.run(/*threads=*/2, singles, /*times=*/400);
     BOOST_TEST(o.max_teams.load() == 1);
     BOOST_TEST(o.max_singles.load() <= 2);
     BOOST_TEST(o.overlaps.load() == 0);
