@@ -10,6 +10,17 @@
 // fewer.
 #include <cstdint>
 
+// A function compiled for each of the x86-64 levels named, the CPU's choice made at load time
+// (GCC's target_clones: an IFUNC the loader resolves). A ThreadSanitizer build
+// (-DTROUPE_SANITIZE=thread, which defines TROUPE_NO_CLONES) compiles it once, for the
+// baseline: the loader ran the resolvers before TSan's runtime was up, and every test binary
+// crashed before main.
+#if defined(TROUPE_NO_CLONES)
+#define TROUPE_CLONES(...)
+#else
+#define TROUPE_CLONES(...) [[gnu::target_clones(__VA_ARGS__)]]
+#endif
+
 namespace troupe::float_loops {
 
 // Below this many elements a kernel keeps its inline loop: the clones are reached through an
@@ -19,7 +30,7 @@ inline constexpr int64_t kMinElements = 64;
 
 // y[i] = F::f(x[i]) for i < n.
 template <class F>
-[[gnu::target_clones("arch=x86-64-v3", "default")]]
+TROUPE_CLONES("arch=x86-64-v3", "default")
 void unary(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = F::f(x[i]);
 }
@@ -27,7 +38,7 @@ void unary(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
 // out[i] = F::f(a[i], b[i]) for i < n, where an operand with one element (a_single,
 // b_single) stands for every i (a broadcast scalar).
 template <class F>
-[[gnu::target_clones("arch=x86-64-v3", "default")]]
+TROUPE_CLONES("arch=x86-64-v3", "default")
 void binary(const float* __restrict__ a, bool a_single, const float* __restrict__ b, bool b_single,
             float* __restrict__ out, int64_t n) {
   if (a_single) {

@@ -11,6 +11,7 @@
 #include "ops/kernel.hpp"
 #include "ops/math/elementwise.hpp"
 #include "ops/math/integer.hpp"
+#include "ops/math/float_loops.hpp"
 
 namespace troupe {
 namespace {
@@ -75,7 +76,7 @@ inline Acc widen(T x) {
 // four AVX2 ones in the clone an AVX2 CPU gets at load time). Four scalar chains took 4-5 us to
 // sum a 128x128 float32 here, sixteen 1.6-1.9 (docs/performance.md).
 template <Reduction R, class T, class Acc>
-[[gnu::target_clones("avx2", "default")]] Acc fold_run(Acc acc, const T* p, int64_t len) {
+TROUPE_CLONES("avx2", "default") Acc fold_run(Acc acc, const T* p, int64_t len) {
   constexpr int kLanes = 16;
   Acc a[kLanes];
   a[0] = acc;

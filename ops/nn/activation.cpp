@@ -59,7 +59,7 @@ inline float tanh_float32(float x) {
 // without the exponential, as libm's tanhf returns at once for large arguments. Compiled for
 // x86-64-v4 (AVX-512) and x86-64-v3 (AVX2 and FMA) besides the baseline, the one the CPU has
 // chosen at load time: the baseline's 4-wide division made a 128x128 tanh cost 32 us.
-[[gnu::target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")]]
+TROUPE_CLONES("arch=x86-64-v4", "arch=x86-64-v3", "default")
 void tanh_float32(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
   constexpr int64_t kBlock = 256;
   constexpr uint32_t kNine = 0x41100000u;  // the bits of 9.0f; |x|'s bits compare as integers

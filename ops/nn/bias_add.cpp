@@ -82,7 +82,7 @@ template <class T>
 
 // The float32 loops, compiled for AVX2 besides the baseline as the elementwise kernels' are
 // (ops/math/float_loops.hpp), for tensors of float_loops::kMinElements elements or more.
-[[gnu::target_clones("arch=x86-64-v3", "default")]]
+TROUPE_CLONES("arch=x86-64-v3", "default")
 void add_bias_float32(const float* x, const float* b, float* y, const Layout& l) { add_bias(x, b, y, l); }
 
 // g summed over all but the channels into acc (float64, zeroed): over the rows, vectorized
@@ -90,7 +90,7 @@ void add_bias_float32(const float* x, const float* b, float* y, const Layout& l)
 // over the rows first elementwise into `run` (inner float64s), vectorized over the run, and the
 // run then summed once. (A channel's run summed on its own is a chain of dependent additions,
 // one element at a time.)
-[[gnu::target_clones("arch=x86-64-v3", "default")]]
+TROUPE_CLONES("arch=x86-64-v3", "default")
 void bias_grad_float32(const float* __restrict__ g, double* __restrict__ acc, double* __restrict__ run, int64_t outer,
                        int64_t channels, int64_t inner) {
   if (inner == 1) {

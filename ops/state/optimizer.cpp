@@ -9,6 +9,7 @@
 #include "graph/gradients.hpp"
 #include "ops/all.hpp"
 #include "ops/kernel.hpp"
+#include "ops/math/float_loops.hpp"
 
 namespace troupe {
 namespace {
@@ -192,7 +193,7 @@ const bool apply_gradient = (GradientRegistry::global().add_none("ApplyGradient"
 // bits in a vectorized body and in a remainder, so a variable split over parameter servers
 // trains exactly as it does whole.
 template <class T>
-[[gnu::target_clones("arch=x86-64-v3", "default")]]
+TROUPE_CLONES("arch=x86-64-v3", "default")
 void update(const OptimizerSpec& s, T* __restrict__ v, std::vector<T*>& slot, const T* __restrict__ g, int64_t n,
             double lr, int64_t step) {
   const T rate = T(lr), eps = T(s.epsilon);
