@@ -366,20 +366,6 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     }
   }
 
-  // A gated Exit learns that every iteration has finished from the NextIterations its loop's
-  // gate tells (they free their gate state then, NextIterationNode), once per frame, not from
-  // the gate itself every iteration: on two workers, that was a message from the worker that
-  // ran the iteration to the one that ran the Exit last, and a turn of the Exit, each iteration.
-  if (!exits_of.empty()) {
-    const auto gated = next_iterations_by_gate(p);
-    for (int id = 0; id < g.size(); ++id) {
-      const Node& n = g.node(id);
-      if (p.nodes[id].kind == NodeKind::exit && p.nodes[id].active && n.control_inputs.size() == 1)
-        if (auto it = gated.find(n.control_inputs[0]); it != gated.end())
-          p.nodes[id].loop_end_signals = int(it->second.size());
-    }
-  }
-
   // Pass-through nodes (Identity, LoopCond) that take one value by message and have no control
   // edges and no fetch cost a hop and a firing per value and change nothing: their consumers
   // are wired to the producer instead, and they get no actor. (A loop's iteration has two.)
@@ -422,6 +408,21 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
     while (forwards[e.node]) e = g.node(e.node).inputs[0];
     return e;
   };
+  // A gated Exit learns that every iteration has finished from the NextIterations its loop's
+  // gate tells (they free their gate state then, NextIterationNode), once per frame, not from
+  // the gate itself every iteration: on two workers, that was a message from the worker that
+  // ran the iteration to the one that ran the Exit last, and a turn of the Exit, each iteration.
+  // So the gate's edge to it is not wired below (loop_end_signals).
+  std::optional<std::map<int, std::vector<int>>> gated;  // made at the first Exit with a control input
+  for (int id = 0; id < g.size(); ++id) {
+    NodePlan& np = p.nodes[id];
+    if (np.kind != NodeKind::exit || !np.active || g.node(id).control_inputs.size() != 1) continue;
+    if (!gated) gated = next_iterations_by_gate(p);
+    const auto it = gated->find(g.node(id).control_inputs[0]);
+    if (it == gated->end()) continue;  // no NextIteration here hears its gate (a partition's control loop)
+    np.loop_end_signals = int(it->second.size());
+    for (int next : it->second) p.nodes[next].loop_end.push_back(target_of(p, id, kControlSlot));
+  }
   // Calls data(from, id, slot) for each data input of an active node that comes by message, and
   // control(c, id) for each of its control inputs.
   auto each_edge = [&](auto&& data, auto&& control) {
@@ -453,13 +454,6 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
             target_of(p, id, uint32_t(slot), exit && slot == 0, exit && slot == 1));
       },
       [&](int c, int id) { p.nodes[c].control_outputs.push_back(target_of(p, id, kControlSlot)); });
-  std::map<int, std::vector<int>> gated;  // made only where a gated Exit needs it
-  for (int id = 0; id < g.size(); ++id)
-    if (p.nodes[id].loop_end_signals > 0) {
-      if (gated.empty()) gated = next_iterations_by_gate(p);
-      for (int next : gated.at(g.node(id).control_inputs[0]))
-        p.nodes[next].loop_end.push_back(target_of(p, id, kControlSlot));
-    }
 }
 
 // Each _Send to the _Recv of its rendezvous key, in whichever partition that is, or to another
