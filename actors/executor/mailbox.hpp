@@ -38,11 +38,19 @@ class NodeMailbox {
   // `*tag` (of any one tag when null: the node holds none) before it can fire; left 0 or 1:
   // every input claims the node at once. `tag` points into the node's own state, which no one
   // changes while the node is unclaimed. A node that keeps other state than its inputs (per
-  // frame, per step) or takes its inputs one by one never defers.
+  // frame, per step) or takes its inputs one by one defers only as kGate says.
   struct Deferral {
     uint32_t left = 0;
     const Tag* tag = nullptr;
   };
+  // Deferral::left of a loop's NextIteration (next_iteration_node.hpp) that keeps the iteration
+  // gate of one frame: `*tag` is that frame's oldest iteration not yet finished. The gate's
+  // signal of any other iteration of the frame waits: until that one's has come, it changes
+  // nothing the node does. (A signal sent from another worker than the loop's control's so
+  // claims the node only when it may let an iteration start or end the loop: each claim moved
+  // the node's state, and the frame state it tells of finished iterations, to that worker and
+  // back, about once an iteration at parallel_iterations 10.)
+  static constexpr uint32_t kGate = UINT32_MAX;
   // At most this many inputs wait unclaimed (their items' room is the mailbox's for good).
   static constexpr std::size_t kMaxDeferred = 16;
 
@@ -52,6 +60,14 @@ class NodeMailbox {
     lock();
     items_.emplace_back(kind, slot, tag, std::move(value));  // built in place: an Item is ~140 bytes
     if (!claimed_ && defer_left_ > 1 && kind == Item::Kind::input) {
+      if (defer_left_ == kGate) [[unlikely]] {
+        if (slot == kControlSlot && items_.size() < kMaxDeferred && tag.step == defer_tag_->step &&
+            tag.frame == defer_tag_->frame && tag.iteration != defer_tag_->iteration) {
+          unlock();
+          return false;
+        }
+        return claim_and_unlock();
+      }
       // Unclaimed, and all that is in are inputs of the tag the node waits for (that of the
       // first in, if it waits for any): this one waits too unless it is the last the node needs
       // (or one too many to keep here). An input of another tag claims the node for them all.

@@ -2,6 +2,19 @@
 
 namespace troupe {
 
+NextIterationNode::NextIterationNode(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index,
+                                     std::unique_ptr<OpKernel> kernel, int replica)
+    : NodeActor(config, std::move(plan), index, std::move(kernel), replica) {
+  if (me_->num_controls > 0) defer_inputs();
+}
+
+NodeMailbox::Deferral NextIterationNode::deferral() const {
+  if (gates_.size() != 1) return {};
+  const auto& [key, g] = *gates_.begin();
+  oldest_ = Tag{key.first, key.second, g.done.below};
+  return {.left = NodeMailbox::kGate, .tag = &oldest_};
+}
+
 void NextIterationNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   // Data: the value for the next iteration. Control: the frame's gate says iteration
   // tag.iteration has finished. Iteration k may start once every iteration up to

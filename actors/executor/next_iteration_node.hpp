@@ -11,6 +11,9 @@
 //   to the loop's Exits that wait for that (NodePlan::loop_end).
 // Per frame (step, frame id), gated only: which iterations have finished, the values held back
 //   and the iteration that found the loop over; freed once every iteration has finished.
+// While it keeps the gate of one frame only, the gate's signals of other iterations than that
+//   frame's oldest unfinished one wait in its mailbox, unclaimed, until something else claims it
+//   (NodeMailbox::kGate): they change nothing it sends.
 #include "actors/executor/node.hpp"
 #include "actors/executor/per_frame.hpp"
 
@@ -18,7 +21,8 @@ namespace troupe {
 
 class NextIterationNode final : public NodeActor {
  public:
-  using NodeActor::NodeActor;
+  NextIterationNode(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index,
+                    std::unique_ptr<OpKernel> kernel = nullptr, int replica = 0);
 
  private:
   struct IterationGate {
@@ -28,10 +32,14 @@ class NextIterationNode final : public NodeActor {
   };
 
   void on_input(const Tag& tag, uint32_t slot, Value& value) override;
+  // Gated, keeping the gate of one frame: a gate signal of another iteration than that frame's
+  // oldest unfinished one waits in the mailbox (NodeMailbox::kGate).
+  NodeMailbox::Deferral deferral() const override;
   void drop_step(uint64_t step) override { erase_step(gates_, step); }
   void add_waits(std::vector<WaitReport>& out) const override;
 
   PerFrame<IterationGate> gates_;
+  mutable Tag oldest_;             // what deferral() points to: changed only in the node's turns
 };
 
 }  // namespace troupe

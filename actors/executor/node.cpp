@@ -100,8 +100,11 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
   spreads_ = fast_ && me_->spread;
   side_ = me_->side;
   // A kernel node takes its inputs into a Pending slot and keeps nothing else; one of a spread
-  // loop may move to another worker with an input (drain()) and takes each as it comes.
-  defers_ = fast_ && !spreads_ && me_->kind == NodeKind::kernel && expected_ >= 2;
+  // loop may move to another worker with an input (drain()) and takes each as it comes, unless
+  // it is on the way to the next iteration (carried: the loop's condition and Switch), which
+  // stays on the loop's chain whatever its cost (spreads_now()). (Each input its own turn, the
+  // condition and the Switch took 1.6 and 2 turns an iteration, not 1.)
+  defers_ = fast_ && (!spreads_ || me_->carried) && me_->kind == NodeKind::kernel && expected_ >= 2;
   for (int s = 0; s < me_->num_inputs; ++s) {
     if (!me_->is_fixed(s)) message_slots_.push_back(s);
     else if (s < 64) fixed_mask_ |= uint64_t(1) << s;

@@ -87,6 +87,12 @@ class NodeActor : public caf::event_based_actor {
   // can tell only knowing that, such as a value that has not come for it.
   virtual void add_step_waits(uint64_t, std::vector<WaitReport>&) const {}
 
+  // What the node waits for as its claim is given up (defers_ only): a kernel node that holds
+  // the inputs of one tag or none lets the rest of that tag wait in its mailbox
+  // (NodeMailbox::Deferral); a kind may say otherwise (defer_inputs()).
+  virtual NodeMailbox::Deferral deferral() const;
+  // For a kind that keeps more state than its inputs: deferral() is asked (on the fast path).
+  void defer_inputs() { defers_ = fast_; }
   bool is_aborted(uint64_t step) const { return !aborted_.empty() && aborted_.count(step); }
   // Sends each output to its consumers (dead ones on dead, or every one if `dead`) and a control
   // signal to each control consumer.
@@ -270,10 +276,6 @@ class NodeActor : public caf::event_based_actor {
   void handle(NodeMailbox::Item& item);
   // Runs the calls taken from the mailbox (some were); true when one stopped the node.
   bool run_calls();
-  // What the node waits for as its claim is given up (defers_ only): a kernel node that holds
-  // the inputs of one tag or none lets the rest of that tag wait in its mailbox
-  // (NodeMailbox::Deferral).
-  NodeMailbox::Deferral deferral() const;
   // Tells stop_fast_path's caller that the node is stopped; the node may be gone after it.
   void finish_stop();
   // Prefetches what a turn of this claimed node reads through its fields: its plan, kernel and

@@ -5,9 +5,11 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <optional>
 #include <thread>
 
 #include "actors/executor/executable.hpp"
+#include "actors/executor/mailbox.hpp"
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
@@ -169,6 +171,58 @@ BOOST_AUTO_TEST_CASE(inputs_waiting_in_a_nodes_mailbox_count_as_received_and_an_
   BOOST_TEST(settles(s), s.describe_waiting());
   s.run({}, {}, {put});
   BOOST_TEST(s.run({{x, Tensor::scalar(4.0f)}}, {sum})[0].scalar_value<float>() == 12.0f);  // -4 + 16
+}
+
+// A loop's NextIteration that keeps the gate of one frame lets the gate's signals of any other
+// iteration than that frame's oldest unfinished one wait in its mailbox, unclaimed
+// (NodeMailbox::kGate): they change nothing it sends. The oldest's signal, a value, another
+// frame's or step's signal, and one signal too many to keep each claim it, the waiting ones
+// handed over first, in the order they came.
+BOOST_AUTO_TEST_CASE(a_gate_signal_of_a_later_iteration_waits_unclaimed_and_the_oldests_claims_next_iteration) {
+  using Kind = NodeMailbox::Item::Kind;
+  NodeMailbox box;
+  std::vector<NodeMailbox::Item> items;
+  std::vector<NodeMailbox::Call> calls;
+  const Tag oldest{7, 42, 3};
+  const NodeMailbox::Deferral gate{.left = NodeMailbox::kGate, .tag = &oldest};
+  // Takes what is in (the claim held), then gives the claim up waiting as `waits` says; returns
+  // the iterations taken.
+  auto take_all = [&](std::optional<NodeMailbox::Deferral> waits = std::nullopt) {
+    std::vector<int64_t> taken;
+    while (box.take(items, calls, waits.value_or(gate))) {
+      for (auto& item : items) taken.push_back(item.tag.iteration);
+      items.clear();
+    }
+    return taken;
+  };
+  auto signal = [&](Tag tag) { return box.put(Kind::input, kControlSlot, tag, Value{}); };
+  BOOST_TEST(signal(Tag{7, 42, 2}));  // a fresh mailbox is unclaimed and waits for nothing
+  BOOST_TEST(take_all() == std::vector<int64_t>{2});
+
+  BOOST_TEST(!signal(Tag{7, 42, 5}));
+  BOOST_TEST(!signal(Tag{7, 42, 4}));
+  BOOST_TEST(signal(oldest));
+  BOOST_TEST((take_all() == std::vector<int64_t>{5, 4, 3}));
+
+  BOOST_TEST(!signal(Tag{7, 42, 6}));
+  BOOST_TEST(box.put(Kind::input, 0, Tag{7, 42, 8}, Value{Tensor::scalar(1), false}), "a value claims it");
+  BOOST_TEST((take_all() == std::vector<int64_t>{6, 8}));
+
+  BOOST_TEST(signal(Tag{7, 43, 6}), "another frame's signal claims it");
+  BOOST_TEST(take_all().size() == 1u);
+  BOOST_TEST(signal(Tag{8, 42, 6}), "another step's signal claims it");
+  BOOST_TEST(take_all().size() == 1u);
+
+  int waited = 0;
+  while (!signal(Tag{7, 42, 10 + waited})) ++waited;
+  BOOST_TEST(waited + 1 == int(NodeMailbox::kMaxDeferred), "no more than kMaxDeferred wait");
+  BOOST_TEST(take_all().size() == NodeMailbox::kMaxDeferred);
+
+  // Given up without the gate's deferral (the node keeps no frame's gate, or several), the claim
+  // goes to every signal.
+  BOOST_TEST(signal(oldest));
+  BOOST_TEST(take_all(NodeMailbox::Deferral{}).size() == 1u);
+  BOOST_TEST(signal(Tag{7, 42, 40}));
 }
 
 BOOST_AUTO_TEST_CASE(steps_in_flight_never_exceed_the_bound) {
