@@ -27,13 +27,14 @@ struct Occupancy {
   void busy() {
     for (int i = 0; i < 200; ++i) std::this_thread::yield();
   }
-  // `threads` threads each running `times` team kernels, and `singles` threads each leasing a
-  // single core `times` times, all at once; every one counts itself while it holds its cores.
-  void run(int threads, int singles, int times) {
+  // `threads` threads each running `team_times` team kernels, and `singles` threads each leasing
+  // a single core `single_times` times, all at once; every one counts itself while it holds its
+  // cores.
+  void run(int threads, int team_times, int singles, int single_times) {
     std::vector<std::thread> all;
     for (int t = 0; t < threads; ++t)
       all.emplace_back([&] {
-        for (int i = 0; i < times; ++i)
+        for (int i = 0; i < team_times; ++i)
           run_as_team([&] {
             raise(max_teams, ++teams);
             if (this->singles.load() > 0) ++overlaps;
@@ -43,7 +44,7 @@ struct Occupancy {
       });
     for (int t = 0; t < singles; ++t)
       all.emplace_back([&] {
-        for (int i = 0; i < times; ++i) {
+        for (int i = 0; i < single_times; ++i) {
           CoreLease lease(1);
           raise(max_singles, ++this->singles);
           if (teams.load() > 0) ++overlaps;
@@ -60,7 +61,7 @@ struct Occupancy {
 BOOST_AUTO_TEST_CASE(teams_as_wide_as_the_budget_take_turns_with_everything_else) {
   set_intra_op_threads(2, 2);
   Occupancy o;
-  o.run(/*threads=*/4, /*singles=*/4, /*times=*/50);
+  o.run(/*threads=*/4, /*team_times=*/50, /*singles=*/4, /*single_times=*/50);
   BOOST_TEST(o.max_teams.load() == 1);
   BOOST_TEST(o.max_singles.load() <= 2);
   BOOST_TEST(o.overlaps.load() == 0);
@@ -74,7 +75,7 @@ BOOST_AUTO_TEST_CASE(single_cores_leased_on_their_own_seats_still_give_way_to_te
   set_intra_op_threads(2, 2);
   for (int singles : {2, 3}) {
     Occupancy o;
-    o.run(/*threads=*/2, singles, /*times=*/400);
+    o.run(/*threads=*/2, /*team_times=*/200, singles, /*single_times=*/2000);
     BOOST_TEST(o.max_teams.load() == 1);
     BOOST_TEST(o.max_singles.load() <= 2);
     BOOST_TEST(o.overlaps.load() == 0);
