@@ -33,7 +33,8 @@ inline void KernelNode::run(const Tag& tag, Tensor* inputs, bool dead, int64_t t
     return;
   }
   uint64_t dead_outputs = 0;
-  const int64_t began = trace::now();
+  const bool timed = timer_.next(cheap_);
+  const int64_t began = timed ? trace::now() : 0;
   try {
     KernelContext ctx(*me_->node, *me_->device, inputs, me_->num_inputs, outputs_.data(), int(outputs_.size()),
                       &dead_outputs);
@@ -55,7 +56,7 @@ inline void KernelNode::run(const Tag& tag, Tensor* inputs, bool dead, int64_t t
     report_error(tag, ErrorCode::internal, e.what());
     return;
   }
-  account(trace::now() - began);
+  if (timed) account(trace::now() - began);
   if (traced_since) trace_firing(tag, inputs, traced_since);
   // Let go of the inputs before the outputs travel on: a node that runs after this one (an
   // optimizer update gated on the readers of its variable) then finds no reader holding them.

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "actors/executor/executable.hpp"
+#include "actors/executor/kernel_node.hpp"
 #include "actors/executor/mailbox.hpp"
 #include "actors/param_shard.hpp"
 #include "actors/runtime.hpp"
@@ -223,6 +224,25 @@ BOOST_AUTO_TEST_CASE(a_gate_signal_of_a_later_iteration_waits_unclaimed_and_the_
   BOOST_TEST(signal(oldest));
   BOOST_TEST(take_all(NodeMailbox::Deferral{}).size() == 1u);
   BOOST_TEST(signal(Tag{7, 42, 40}));
+}
+
+BOOST_AUTO_TEST_CASE(a_cheap_kernel_is_timed_one_firing_in_eight_and_one_turned_expensive_at_each) {
+  FiringTimer timer;
+  // The first two firings are timed whatever the kernel's cost so far.
+  BOOST_TEST(timer.next(true));
+  BOOST_TEST(timer.next(true));
+  // Then a cheap kernel: one in kEvery, the others not.
+  std::vector<int> timed;
+  for (int i = 0; i < 4 * FiringTimer::kEvery; ++i)
+    if (timer.next(true)) timed.push_back(i);
+  BOOST_TEST(timed == (std::vector<int>{0, 8, 16, 24}), boost::test_tools::per_element());
+  // A firing measured expensive: every firing from then on is timed.
+  for (int i = 0; i < 2 * FiringTimer::kEvery; ++i) BOOST_TEST(timer.next(false));
+  // Cheap again: the next is timed (it could be the one that says so), then one in kEvery.
+  BOOST_TEST(timer.next(true));
+  int again = 0;
+  for (int i = 0; i < 2 * FiringTimer::kEvery; ++i) again += timer.next(true);
+  BOOST_TEST(again == 2);
 }
 
 BOOST_AUTO_TEST_CASE(steps_in_flight_never_exceed_the_bound) {
