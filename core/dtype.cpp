@@ -61,20 +61,6 @@ half::operator float() const {
   return f;
 }
 
-std::size_t size_of(DType dtype) {
-  switch (dtype) {
-    case DType::float32: return 4;
-    case DType::float16: return 2;
-    case DType::float64: return 8;
-    case DType::int32: return 4;
-    case DType::int64: return 8;
-    case DType::uint8: return 1;
-    case DType::boolean: return 1;
-    case DType::invalid: break;
-  }
-  return 0;
-}
-
 const char* name_of(DType dtype) {
   switch (dtype) {
     case DType::float32: return "float32";

@@ -17,12 +17,6 @@ void Shape::push_back(int64_t d) {
   dims_[rank_++] = d;
 }
 
-int64_t Shape::num_elements() const {
-  int64_t n = 1;
-  for (int i = 0; i < rank_; ++i) n *= dims_[i];
-  return n;
-}
-
 std::string Shape::to_string() const {
   std::string s = "[";
   for (int i = 0; i < rank_; ++i) {

@@ -21,7 +21,11 @@ class Shape {
   int64_t dim(int i) const { return dims_[i]; }
   int64_t operator[](int i) const { return dims_[i]; }
   void set_dim(int i, int64_t value) { dims_[i] = value; }
-  int64_t num_elements() const;
+  int64_t num_elements() const {  // in line: on the path of every firing
+    int64_t n = 1;
+    for (int i = 0; i < rank_; ++i) n *= dims_[i];
+    return n;
+  }
   bool is_scalar() const { return rank_ == 0; }
   std::vector<int64_t> dims() const { return {dims_.begin(), dims_.begin() + rank_}; }
   const int64_t* begin() const { return dims_.data(); }

@@ -104,10 +104,7 @@ bool Tensor::host_accessible() const {
   return !buffer_ || buffer_->allocator().host_accessible();
 }
 
-void* Tensor::raw_data() const {
-  if (!buffer_) fail(ErrorCode::failed_precondition, "access to the data of an empty tensor");
-  return static_cast<char*>(buffer_->data()) + offset_;
-}
+void Tensor::no_data() { fail(ErrorCode::failed_precondition, "access to the data of an empty tensor"); }
 
 void Tensor::dtype_mismatch(DType expected) const {
   fail(ErrorCode::invalid_argument, "tensor has dtype {}, accessed as {}", name_of(dtype_),

@@ -106,8 +106,12 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
   // condition and the Switch took 1.6 and 2 turns an iteration, not 1.)
   defers_ = fast_ && (!spreads_ || me_->carried) && me_->kind == NodeKind::kernel && expected_ >= 2;
   for (int s = 0; s < me_->num_inputs; ++s) {
-    if (!me_->is_fixed(s)) message_slots_.push_back(s);
-    else if (s < 64) fixed_mask_ |= uint64_t(1) << s;
+    if (!me_->is_fixed(s)) {
+      if (s < 64) message_mask_ |= uint64_t(1) << s;
+      else message_slots_beyond_.push_back(s);
+    } else if (s < 64) {
+      fixed_mask_ |= uint64_t(1) << s;
+    }
   }
 }
 

@@ -121,7 +121,8 @@ class NodeActor : public caf::event_based_actor {
   caf::execution_unit* unit();
   // Lets go of the inputs that came by message (the hoisted constants stay).
   void let_go_of_inputs(Tensor* inputs) {
-    for (int s : message_slots_) inputs[s].reset();
+    for (uint64_t m = message_mask_; m != 0; m &= m - 1) inputs[__builtin_ctzll(m)].reset();
+    for (int s : message_slots_beyond_) inputs[s].reset();
   }
 
   // The fields every turn reads come first, together: the fast path's mailbox and flags, then
@@ -174,7 +175,11 @@ class NodeActor : public caf::event_based_actor {
   Pending first_;
   std::vector<std::unique_ptr<Pending>> more_;
   uint64_t fixed_mask_ = 0;         // bit s: data slot s holds a hoisted constant
-  std::vector<int> message_slots_;  // the data slots filled by messages
+  // The data slots filled by messages: bit s for the first 64 (in the node, not a vector's
+  // line of its own: a large graph's step touches each node once, each line a miss), the
+  // others by number.
+  uint64_t message_mask_ = 0;
+  std::vector<int> message_slots_beyond_;
   std::vector<Tensor> scratch_;     // the inputs of a one-message firing (expected_ 1 only); hoisted constants preset
 
  protected:
