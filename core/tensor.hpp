@@ -122,6 +122,8 @@ class Tensor {
 
   int buffer_use_count() const { return buffer_ ? buffer_->use_count() : 0; }
   bool shares_buffer_with(const Tensor& other) const { return buffer_ && buffer_ == other.buffer_; }
+  // Whether the buffer is the allocator's (an empty tensor is on none).
+  bool is_on(const Allocator& allocator) const { return buffer_ && &buffer_->allocator() == &allocator; }
 
   // "float32[2,3] {1, 2, 3, 4, 5, 6}", eliding after max_elements.
   std::string to_string(int64_t max_elements = 16) const;

@@ -4,6 +4,7 @@
 // generator) and computes one step at a time: the node actor that owns it never calls it
 // concurrently. Kernels throw troupe::Error; the executor adds the node, op and device.
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -32,6 +33,28 @@ class KernelContext {
     outputs_[i] = Tensor(dtype, shape, device_.allocator());
     return outputs_[i];
   }
+  // Output i in the buffer of input `from` where that can be (TensorFlow's
+  // forward_input_or_allocate_output), else a fresh one as allocate_output: the input came
+  // by message (allow_forwarding()), this firing holds its buffer's only reference, and it
+  // has the output's dtype and shape on this device. An elementwise kernel then writes over
+  // its operand, in place (its output's data is its input's: the kernel compares the two), and
+  // a chain of them (Add, Tanh, Square) goes through one buffer, not one each.
+  // Of several candidates (`from`), the first that can be.
+  Tensor& forward_or_allocate_output(int i, std::initializer_list<int> from, DType dtype, const Shape& shape) {
+    for (int f : from) {
+      const Tensor& in = inputs_[f];
+      if (f < 64 && (forwardable_ >> f & 1) && in.buffer_use_count() == 1 && in.dtype() == dtype &&
+          in.shape() == shape && in.is_on(device_.allocator())) {
+        outputs_[i] = in;
+        return outputs_[i];
+      }
+    }
+    return allocate_output(i, dtype, shape);
+  }
+  // The inputs (bit i: input i) that forward_or_allocate_output() may take over: the
+  // executor's, those that came by message (never a hoisted constant, which the plan keeps
+  // for every firing). None by default.
+  void allow_forwarding(uint64_t inputs) { forwardable_ = inputs; }
   void set_output(int i, Tensor t) { outputs_[i] = std::move(t); }
   const Tensor& output(int i) const { return outputs_[i]; }
   // Marks output i as not computed (the untaken port of a Switch): it is sent dead.
@@ -48,6 +71,7 @@ class KernelContext {
   Tensor* outputs_;
   int num_outputs_;
   uint64_t* dead_outputs_;
+  uint64_t forwardable_ = 0;
 };
 
 class OpKernel {

@@ -38,6 +38,7 @@ inline void KernelNode::run(const Tag& tag, Tensor* inputs, bool dead, int64_t t
   try {
     KernelContext ctx(*me_->node, *me_->device, inputs, me_->num_inputs, outputs_.data(), int(outputs_.size()),
                       &dead_outputs);
+    ctx.allow_forwarding(message_mask());
     if (me_->device->type() != DeviceType::cpu) {
       kernel_->compute(ctx);
     } else if (kernel_->runs_team()) {

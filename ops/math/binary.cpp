@@ -131,15 +131,20 @@ class BinaryKernel final : public OpKernel {
         fail(ErrorCode::invalid_argument, "{} is not defined for bool", ctx.node().op);
       } else {
         using R = std::conditional_t<kComparison, bool, T>;
-        Tensor& out = ctx.allocate_output(0, dtype_v<R>, out_shape);
+        // Over an operand of the output's shape where it can be (its index is then always the
+        // output's, so the broadcast loop below reads each of its elements before writing it).
+        Tensor& out = ctx.forward_or_allocate_output(0, {0, 1}, dtype_v<R>, out_shape);
         const T* pa = a.data<T>();
         const T* pb = b.data<T>();
         R* po = out.data<R>();
         if constexpr (std::is_same_v<T, float> && !kComparison) {
           // Equal shapes, or one operand a single element: the cloned loops (float_loops.hpp).
           const int64_t n = out_shape.num_elements(), na = a.num_elements(), nb = b.num_elements();
-          if (n >= float_loops::kMinElements && (na == n || na == 1) && (nb == n || nb == 1))
+          if (n >= float_loops::kMinElements && (na == n || na == 1) && (nb == n || nb == 1)) {
+            if (po == pa) return float_loops::binary_in_place<F>(po, true, pb, nb == 1, n);
+            if (po == pb) return float_loops::binary_in_place<F>(po, false, pa, na == 1, n);
             return float_loops::binary<F>(pa, na == 1, pb, nb == 1, po, n);
+          }
         }
         for_each_broadcast(out_shape, a.shape(), b.shape(), [&](int64_t i, int64_t ia, int64_t ib) {
           po[i] = R(F::f(C(pa[ia]), C(pb[ib])));

@@ -35,6 +35,14 @@ void unary(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = F::f(x[i]);
 }
 
+// y[i] = F::f(y[i]) for i < n: over a forwarded input (KernelContext::forward_or_allocate_output),
+// where unary()'s two restrict pointers would be the same.
+template <class F>
+TROUPE_CLONES("arch=x86-64-v3", "default")
+void unary_in_place(float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = F::f(y[i]);
+}
+
 // out[i] = F::f(a[i], b[i]) for i < n, where an operand with one element (a_single,
 // b_single) stands for every i (a broadcast scalar).
 template <class F>
@@ -49,6 +57,25 @@ void binary(const float* __restrict__ a, bool a_single, const float* __restrict_
     for (int64_t i = 0; i < n; ++i) out[i] = F::f(a[i], s);
   } else {
     for (int64_t i = 0; i < n; ++i) out[i] = F::f(a[i], b[i]);
+  }
+}
+
+// binary() with out over a forwarded operand: a (a_is_out) or b; the other operand may be a
+// single element, as in binary().
+template <class F>
+TROUPE_CLONES("arch=x86-64-v3", "default")
+void binary_in_place(float* out, bool a_is_out, const float* __restrict__ other, bool other_single, int64_t n) {
+  if (other_single) {
+    const float s = other[0];
+    if (a_is_out) {
+      for (int64_t i = 0; i < n; ++i) out[i] = F::f(out[i], s);
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[i] = F::f(s, out[i]);
+    }
+  } else if (a_is_out) {
+    for (int64_t i = 0; i < n; ++i) out[i] = F::f(out[i], other[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = F::f(other[i], out[i]);
   }
 }
 

@@ -50,13 +50,14 @@ class UnaryKernel final : public OpKernel {
              name_of(x.dtype()));
       } else {
         using C = std::conditional_t<std::is_same_v<T, half>, float, T>;
-        Tensor& out = ctx.allocate_output(0, x.dtype(), x.shape());
+        Tensor& out = ctx.forward_or_allocate_output(0, {0}, x.dtype(), x.shape());
         const T* px = x.data<T>();
         T* po = out.data<T>();
         const int64_t n = x.num_elements();
         if constexpr (std::is_same_v<T, float>)
-          if (n >= float_loops::kMinElements) return float_loops::unary<F>(px, po, n);
-        for (int64_t i = 0; i < n; ++i) po[i] = T(F::f(C(px[i])));
+          if (n >= float_loops::kMinElements)
+            return po == px ? float_loops::unary_in_place<F>(po, n) : float_loops::unary<F>(px, po, n);
+        for (int64_t i = 0; i < n; ++i) po[i] = T(F::f(C(px[i])));  // in place too: element i reads only x[i]
       }
     });
   }

@@ -59,8 +59,10 @@ inline float tanh_float32(float x) {
 // without the exponential, as libm's tanhf returns at once for large arguments. Compiled for
 // x86-64-v4 (AVX-512) and x86-64-v3 (AVX2 and FMA) besides the baseline, the one the CPU has
 // chosen at load time: the baseline's 4-wide division made a 128x128 tanh cost 32 us.
-TROUPE_CLONES("arch=x86-64-v4", "arch=x86-64-v3", "default")
-void tanh_float32(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+// The blocks' loop, for both entry points below: x and y apart, or the same (in place: each
+// block's elements are read for its least |x| before any is written, and y[i] reads only x[i]).
+template <class In, class Out>
+[[gnu::always_inline]] inline void tanh_blocks(In x, Out y, int64_t n) {
   constexpr int64_t kBlock = 256;
   constexpr uint32_t kNine = 0x41100000u;  // the bits of 9.0f; |x|'s bits compare as integers
   for (int64_t start = 0; start < n; start += kBlock) {
@@ -75,9 +77,19 @@ void tanh_float32(const float* __restrict__ x, float* __restrict__ y, int64_t n)
   }
 }
 
+TROUPE_CLONES("arch=x86-64-v4", "arch=x86-64-v3", "default")
+void tanh_float32(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  tanh_blocks<const float* __restrict__, float* __restrict__>(x, y, n);
+}
+
+// Over a forwarded input (KernelContext::forward_or_allocate_output).
+TROUPE_CLONES("arch=x86-64-v4", "arch=x86-64-v3", "default")
+void tanh_float32_in_place(float* y, int64_t n) { tanh_blocks(y, y, n); }
+
 struct TanhF {
   template <class T> static T f(T x) { return std::tanh(x); }  // float64; float32 goes through apply
   static void apply(const float* x, float* y, int64_t n) { tanh_float32(x, y, n); }
+  static void apply_in_place(float* y, int64_t n) { tanh_float32_in_place(y, n); }
   template <class T> static T df(T y, T g) { return g * (T(1) - y * y); }
 };
 struct EluF {
@@ -94,15 +106,16 @@ class ActivationKernel final : public OpKernel {
     const Tensor& x = ctx.input(0);
     visit_float32_or_64(x, ctx.node().op.c_str(), [&](auto zero) {
       using T = decltype(zero);
-      const T* __restrict__ px = x.data<T>();
-      T* __restrict__ py = ctx.allocate_output(0, x.dtype(), x.shape()).template data<T>();
+      const T* px = x.data<T>();
+      T* py = ctx.forward_or_allocate_output(0, {0}, x.dtype(), x.shape()).template data<T>();
       const int64_t n = x.num_elements();
       if constexpr (requires { F::apply(px, py, n); }) {
-        F::apply(px, py, n);
+        py == px ? F::apply_in_place(py, n) : F::apply(px, py, n);
       } else {
         if constexpr (std::is_same_v<T, float>)
-          if (n >= float_loops::kMinElements) return float_loops::unary<F>(px, py, n);
-        for (int64_t i = 0; i < n; ++i) py[i] = F::f(px[i]);
+          if (n >= float_loops::kMinElements)
+            return py == px ? float_loops::unary_in_place<F>(py, n) : float_loops::unary<F>(px, py, n);
+        for (int64_t i = 0; i < n; ++i) py[i] = F::f(px[i]);  // in place too: y[i] reads only x[i]
       }
     });
   }
@@ -126,13 +139,19 @@ class ActivationGradKernel final : public OpKernel {
       fail(ErrorCode::invalid_argument, "gradient {} does not match output {}", g.describe(), y.describe());
     visit_float32_or_64(y, ctx.node().op.c_str(), [&](auto zero) {
       using T = decltype(zero);
-      const T* __restrict__ pg = g.data<T>();
-      const T* __restrict__ py = y.data<T>();
-      T* __restrict__ pd = ctx.allocate_output(0, y.dtype(), y.shape()).template data<T>();
+      const T* pg = g.data<T>();
+      const T* py = y.data<T>();
+      // Over g where it can be (the gradient flowing back is most often this node's alone; y is
+      // kept by the forward pass's other readers).
+      T* pd = ctx.forward_or_allocate_output(0, {0, 1}, y.dtype(), y.shape()).template data<T>();
       const int64_t n = y.num_elements();
       if constexpr (std::is_same_v<T, float>)
-        if (n >= float_loops::kMinElements) return float_loops::binary<Df<F>>(py, false, pg, false, pd, n);
-      for (int64_t i = 0; i < n; ++i) pd[i] = F::df(py[i], pg[i]);
+        if (n >= float_loops::kMinElements) {
+          if (pd == py) return float_loops::binary_in_place<Df<F>>(pd, true, pg, false, n);
+          if (pd == pg) return float_loops::binary_in_place<Df<F>>(pd, false, py, false, n);
+          return float_loops::binary<Df<F>>(py, false, pg, false, pd, n);
+        }
+      for (int64_t i = 0; i < n; ++i) pd[i] = F::df(py[i], pg[i]);  // in place too: element i only
     });
   }
 };
