@@ -38,8 +38,8 @@ class KernelContext {
   // by message (allow_forwarding()), this firing holds its buffer's only reference, and it
   // has the output's dtype and shape on this device. An elementwise kernel then writes over
   // its operand, in place (its output's data is its input's: the kernel compares the two), and
-  // a chain of them (Add, Tanh, Square) goes through one buffer, not one each.
-  // Of several candidates (`from`), the first that can be.
+  // a chain of them (Add, Tanh, Square) goes through one buffer, not one each. Of several
+  // candidates (`from`), the first that can be.
   Tensor& forward_or_allocate_output(int i, std::initializer_list<int> from, DType dtype, const Shape& shape) {
     for (int f : from) {
       const Tensor& in = inputs_[f];
