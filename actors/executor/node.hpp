@@ -119,10 +119,10 @@ class NodeActor : public caf::event_based_actor {
   void release(Pending& p);
   // The execution unit this node runs on now (its actor's context, or the fast path's thread's).
   caf::execution_unit* unit();
-  // Lets go of the inputs that came by message (the hoisted constants stay).
   // The data slots filled by messages (bit s: slot s, the first 64): a kernel may write over
   // those (KernelContext::allow_forwarding), never over a hoisted constant.
   uint64_t message_mask() const { return message_mask_; }
+  // Lets go of the inputs that came by message (the hoisted constants stay).
   void let_go_of_inputs(Tensor* inputs) {
     for (uint64_t m = message_mask_; m != 0; m &= m - 1) inputs[__builtin_ctzll(m)].reset();
     for (int s : message_slots_beyond_) inputs[s].reset();

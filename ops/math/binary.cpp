@@ -140,11 +140,8 @@ class BinaryKernel final : public OpKernel {
         if constexpr (std::is_same_v<T, float> && !kComparison) {
           // Equal shapes, or one operand a single element: the cloned loops (float_loops.hpp).
           const int64_t n = out_shape.num_elements(), na = a.num_elements(), nb = b.num_elements();
-          if (n >= float_loops::kMinElements && (na == n || na == 1) && (nb == n || nb == 1)) {
-            if (po == pa) return float_loops::binary_in_place<F>(po, true, pb, nb == 1, n);
-            if (po == pb) return float_loops::binary_in_place<F>(po, false, pa, na == 1, n);
-            return float_loops::binary<F>(pa, na == 1, pb, nb == 1, po, n);
-          }
+          if (n >= float_loops::kMinElements && (na == n || na == 1) && (nb == n || nb == 1))
+            return float_loops::binary_into<F>(pa, na == 1, pb, nb == 1, po, n);
         }
         for_each_broadcast(out_shape, a.shape(), b.shape(), [&](int64_t i, int64_t ia, int64_t ib) {
           po[i] = R(F::f(C(pa[ia]), C(pb[ib])));

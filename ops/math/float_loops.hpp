@@ -79,4 +79,18 @@ void binary_in_place(float* out, bool a_is_out, const float* __restrict__ other,
   }
 }
 
+// The kernels' entry points: y may be x (a forwarded input,
+// KernelContext::forward_or_allocate_output), out may be a or b; each picks the loop for it.
+template <class F>
+inline void unary_into(const float* x, float* y, int64_t n) {
+  if (y == x) return unary_in_place<F>(y, n);
+  unary<F>(x, y, n);
+}
+template <class F>
+inline void binary_into(const float* a, bool a_single, const float* b, bool b_single, float* out, int64_t n) {
+  if (out == a) return binary_in_place<F>(out, true, b, b_single, n);
+  if (out == b) return binary_in_place<F>(out, false, a, a_single, n);
+  binary<F>(a, a_single, b, b_single, out, n);
+}
+
 }  // namespace troupe::float_loops

@@ -55,8 +55,7 @@ class UnaryKernel final : public OpKernel {
         T* po = out.data<T>();
         const int64_t n = x.num_elements();
         if constexpr (std::is_same_v<T, float>)
-          if (n >= float_loops::kMinElements)
-            return po == px ? float_loops::unary_in_place<F>(po, n) : float_loops::unary<F>(px, po, n);
+          if (n >= float_loops::kMinElements) return float_loops::unary_into<F>(px, po, n);
         for (int64_t i = 0; i < n; ++i) po[i] = T(F::f(C(px[i])));  // in place too: element i reads only x[i]
       }
     });

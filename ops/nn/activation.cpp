@@ -113,8 +113,7 @@ class ActivationKernel final : public OpKernel {
         py == px ? F::apply_in_place(py, n) : F::apply(px, py, n);
       } else {
         if constexpr (std::is_same_v<T, float>)
-          if (n >= float_loops::kMinElements)
-            return py == px ? float_loops::unary_in_place<F>(py, n) : float_loops::unary<F>(px, py, n);
+          if (n >= float_loops::kMinElements) return float_loops::unary_into<F>(px, py, n);
         for (int64_t i = 0; i < n; ++i) py[i] = F::f(px[i]);  // in place too: y[i] reads only x[i]
       }
     });
@@ -146,11 +145,7 @@ class ActivationGradKernel final : public OpKernel {
       T* pd = ctx.forward_or_allocate_output(0, {0, 1}, y.dtype(), y.shape()).template data<T>();
       const int64_t n = y.num_elements();
       if constexpr (std::is_same_v<T, float>)
-        if (n >= float_loops::kMinElements) {
-          if (pd == py) return float_loops::binary_in_place<Df<F>>(pd, true, pg, false, n);
-          if (pd == pg) return float_loops::binary_in_place<Df<F>>(pd, false, py, false, n);
-          return float_loops::binary<Df<F>>(py, false, pg, false, pd, n);
-        }
+        if (n >= float_loops::kMinElements) return float_loops::binary_into<Df<F>>(py, false, pg, false, pd, n);
       for (int64_t i = 0; i < n; ++i) pd[i] = F::df(py[i], pg[i]);  // in place too: element i only
     });
   }
