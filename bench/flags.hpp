@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <ctime>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,6 +82,13 @@ inline Summary summarize(std::vector<double> times) {
   std::sort(times.begin(), times.end());
   const std::size_t n = times.size();
   return {n % 2 ? times[n / 2] : (times[n / 2 - 1] + times[n / 2]) / 2, times.front()};
+}
+
+// The CPU time this process has used, all its threads together, in microseconds.
+inline double process_cpu_us() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e6 + double(t.tv_nsec) / 1e3;
 }
 
 }  // namespace troupe::bench

@@ -11,7 +11,10 @@
 #             stretches on this project's VM, and P10 with it; the ceiling's pair does not see it);
 #   P1, P10:  one process, 2 threads, parallel_iterations 1 and 10, their steps in turn
 #             (--interleave: a slow stretch of the machine falls on both alike), the runtime's
-#             gain P1 / P10.
+#             gain P1 / P10;
+#   cpu:      the CPU time of an iteration at P10 over that at P1 (all threads): the work that
+#             spreading the iterations over the two workers adds (cross-core hand-offs, colder
+#             caches, a worker spinning for work). P10's gain is at most 2 / cpu.
 # Prints each round and the medians.
 #   bash bench/loop_ceiling.sh [ROUNDS] [ITERATIONS] [STEPS]
 set -euo pipefail
@@ -24,7 +27,8 @@ first=
 trap 'if [[ -n $first ]]; then kill "$first" 2>/dev/null || true; fi; rm -rf "$out"' EXIT
 loop() { "$bench" loop --body independent --iterations "$iterations" --steps "$steps" --json "$@" 2>/dev/null; }
 us() { grep -o '"us_per_iteration":[0-9.]*' "$1" | cut -d: -f2 | sed -n "${2:-1}p"; }
-printf '%5s %9s %9s %9s %8s %7s %9s %9s %8s\n' round alone "two: a" b ceiling line P1 P10 P1/P10
+cpu() { grep -o '"cpu_us_per_iteration":[0-9.]*' "$1" | cut -d: -f2 | sed -n "${2:-1}p"; }
+printf '%5s %9s %9s %9s %8s %7s %9s %9s %8s %6s\n' round alone "two: a" b ceiling line P1 P10 P1/P10 cpu
 for r in $(seq "$rounds"); do
   loop --parallel 1 --threads 1 > "$out/alone"
   loop --parallel 1 --threads 1 > "$out/a" &
@@ -35,18 +39,18 @@ for r in $(seq "$rounds"); do
   line=$("$bench" cores --rounds 100000 --json | grep -o '"round_trip_ns":[0-9.]*' | cut -d: -f2)
   loop --parallel 1,10 --threads 2 --interleave > "$out/p"
   python3 - "$r" "$(us "$out/alone")" "$(us "$out/a")" "$(us "$out/b")" "$line" "$(us "$out/p" 1)" "$(us "$out/p" 2)" \
-    >> "$out/rows" <<'PY'
+    "$(cpu "$out/p" 1)" "$(cpu "$out/p" 2)" >> "$out/rows" <<'PY'
 import sys
-r, alone, a, b, line, p1, p10 = sys.argv[1], *map(float, sys.argv[2:])
-print(r, alone, a, b, 2 * alone / ((a + b) / 2), line, p1, p10, p1 / p10)
+r, alone, a, b, line, p1, p10, cpu1, cpu10 = sys.argv[1], *map(float, sys.argv[2:])
+print(r, alone, a, b, 2 * alone / ((a + b) / 2), line, p1, p10, p1 / p10, cpu10 / cpu1)
 PY
-  tail -1 "$out/rows" | awk '{printf "%5s %9.3f %9.3f %9.3f %8.2f %7.1f %9.3f %9.3f %8.2f\n", $1, $2, $3, $4, $5, $6, $7, $8, $9}'
+  tail -1 "$out/rows" | awk '{printf "%5s %9.3f %9.3f %9.3f %8.2f %7.1f %9.3f %9.3f %8.2f %6.2f\n", $1, $2, $3, $4, $5, $6, $7, $8, $9, $10}'
 done
 python3 - "$out/rows" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split()[1:])) for l in open(sys.argv[1])]
 med = [statistics.median(c) for c in zip(*rows)]
-print(f"{'median':>5} {med[0]:9.3f} {med[1]:9.3f} {med[2]:9.3f} {med[3]:8.2f} {med[4]:7.1f} {med[5]:9.3f} {med[6]:9.3f} {med[7]:8.2f}")
+print(f"{'median':>5} {med[0]:9.3f} {med[1]:9.3f} {med[2]:9.3f} {med[3]:8.2f} {med[4]:7.1f} {med[5]:9.3f} {med[6]:9.3f} {med[7]:8.2f} {med[8]:6.2f}")
 print(f"us per iteration; ceiling = 2 x alone / mean of the two at once; line = a cache line's round trip between")
-print(f"the CPUs, ns; P1/P10 = the runtime's gain on 2 threads")
+print(f"the CPUs, ns; P1/P10 = the runtime's gain on 2 threads; cpu = CPU time per iteration at P10 / at P1")
 PY
