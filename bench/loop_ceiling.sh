@@ -26,8 +26,10 @@ out=$(mktemp -d)
 first=
 trap 'if [[ -n $first ]]; then kill "$first" 2>/dev/null || true; fi; rm -rf "$out"' EXIT
 loop() { "$bench" loop --body independent --iterations "$iterations" --steps "$steps" --json "$@" 2>/dev/null; }
-us() { grep -o '"us_per_iteration":[0-9.]*' "$1" | cut -d: -f2 | sed -n "${2:-1}p"; }
-cpu() { grep -o '"cpu_us_per_iteration":[0-9.]*' "$1" | cut -d: -f2 | sed -n "${2:-1}p"; }
+# field NAME FILE [LINE]: the number NAME holds in the JSON line LINE (1) of FILE.
+field() { grep -o "\"$1\":[0-9.]*" "$2" | cut -d: -f2 | sed -n "${3:-1}p"; }
+us() { field us_per_iteration "$@"; }
+cpu() { field cpu_us_per_iteration "$@"; }
 printf '%5s %9s %9s %9s %8s %7s %9s %9s %8s %6s\n' round alone "two: a" b ceiling line P1 P10 P1/P10 cpu
 for r in $(seq "$rounds"); do
   loop --parallel 1 --threads 1 > "$out/alone"
