@@ -4,7 +4,9 @@
 
 namespace troupe {
 
-Shape::Shape(std::initializer_list<int64_t> dims) : Shape(std::vector<int64_t>(dims)) {}
+Shape::Shape(std::initializer_list<int64_t> dims) {
+  for (auto d : dims) push_back(d);
+}
 
 Shape::Shape(const std::vector<int64_t>& dims) {
   for (auto d : dims) push_back(d);
@@ -36,16 +38,16 @@ bool operator==(const Shape& a, const Shape& b) {
 Shape broadcast_shapes(const Shape& a, const Shape& b) {
   if (a == b) return a;
   int rank = std::max(a.rank(), b.rank());
-  std::vector<int64_t> out(rank);
+  Shape out;  // built in place: a binary kernel asks this at every firing
   for (int i = 0; i < rank; ++i) {
     int ia = a.rank() - rank + i, ib = b.rank() - rank + i;
     int64_t da = ia >= 0 ? a[ia] : 1, db = ib >= 0 ? b[ib] : 1;
     if (da != db && da != 1 && db != 1)
       fail(ErrorCode::invalid_argument, "incompatible shapes for broadcasting: {} and {}",
            a.to_string(), b.to_string());
-    out[i] = da == 1 ? db : da;
+    out.push_back(da == 1 ? db : da);
   }
-  return Shape(out);
+  return out;
 }
 
 }  // namespace troupe

@@ -18,21 +18,29 @@ namespace {
 
 enum class Reduction { sum, mean, max };
 
-// Which axes of a rank-`rank` tensor are reduced; throws on an axis out of range.
-std::vector<bool> reduced_axes(const AttrMap& attrs, int rank, const std::string& owner) {
-  std::vector<bool> reduced(rank, false);
-  if (get_attr_or<bool>(attrs, "reduce_all", false)) {
-    std::fill(reduced.begin(), reduced.end(), true);
-    return reduced;
-  }
-  for (int64_t a : get_attr<std::vector<int64_t>>(attrs, "axes", owner)) {
+// The axes a reduction's attributes name; nullopt for all of them (reduce_all).
+std::optional<std::vector<int64_t>> axes_of(const AttrMap& attrs, const std::string& owner) {
+  if (get_attr_or<bool>(attrs, "reduce_all", false)) return std::nullopt;
+  return get_attr<std::vector<int64_t>>(attrs, "axes", owner);
+}
+
+// Which axes of a rank-`rank` tensor (at most Shape::kMaxRank) `axes` reduce, bit d for axis d;
+// throws on an axis out of range. Allocates nothing: a kernel asks it at every firing.
+uint32_t reduced_axes(const std::optional<std::vector<int64_t>>& axes, int rank) {
+  if (rank > Shape::kMaxRank)
+    fail(ErrorCode::invalid_argument, "a tensor of rank {} cannot be reduced (at most rank {})", rank, Shape::kMaxRank);
+  if (!axes) return (uint32_t(1) << rank) - 1;
+  uint32_t reduced = 0;
+  for (int64_t a : *axes) {
     int64_t axis = a < 0 ? a + rank : a;
     if (axis < 0 || axis >= rank)
       fail(ErrorCode::invalid_argument, "axis {} is out of range for a tensor of rank {}", a, rank);
-    reduced[axis] = true;
+    reduced |= uint32_t(1) << axis;
   }
   return reduced;
 }
+
+bool is_reduced(uint32_t reduced, int axis) { return (reduced >> axis) & 1; }
 
 void reduce_shape(InferenceContext& c) {
   DType t = c.input_type(0);
@@ -43,15 +51,15 @@ void reduce_shape(InferenceContext& c) {
     c.set_output(0, t, PartialShape::unknown());
     return;
   }
-  std::vector<bool> reduced;
+  uint32_t reduced = 0;
   try {
-    reduced = reduced_axes(c.attrs(), in.rank(), c.node_name());
+    reduced = reduced_axes(axes_of(c.attrs(), c.node_name()), in.rank());
   } catch (const Error& e) {
     c.error("{}", e.what());
   }
   std::vector<int64_t> dims;
   for (int i = 0; i < in.rank(); ++i) {
-    if (!reduced[i]) dims.push_back(in.dim(i));
+    if (!is_reduced(reduced, i)) dims.push_back(in.dim(i));
     else if (keep) dims.push_back(1);
   }
   c.set_output(0, t, PartialShape::from_dims(dims));
@@ -93,16 +101,17 @@ TROUPE_CLONES("avx2", "default") Acc fold_run(Acc acc, const T* p, int64_t len) 
 template <Reduction R>
 class ReduceKernel final : public OpKernel {
  public:
-  explicit ReduceKernel(const Node& node) : node_(node), keep_(get_attr_or<bool>(node.attrs, "keep_dims", false)) {}
+  explicit ReduceKernel(const Node& node)
+      : node_(node), keep_(get_attr_or<bool>(node.attrs, "keep_dims", false)), axes_(axes_of(node.attrs, node.name)) {}
 
   void compute(KernelContext& ctx) override {
     const Tensor& x = ctx.input(0);
     const Shape& in = x.shape();
-    auto reduced = reduced_axes(node_.attrs, in.rank(), node_.name);
+    const uint32_t reduced = reduced_axes(axes_, in.rank());
     Shape out_shape, kept_shape;  // kept_shape: rank of input, 1 on reduced axes
     int64_t count = 1;
     for (int i = 0; i < in.rank(); ++i) {
-      if (reduced[i]) {
+      if (is_reduced(reduced, i)) {
         count *= in[i];
         if (keep_) out_shape.push_back(1);
         kept_shape.push_back(1);
@@ -118,13 +127,25 @@ class ReduceKernel final : public OpKernel {
       } else {
         using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
         const int64_t n_out = out_shape.num_elements();
-        std::vector<Acc> acc(std::size_t(n_out), R == Reduction::max ? std::numeric_limits<Acc>::lowest() : Acc(0));
+        // The accumulators: in the frame for a few outputs (a whole tensor's sum, a loss), so
+        // that such a firing allocates nothing beyond its output.
+        constexpr int64_t kFew = 16;
+        const Acc start = R == Reduction::max ? std::numeric_limits<Acc>::lowest() : Acc(0);
+        std::array<Acc, kFew> few;
+        std::vector<Acc> many;
+        Acc* acc = few.data();
+        if (n_out > kFew) {
+          many.assign(std::size_t(n_out), start);
+          acc = many.data();
+        } else {
+          std::fill(few.begin(), few.begin() + n_out, start);
+        }
         // Output offset of each input element: strides of kept_shape, 0 on reduced axes.
         const int rank = in.rank();
         std::array<int64_t, Shape::kMaxRank> ostride{}, idx{};
         int64_t s = 1;
         for (int d = rank - 1; d >= 0; --d) {
-          ostride[d] = reduced[d] ? 0 : s;
+          ostride[d] = is_reduced(reduced, d) ? 0 : s;
           s *= kept_shape[d];
         }
         const T* px = x.data<T>();
@@ -135,7 +156,7 @@ class ReduceKernel final : public OpKernel {
         // column sums). Any other set of axes steps through the input index by index.
         int first_reduced = rank, last_reduced = -1, first_kept = rank, last_kept = -1;
         for (int d = 0; d < rank; ++d) {
-          if (reduced[d]) {
+          if (is_reduced(reduced, d)) {
             first_reduced = std::min(first_reduced, d);
             last_reduced = d;
           } else {
@@ -148,11 +169,11 @@ class ReduceKernel final : public OpKernel {
         if (n == 0) {
           // nothing to fold
         } else if (trailing) {
-          for (int64_t j = 0; j < n_out; ++j) acc[std::size_t(j)] = fold_run<R, T, Acc>(acc[std::size_t(j)], px + j * count, count);
+          for (int64_t j = 0; j < n_out; ++j) acc[j] = fold_run<R, T, Acc>(acc[j], px + j * count, count);
         } else if (leading) {
           for (int64_t i = 0; i < count; ++i) {
             const T* row = px + i * n_out;
-            for (int64_t j = 0; j < n_out; ++j) acc[std::size_t(j)] = fold<R>(acc[std::size_t(j)], widen<T, Acc>(row[j]));
+            for (int64_t j = 0; j < n_out; ++j) acc[j] = fold<R>(acc[j], widen<T, Acc>(row[j]));
           }
         } else {
           int64_t o = 0;
@@ -180,6 +201,7 @@ class ReduceKernel final : public OpKernel {
  private:
   const Node& node_;
   bool keep_;
+  std::optional<std::vector<int64_t>> axes_;  // axes_of(): read once, not at every firing
 };
 
 template <Reduction R>
@@ -197,10 +219,7 @@ const bool registered = [] {
   return true;
 }();
 
-std::optional<std::vector<int64_t>> axes_of(const Node& n) {
-  if (get_attr_or<bool>(n.attrs, "reduce_all", false)) return std::nullopt;
-  return get_attr<std::vector<int64_t>>(n.attrs, "axes", n.name);
-}
+std::optional<std::vector<int64_t>> axes_of(const Node& n) { return axes_of(n.attrs, n.name); }
 
 using Grads = std::vector<Output>;
 
