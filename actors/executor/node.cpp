@@ -435,8 +435,10 @@ class NodeActor::Batch final : public caf::resumable {
   resume_result resume(caf::execution_unit* unit, std::size_t) override {
     OnFastPath here(unit);
     LocalReady& ready = local_ready();
-    ready.nodes.swap(nodes_);
-    for (NodeActor* node : ready.nodes) {
+    // Copied in, not swapped: the thread's list keeps its room (a swap gave it the batch's
+    // few slots, and it grew again, allocation by allocation, after every batch).
+    ready.nodes.insert(ready.nodes.end(), nodes_.begin(), nodes_.end());
+    for (NodeActor* node : nodes_) {
       ready.cost += node->ready_cost();
       ready.pinned += node->pinned_;
     }
