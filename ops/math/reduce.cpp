@@ -3,7 +3,9 @@
 #include "ops/math/reduce.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
+#include <optional>
 
 #include "graph/gradients.hpp"
 #include "ops/array/array.hpp"

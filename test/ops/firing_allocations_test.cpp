@@ -1,8 +1,8 @@
-// What a kernel's firing allocates from the heap besides its output: nothing, for the kernels on
-// every loop iteration's path (a whole tensor's Sum, an Add broadcasting a scalar). Counted by
-// this binary's operator new, on the firing's thread; the output's buffer object and bytes come
-// back to the thread's own pools once the output is let go of, so a warmed-up firing takes them
-// from there.
+// What a kernel's firing allocates from the heap besides its output: nothing, for the kernels an
+// iteration of troupe-bench loop's bodies runs (Cast, an Add broadcasting a scalar, Tanh,
+// Square, a Sum to a few values). Counted by this binary's operator new, on the firing's
+// thread; the output's buffer object and bytes come back to the thread's own pools once the
+// output is let go of, so a warmed-up firing takes them from there.
 #include <cstdlib>
 #include <new>
 
@@ -68,4 +68,18 @@ BOOST_AUTO_TEST_CASE(an_add_broadcasting_a_scalar_allocates_nothing_but_its_outp
   std::mt19937 rng(7);
   const Tensor xv = random_tensor(rng, DType::float32, Shape{128, 128}, -1, 1);
   BOOST_TEST(allocations_of_firings(*y.node(), {xv, Tensor::scalar(1.0f)}, 10) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(cast_tanh_and_square_allocate_nothing_but_their_outputs_when_they_fire) {
+  auto root = Scope::root();
+  auto i = ops::placeholder(root.with_op_name("i"), DType::int32, Shape{});
+  auto x = ops::placeholder(root.with_op_name("x"), DType::float32, Shape{128, 128});
+  auto cast = ops::cast(root, i, DType::float32);
+  auto tanh = ops::tanh(root, x);
+  auto square = ops::square(root, x);
+  std::mt19937 rng(7);
+  const Tensor xv = random_tensor(rng, DType::float32, Shape{128, 128}, -1, 1);
+  BOOST_TEST(allocations_of_firings(*cast.node(), {Tensor::scalar<int32_t>(3)}, 10) == 0);
+  BOOST_TEST(allocations_of_firings(*tanh.node(), {xv}, 10) == 0);
+  BOOST_TEST(allocations_of_firings(*square.node(), {xv}, 10) == 0);
 }
