@@ -88,8 +88,11 @@ void tanh_float32_in_place(float* y, int64_t n) { tanh_blocks(y, y, n); }
 
 struct TanhF {
   template <class T> static T f(T x) { return std::tanh(x); }  // float64; float32 goes through apply
-  static void apply(const float* x, float* y, int64_t n) { tanh_float32(x, y, n); }
-  static void apply_in_place(float* y, int64_t n) { tanh_float32_in_place(y, n); }
+  // y may be x (a forwarded input), as for float_loops::unary_into.
+  static void apply(const float* x, float* y, int64_t n) {
+    if (y == x) return tanh_float32_in_place(y, n);
+    tanh_float32(x, y, n);
+  }
   template <class T> static T df(T y, T g) { return g * (T(1) - y * y); }
 };
 struct EluF {
@@ -110,7 +113,7 @@ class ActivationKernel final : public OpKernel {
       T* py = ctx.forward_or_allocate_output(0, {0}, x.dtype(), x.shape()).template data<T>();
       const int64_t n = x.num_elements();
       if constexpr (requires { F::apply(px, py, n); }) {
-        py == px ? F::apply_in_place(py, n) : F::apply(px, py, n);
+        F::apply(px, py, n);
       } else {
         if constexpr (std::is_same_v<T, float>)
           if (n >= float_loops::kMinElements) return float_loops::unary_into<F>(px, py, n);
