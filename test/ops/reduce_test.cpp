@@ -213,3 +213,12 @@ BOOST_AUTO_TEST_CASE(reductions_refuse_bool_at_graph_build_time) {
   auto m = error_of([&] { ops::sum(root, b); }, ErrorCode::invalid_argument);
   BOOST_TEST(contains(m, "bool"), m);
 }
+
+BOOST_AUTO_TEST_CASE(a_reduction_of_a_tensor_above_rank_eight_is_refused_at_graph_build_time) {
+  // A placeholder may declare any rank; a tensor has at most Shape::kMaxRank (8) dimensions.
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float32, PartialShape::of_rank(9));
+  auto m = error_of([&] { ops::sum(root.with_op_name("deep_sum"), x); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "deep_sum"), m);
+  BOOST_TEST(contains(m, "rank 9 cannot be reduced"), m);
+}
