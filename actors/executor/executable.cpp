@@ -344,6 +344,7 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
         np.carried = spreads.carried[id];
       }
     np.side = spreads.side[id];
+    np.in_loop = np.kind == NodeKind::kernel && !loop_frame(n).empty();
     if (np.kind == NodeKind::next_iteration)
       np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
     if (np.kind == NodeKind::queue) np.queue_op = queue_op_of(n);

@@ -126,6 +126,9 @@ struct NodePlan {
   // for: work beside the loop's chain, which a worker with nothing to do may take
   // (NodeActor::schedule) while the chain goes on here.
   bool side = false;
+  // A kernel node inside a while loop (its frame), firing once an iteration: an expensive one
+  // stays on the core that made its inputs when nothing else waits there (NodeActor::end_turn).
+  bool in_loop = false;
   // A kernel node of such a loop that the next iteration does not wait for, with a kernel that
   // keeps no state between firings (not OpDef::stateful), on a CPU: one actor per scheduler
   // worker, the replicas, replica w taking the iterations that run on worker w

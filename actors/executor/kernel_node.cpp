@@ -1,5 +1,6 @@
 #include "actors/executor/kernel_node.hpp"
 
+#include "core/allocator.hpp"
 #include "core/trace.hpp"
 #include "devices/cpu_threads.hpp"
 
@@ -44,7 +45,9 @@ inline void KernelNode::run(const Tag& tag, Tensor* inputs, bool dead, int64_t t
     } else if (kernel_->runs_team()) {
       run_as_team([&] { kernel_->compute(ctx); });
     } else {
-      auto lease = lease_one_core_for(input_bytes(inputs));
+      const std::size_t bytes = input_bytes(inputs);
+      in_kib_ = bytes <= FreeBlocks::kWarmBytes ? uint16_t(bytes >> 10) : 0;
+      auto lease = lease_one_core_for(bytes);
       kernel_->compute(ctx);
     }
     for (std::size_t p = 0; p < outputs_.size(); ++p)

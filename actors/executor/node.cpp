@@ -292,9 +292,12 @@ void NodeActor::schedule(caf::execution_unit* unit) {
       if (ready.pinned > 0) [[unlikely]] {
         if (offer(tls_unit)) return;
         push_first(ready, this);
-      } else if (side_ && cost_ >= kSideTicks && offer(tls_unit)) [[unlikely]] {
+      } else if (side_ && cost_ >= kSideTicks && cost_ > move_ticks() && offer(tls_unit)) [[unlikely]] {
         // Work beside a loop's chain (NodePlan::side) that is worth a trip: the other worker
         // does it while the chain goes on here (run here, it ran before the next iteration).
+        // Not when reading its inputs over there costs more than the node itself: an RNN's
+        // Square of its 64 KiB state took the other core 2.5 times as long, and the blocks it
+        // freed there came back to this core's next kernel cold.
         return;
       } else {
         ready.nodes.push_back(this);
@@ -456,12 +459,18 @@ class NodeActor::Batch final : public caf::resumable {
 };
 
 void NodeActor::end_turn(caf::execution_unit* unit) {
-  // The expensive node made ready goes to a worker that has nothing to do; without one it runs
-  // here if nothing cheap is waiting, else it waits in this worker's queue (where an idle worker
-  // may yet steal it).
+  // The expensive node made ready goes to a worker that has nothing to do, unless this worker
+  // has nothing else queued and moving the node's inputs there costs more than what waits on
+  // this thread's list before it: its inputs are in this core's cache (an RNN's Tanh on a 64
+  // KiB state, handed to the idle worker every iteration, moved the loop's chain from core to
+  // core, and the state with it: each iteration 1.5 times as long as on this core alone). Else
+  // it runs here if nothing cheap is waiting, or waits in this worker's queue (where an idle
+  // worker may yet steal it).
   if (NodeActor* e = std::exchange(tls_expensive, nullptr)) {
     LocalReady& ready = local_ready();
-    if (e->offer(unit)) return;
+    const bool stays =
+        e->me_->in_loop && e->move_ticks() > ready.cost && ours(unit) && SchedulingPolicy::queued(unit) == 0;
+    if (!stays && e->offer(unit)) return;
     if (ready.empty()) {
       ready.nodes.push_back(e);
       ready.cost += e->cost_;

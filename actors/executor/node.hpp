@@ -149,6 +149,14 @@ class NodeActor : public caf::event_based_actor {
   // On this thread's ready list by spread(): it runs here (never offered or handed over), and
   // its cost is not counted in what the list offers.
   bool pinned_ = false;
+  // The KiB of a single-threaded CPU kernel's inputs at its last firing when they fit a core's
+  // cache (FreeBlocks::kWarmBytes): what another core would read from this one's if the node
+  // ran there. 0 for larger inputs (mostly in the cache the cores share, whichever core runs
+  // the node: a CNN's 6 MB gradients) and for any other node. (In the padding after pinned_:
+  // the hot fields keep their lines.)
+  uint16_t in_kib_ = 0;
+  // What moving the node's inputs to another core costs, in ticks (kBytesPerMoveTick).
+  int64_t move_ticks() const { return int64_t(in_kib_) * 1024 / kBytesPerMoveTick; }
   int64_t ready_cost() const { return pinned_ ? 0 : cost_; }
 
  private:
@@ -226,8 +234,13 @@ class NodeActor : public caf::event_based_actor {
   // microseconds; this is about a hundred).
   static constexpr int64_t kWakeTicks = 250000;
   // A cheap node beside a loop's chain (NodePlan::side) costing at least this goes to a worker
-  // that has nothing to do: more than a trip to the other core.
+  // that has nothing to do: more than a trip to the other core (and more than moving its
+  // inputs there, move_ticks()).
   static constexpr int64_t kSideTicks = 2000;
+  // Inputs read on another core than the one that wrote them cost about a tick per this many
+  // bytes (measured on this project's VM: Square's firing on a 64 KiB tensor written on the
+  // other core took 13,600 ticks against 5,300 on its own core).
+  static constexpr int64_t kBytesPerMoveTick = 8;
   // The cost of an iteration of a loop (its kernels') above which its iterations spread over
   // the workers (spread()): several times what handing one to another core costs.
   static constexpr int64_t kSpreadTicks = 12000;
