@@ -6,6 +6,7 @@
 #include "ops/math/broadcast.hpp"
 #include "ops/math/elementwise.hpp"
 #include "ops/math/reduce.hpp"
+#include "ops/math/reduced_axes.hpp"
 
 namespace troupe {
 namespace {
@@ -56,23 +57,20 @@ TROUPE_REGISTER_KERNEL("SumToShapeOf", DeviceType::cpu, SumToShapeOfKernel);
 class ReductionGradKernel final : public OpKernel {
  public:
   explicit ReductionGradKernel(const Node& node)
-      : node_(node), mean_(get_attr_or<bool>(node.attrs, "mean", false)) {}
+      : mean_(get_attr_or<bool>(node.attrs, "mean", false)),
+        reduce_all_(get_attr_or<bool>(node.attrs, "reduce_all", false)),
+        axes_(get_attr_or<std::vector<int64_t>>(node.attrs, "axes", {})) {}
   void compute(KernelContext& ctx) override {
     const Tensor& g = ctx.input(0);
     const Shape& target = ctx.input(1).shape();
     // The reduced shape with the reduced axes kept as 1: g's elements in that layout.
-    std::vector<bool> reduced(target.rank(), get_attr_or<bool>(node_.attrs, "reduce_all", false));
-    for (int64_t a : get_attr_or<std::vector<int64_t>>(node_.attrs, "axes", {})) {
-      int64_t axis = a < 0 ? a + target.rank() : a;
-      if (axis < 0 || axis >= target.rank())
-        fail(ErrorCode::invalid_argument, "axis {} is out of range for rank {}", a, target.rank());
-      reduced[axis] = true;
-    }
+    uint32_t reduced = reduced_axes(axes_, target.rank());  // every named axis checked
+    if (reduce_all_) reduced = reduced_axes(std::nullopt, target.rank());
     Shape kept;
     int64_t count = 1;
     for (int d = 0; d < target.rank(); ++d) {
-      kept.push_back(reduced[d] ? 1 : target[d]);
-      if (reduced[d]) count *= target[d];
+      kept.push_back(is_reduced(reduced, d) ? 1 : target[d]);
+      if (is_reduced(reduced, d)) count *= target[d];
     }
     Tensor gk = g.reshaped(kept);
     visit_float(g, [&](auto zero) {
@@ -87,8 +85,10 @@ class ReductionGradKernel final : public OpKernel {
   }
 
  private:
-  const Node& node_;
   bool mean_;
+  bool reduce_all_;
+  // The named axes (none: none reduced, unless reduce_all_), read once, not at every firing.
+  std::optional<std::vector<int64_t>> axes_;
 };
 TROUPE_REGISTER_KERNEL("ReductionGrad", DeviceType::cpu, ReductionGradKernel);
 

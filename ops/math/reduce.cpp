@@ -14,20 +14,15 @@
 #include "ops/math/elementwise.hpp"
 #include "ops/math/integer.hpp"
 #include "ops/math/float_loops.hpp"
+#include "ops/math/reduced_axes.hpp"
 
 namespace troupe {
-namespace {
 
-enum class Reduction { sum, mean, max };
-
-// The axes a reduction's attributes name; nullopt for all of them (reduce_all).
 std::optional<std::vector<int64_t>> axes_of(const AttrMap& attrs, const std::string& owner) {
   if (get_attr_or<bool>(attrs, "reduce_all", false)) return std::nullopt;
   return get_attr<std::vector<int64_t>>(attrs, "axes", owner);
 }
 
-// Which axes of a rank-`rank` tensor (at most Shape::kMaxRank) `axes` reduce, bit d for axis d;
-// throws on an axis out of range. Allocates nothing: a kernel asks it at every firing.
 uint32_t reduced_axes(const std::optional<std::vector<int64_t>>& axes, int rank) {
   if (rank > Shape::kMaxRank)
     fail(ErrorCode::invalid_argument, "a tensor of rank {} cannot be reduced (at most rank {})", rank, Shape::kMaxRank);
@@ -42,7 +37,9 @@ uint32_t reduced_axes(const std::optional<std::vector<int64_t>>& axes, int rank)
   return reduced;
 }
 
-bool is_reduced(uint32_t reduced, int axis) { return (reduced >> axis) & 1; }
+namespace {
+
+enum class Reduction { sum, mean, max };
 
 void reduce_shape(InferenceContext& c) {
   DType t = c.input_type(0);
