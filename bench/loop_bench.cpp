@@ -14,6 +14,13 @@
 // --trace FILE (one body, one --parallel, one --devices) writes a Chrome trace of the timed steps.
 // --interleave: the --parallel values' loops (one session each, built and warmed up first) take
 // their timed steps in turn, so that their ratio compares the same minutes of the machine.
+// --pair: besides those, two loops of parallel_iterations 1 side by side in one graph (one step
+// runs both, N iterations each; reported per iteration of the two, "pair":true): iterations that
+// share nothing, on the same runtime and, with --interleave, in the same minutes: P1 over it is
+// what the runtime gets from two cores when no iteration waits for another core's, at that
+// minute (on this project's VM a lone busy vCPU, P1's, runs up to 40% faster in some minutes
+// than in others, P10's two less so: docs/performance.md), and it over P10 how much of that the
+// spread iterations keep.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -37,6 +44,7 @@ struct Args : CommonFlags {
   std::vector<std::string> bodies = {"trivial", "independent", "dependent"};
   std::vector<int> devices = {1};
   bool interleave = false;
+  bool pair = false;
   Args() : CommonFlags{.steps = 5, .warmup = 1} {}
 };
 
@@ -53,6 +61,9 @@ void add_options(CLI::App& app, Args& a) {
   app.add_flag("--interleave", a.interleave,
                "the --parallel values' loops take their timed steps in turn (P1, P10, P1, ...), not one "
                "after the other: a stretch in which the machine runs slow then falls on each alike");
+  app.add_flag("--pair", a.pair,
+               "also two loops of parallel_iterations 1 side by side in one graph, reported per iteration of "
+               "the two: what two cores give iterations that share nothing");
 }
 
 // Before anything builds the device registry (on first use).
@@ -105,59 +116,75 @@ int loop_main(int argc, char** argv) {
   add_options(app, a);
   if (auto done = parse_command_line(app, argc, argv)) return *done;
   if (a.steps < 1) fail(ErrorCode::invalid_argument, "--steps must be positive");
-  if (!a.trace.empty() && a.bodies.size() * a.parallel.size() * a.devices.size() > 1)
-    fail(ErrorCode::invalid_argument, "--trace writes one loop's steps: give one --body, one --parallel and one --devices");
+  if (!a.trace.empty() && (a.bodies.size() * a.parallel.size() * a.devices.size() > 1 || a.pair))
+    fail(ErrorCode::invalid_argument,
+         "--trace writes one loop's steps: give one --body, one --parallel and one --devices, and no --pair");
   use_devices(a);
   SessionOptions options;
   options.threads = a.threads;
   // One loop's session and its timed steps.
   struct Timed {
     int parallel;
+    bool pair = false;  // two loops of parallel_iterations 1 side by side (--pair)
     Scope root = Scope::root();
-    Loop loop;
+    std::vector<Loop> loops;
+    std::vector<TensorName> fetches;
     std::unique_ptr<Session> session;
     FeedList feeds;
     std::vector<double> us;
     std::vector<double> cpu_us;  // the process's CPU time in each timed step, all threads
   };
-  auto prepare = [&](const std::string& body, int parallel, int devices) {
+  // pair: two loops of parallel_iterations 1 side by side (--pair), else one of `parallel`.
+  auto prepare = [&](const std::string& body, int parallel, int devices, bool pair = false) {
     auto t = std::make_unique<Timed>();
     t->parallel = parallel;
-    t->loop = build(t->root, body, parallel, devices);
+    t->pair = pair;
+    if (pair) {
+      for (const char* name : {"first", "second"}) t->loops.push_back(build(t->root.sub(name), body, 1, devices));
+    } else {
+      t->loops.push_back(build(t->root, body, parallel, devices));
+    }
+    for (const Loop& l : t->loops) {
+      t->feeds.push_back({l.n, Tensor::scalar<int32_t>(a.iterations)});
+      t->fetches.push_back(l.result);
+    }
     SessionOptions traced = options;
     a.apply_trace(traced, /*first_timed=*/std::max(a.warmup, 1) + 1);
     t->session = std::make_unique<Session>(t->root, traced);
-    t->feeds = FeedList{{t->loop.n, Tensor::scalar<int32_t>(a.iterations)}};
-    for (int i = 0; i < std::max(a.warmup, 1); ++i) t->session->run(t->feeds, {t->loop.result});
+    for (int i = 0; i < std::max(a.warmup, 1); ++i) t->session->run(t->feeds, t->fetches);
     return t;
   };
   auto step = [&](Timed& t) {
     const double cpu_start = process_cpu_us();
     auto start = std::chrono::steady_clock::now();
-    auto out = t.session->run(t.feeds, {t.loop.result});
+    auto out = t.session->run(t.feeds, t.fetches);
     t.us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
     t.cpu_us.push_back(process_cpu_us() - cpu_start);
-    if (out[0].scalar_value<int32_t>() != a.iterations)
-      fail(ErrorCode::internal, "the loop ran {} iterations, not {}", out[0].scalar_value<int32_t>(), a.iterations);
+    for (const Tensor& count : out)
+      if (count.scalar_value<int32_t>() != a.iterations)
+        fail(ErrorCode::internal, "the loop ran {} iterations, not {}", count.scalar_value<int32_t>(), a.iterations);
   };
   auto report = [&](const Timed& t, const std::string& body, int devices) {
     const auto [median, min] = summarize(t.us);
-    double per = median / a.iterations, best = min / a.iterations;
+    // Per iteration of all the step's loops (two for a pair).
+    const double iterations = double(a.iterations) * double(t.loops.size());
+    double per = median / iterations, best = min / iterations;
     // CPU time an iteration costs, every thread's (workers spinning for work included): beside
     // the wall time it says how much more work spreading the iterations over the cores made.
-    const double cpu = summarize(t.cpu_us).median / a.iterations;
+    const double cpu = summarize(t.cpu_us).median / iterations;
     if (a.json) {
       std::printf(
-          "{\"system\":\"troupe\",\"benchmark\":\"loop\",\"body\":\"%s\",\"parallel\":%d,\"devices\":%d,"
+          "{\"system\":\"troupe\",\"benchmark\":\"loop\",\"body\":\"%s\",\"parallel\":%d,\"pair\":%s,\"devices\":%d,"
           "\"iterations\":%d,\"steps\":%d,\"threads\":%d,\"interleaved\":%s,\"median_ms\":%.3f,"
           "\"us_per_iteration\":%.3f,\"min_us_per_iteration\":%.3f,\"cpu_us_per_iteration\":%.3f}\n",
-          body.c_str(), t.parallel, devices, a.iterations, a.steps, a.threads, a.interleave ? "true" : "false",
-          median / 1000, per, best, cpu);
+          body.c_str(), t.parallel, t.pair ? "true" : "false", devices, a.iterations, a.steps, a.threads,
+          a.interleave ? "true" : "false", median / 1000, per, best, cpu);
     } else {
       std::printf(
-          "loop, %s body, parallel_iterations %d, %d device(s): %d iterations, median %.1f ms/step, "
+          "loop, %s body, parallel_iterations %d%s, %d device(s): %d iterations, median %.1f ms/step, "
           "%.3f us/iteration (min %.3f), CPU %.3f us/iteration%s\n",
-          body.c_str(), t.parallel, devices, a.iterations, median / 1000, per, best, cpu,
+          body.c_str(), t.parallel, t.pair ? ", two loops side by side" : "", devices, a.iterations, median / 1000,
+          per, best, cpu,
           a.interleave ? ", steps interleaved with the other --parallel values'" : "");
     }
     std::fflush(stdout);
@@ -167,15 +194,18 @@ int loop_main(int argc, char** argv) {
       if (a.interleave) {
         std::vector<std::unique_ptr<Timed>> loops;
         for (int parallel : a.parallel) loops.push_back(prepare(body, parallel, devices));
+        if (a.pair) loops.push_back(prepare(body, 1, devices, /*pair=*/true));
         for (int i = 0; i < a.steps; ++i)
           for (auto& t : loops) step(*t);
         for (auto& t : loops) report(*t, body, devices);
       } else {
-        for (int parallel : a.parallel) {
-          auto t = prepare(body, parallel, devices);
+        auto run = [&](int parallel, bool pair) {
+          auto t = prepare(body, parallel, devices, pair);
           for (int i = 0; i < a.steps; ++i) step(*t);
           report(*t, body, devices);
-        }
+        };
+        for (int parallel : a.parallel) run(parallel, false);
+        if (a.pair) run(1, true);
       }
     }
   }

@@ -39,7 +39,7 @@ help "$bench" executor convnet loop pipeline checkpoint transfer cluster allredu
 help "$bench convnet" "--model" "=alexnet" "--batch" "=16" "--steps" "{cpu,gpu}"
 help "$bench allreduce" "--procs" "--mib" "--float16"
 help "$bench executor" "--shape" "=chain" "--nodes" "=10000"
-help "$bench loop" "--parallel" "--interleave" "--iterations"
+help "$bench loop" "--parallel" "--interleave" "--iterations" "--pair"
 help "$bench transfer" "--sizes" "--window"
 help "$bench cores" "--cpus" "--rounds" "=200000"
 help "$node" "--cluster" "--task" "--variable-memory-mb" "=0" "--status" "--make-certs"
@@ -52,6 +52,7 @@ refused "$bench convnet --batch abc" "--batch: 'abc' is not a number"
 refused "$bench convnet --model lenet" --model
 refused "$bench loop --parallel 1,0" --parallel
 refused "$bench loop --trace /tmp/unwritten.json" "--trace writes one loop's steps"
+refused "$bench loop --body trivial --parallel 1 --pair --trace /tmp/unwritten.json" "no --pair"
 refused "$bench transfer --sizes 4K,12X" "'12X' is not a size"
 refused "$bench allreduce --procs 2,x" --procs
 refused "$bench checkpoint" --dir
