@@ -15,8 +15,6 @@
 namespace troupe {
 namespace {
 
-void like_input_0(InferenceContext& c) { c.set_output(0, c.input_type(0), c.input_shape(0)); }
-
 TROUPE_REGISTER_OP(OpDef{
     .name = "Enter",
     .num_inputs = -1,
@@ -29,7 +27,7 @@ TROUPE_REGISTER_OP(OpDef{
       // graph may hold a stand-in there until the loop is closed again).
       if (c.attr<std::string>("frame_name").empty()) c.error("frame_name must not be empty");
       if (c.attr_or<int64_t>("parallel_iterations", 10) < 1) c.error("parallel_iterations must be at least 1");
-      like_input_0(c);
+      shape_fns::unchanged(c);
     },
     .required_attrs = {"frame_name"}});
 
@@ -40,7 +38,7 @@ TROUPE_REGISTER_OP(OpDef{
     .frame_op = true,
     .shape_fn = [](InferenceContext& c) {
       if (c.input_type(1) != DType::boolean) c.error("pred must be bool, got {}", name_of(c.input_type(1)));
-      like_input_0(c);
+      shape_fns::unchanged(c);
       c.set_output(1, DType::int32, Shape{});  // how many iterations ran
     }});
 
@@ -76,7 +74,7 @@ TROUPE_REGISTER_OP(OpDef{
     .frame_op = true,
     .shape_fn = [](InferenceContext& c) {
       if (c.attr_or<int64_t>("parallel_iterations", 10) < 1) c.error("parallel_iterations must be at least 1");
-      like_input_0(c);
+      shape_fns::unchanged(c);
     }});
 
 TROUPE_REGISTER_OP(OpDef{
