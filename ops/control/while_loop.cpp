@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <vector>
 
 #include "graph/gradients.hpp"
 #include "ops/array/array.hpp"
@@ -145,6 +146,21 @@ int add_iteration_gate(Graph& g, const std::string& name, const LoopNodes& l, st
   return gate;
 }
 
+// Whether a body's sink may be its loop's gate itself (gate_iterations): a node that fires
+// once per iteration when its inputs are in, as a kernel does.
+bool may_gate(const Node& n) {
+  return n.op != "Switch" && n.op != "LoopCond" && !n.op_def->frame_op && !n.op_def->fires_on_first_live_input;
+}
+
+// A gate that is the body's one sink (gate_iterations) made a NoOp waiting for that sink, so that
+// more sinks can join it (a gradient's stack pushes); returns the NoOp.
+int gate_as_noop(Graph& g, const std::string& name, const LoopNodes& l, int sink) {
+  auto drop = [&](Node& n) { std::erase(n.control_inputs, sink); };
+  for (int n : l.next_iterations) drop(g.node(n));
+  for (int e : l.exits) drop(g.node(e));
+  return add_iteration_gate(g, name, l, {sink});
+}
+
 // Every node built inside the loop belongs to its frame, except what nested loops already
 // claimed and the loop's Exits (they output to the parent frame; an enclosing loop claims them).
 void claim_frame(Graph& g, const LoopNodes& l, int end) {
@@ -264,6 +280,15 @@ int gate_iterations(const Scope& s, const LoopNodes& l) {
   for (int id : sinks)
     if (!only_updates(id)) work.push_back(id);
   if (!work.empty()) sinks = std::move(work);
+  // One sink left (a body's one piece of work, as a sum it reports): its own control output
+  // tells the NextIterations and Exits, and no NoOp takes a turn, a mailbox's lock and, on two
+  // workers, a hop of its own every iteration for it. Not a frame op's or a Merge's: what they
+  // send when they fire is not the end of their iteration.
+  if (sinks.size() == 1 && may_gate(g.node(sinks[0]))) {
+    for (int n : l.next_iterations) add_control(g.node(n), sinks[0]);
+    for (int e : l.exits) add_control(g.node(e), sinks[0]);
+    return sinks[0];
+  }
   return add_iteration_gate(g, s.unique_name("iteration_done"), l, std::move(sinks));
 }
 
@@ -418,9 +443,12 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
                                          .requested_device = g.node(value.node).requested_device})
                          .id);
   if (!pushes.empty()) {
+    const std::string name = scope.unique_name(l.frame + "/iteration_done");
     if (gate < 0) {  // the loop had none: its one sink was the new value (gate_iterations)
-      gate = add_iteration_gate(g, scope.unique_name(l.frame + "/iteration_done"), l,
-                                {g.node(l.next_iterations[0]).inputs[0].node});
+      gate = add_iteration_gate(g, name, l, {g.node(l.next_iterations[0]).inputs[0].node});
+      g.node(lc_id).attrs["_loop_gate"] = g.node(gate).name;
+    } else if (g.node(gate).op != "NoOp") {  // its one sink was its gate
+      gate = gate_as_noop(g, name, l, gate);
       g.node(lc_id).attrs["_loop_gate"] = g.node(gate).name;
     }
     for (int p : pushes) add_control(g.node(gate), p);

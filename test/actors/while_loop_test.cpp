@@ -242,10 +242,12 @@ BOOST_AUTO_TEST_CASE(a_loops_iteration_gate_waits_for_its_work_not_for_its_count
     BOOST_TEST_REQUIRE(n);
     return std::find(gate->control_inputs.begin(), gate->control_inputs.end(), n->id) != gate->control_inputs.end();
   };
-  const Node* gate = node_ending(g, "work/iteration_done");
-  BOOST_TEST(waits_for(gate, node_ending(g, "work/body/probe")));
-  BOOST_TEST(!waits_for(gate, node_ending(g, "work/body/counter")));
-  gate = node_ending(g, "updates/iteration_done");
+  // The work is one node: it is the gate itself (no NoOp), the NextIteration and Exit wait for it.
+  BOOST_TEST(!node_ending(g, "work/iteration_done"));
+  const Node* next = node_ending(g, "work/var_0_next/next_iteration");
+  BOOST_TEST(waits_for(next, node_ending(g, "work/body/probe")));
+  BOOST_TEST(!waits_for(next, node_ending(g, "work/body/counter")));
+  const Node* gate = node_ending(g, "updates/iteration_done");
   BOOST_TEST(waits_for(gate, node_ending(g, "updates/body/counter")));
   BOOST_TEST(waits_for(gate, node_ending(g, "updates/body/sum")));
 }
@@ -482,6 +484,43 @@ BOOST_AUTO_TEST_CASE(the_gradient_of_a_loop_of_products_is_the_derivative_of_the
   BOOST_TEST(scalar_of(r[0]) == 12.0f);
   BOOST_TEST(scalar_of(r[1]) == 18.0f);  // 3 * 1.5 * 4
   BOOST_TEST(scalar_of(r[2]) == 8.0f);
+  BOOST_TEST(settles(s), "the stacks and frames of both loops are freed:\n" << s.describe_waiting());
+}
+
+BOOST_AUTO_TEST_CASE(a_loop_whose_one_sink_is_its_gate_gets_a_gate_that_waits_for_its_saved_values_too) {
+  // y = y0 * x^3 as above, each iteration's y also summed into nothing (the body's one sink
+  // beside the updates, which is then the loop's gate): the gradient saves y each iteration, and
+  // the forward loop's Exits must wait for those saves as for the sum.
+  auto root = Scope::root();
+  auto x = ops::placeholder(root, DType::float32, Shape{});
+  auto y0 = ops::placeholder(root, DType::float32, Shape{});
+  auto out = ops::while_loop(
+      root, [](const Scope& s, const Vars& v) { return ops::less(s, v[0], i32(s, 3)); },
+      [&](const Scope& s, const Vars& v) {
+        ops::sum(s.with_op_name("report"), ops::square(s, v[1]));
+        return Vars{ops::add(s, v[0], i32(s, 1)), ops::mul(s, v[1], x)};
+      },
+      {i32(root, 0), y0}, {.parallel_iterations = 10, .name = "power"});
+  const Node* report = node_ending(root.graph(), "power/body/report");
+  const Node* next = node_ending(root.graph(), "power/var_1_next/next_iteration");
+  BOOST_TEST_REQUIRE(report);
+  BOOST_TEST_REQUIRE(next);
+  BOOST_TEST(next->control_inputs == std::vector<int>{report->id});
+  BOOST_TEST(!node_ending(root.graph(), "power/iteration_done"));
+  auto g = gradients(root, {out[1]}, {x, y0});
+  const Node* gate = node_ending(root.graph(), "power/iteration_done");
+  BOOST_TEST_REQUIRE(gate);
+  BOOST_TEST(gate->op == "NoOp");
+  BOOST_TEST(next->control_inputs == std::vector<int>{gate->id}, "the NextIteration waits for the NoOp alone");
+  BOOST_TEST(std::count(gate->control_inputs.begin(), gate->control_inputs.end(), report->id) == 1);
+  BOOST_TEST(gate->control_inputs.size() > 1u, "the NoOp waits for the saves too");
+  Session s(root, SessionOptions{.threads = 2});
+  for (int step = 0; step < 3; ++step) {
+    auto r = s.run({{x, Tensor::scalar(2.0f)}, {y0, Tensor::scalar(1.5f)}}, {out[1], g[0], g[1]});
+    BOOST_TEST(scalar_of(r[0]) == 12.0f);
+    BOOST_TEST(scalar_of(r[1]) == 18.0f);  // 3 * 1.5 * 4
+    BOOST_TEST(scalar_of(r[2]) == 8.0f);
+  }
   BOOST_TEST(settles(s), "the stacks and frames of both loops are freed:\n" << s.describe_waiting());
 }
 
