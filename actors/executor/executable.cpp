@@ -450,9 +450,10 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
   }
   each_edge(
       [&](Endpoint from, int id, int slot) {
-        const bool exit = p.nodes[id].kind == NodeKind::exit;
-        p.nodes[from.node].outputs[from.port].push_back(
-            target_of(p, id, uint32_t(slot), exit && slot == 0, exit && slot == 1));
+        const NodeKind kind = p.nodes[id].kind;
+        const bool exit = kind == NodeKind::exit;
+        const bool pred = (exit || kind == NodeKind::loop_invariant) && slot == 1;  // the LoopCond
+        p.nodes[from.node].outputs[from.port].push_back(target_of(p, id, uint32_t(slot), exit && slot == 0, pred));
       },
       [&](int c, int id) { p.nodes[c].control_outputs.push_back(target_of(p, id, kControlSlot)); });
 }

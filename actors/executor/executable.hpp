@@ -43,8 +43,9 @@ struct Target {
   caf::actor actor;
   uint32_t slot;
   bool drop_dead = false;  // an Exit's data input: only the last iteration's live value matters
-  // An Exit's pred (the LoopCond): a live true, which every iteration but the last sends, says
-  // only that the loop goes on, and is not sent (a message and a turn of each Exit an iteration).
+  // An Exit's or a loop invariant's pred (the LoopCond): a live true, which every iteration but
+  // the last sends, says only that the loop goes on, and is not sent (a message and a turn of
+  // each Exit and each loop invariant an iteration: they act only on the false or dead).
   bool drop_true = false;
   // A node with one actor per worker (NodePlan::replicas): iteration k goes to the replica of
   // the worker it runs on (node.hpp, deliver()) instead of `node`, which is replicas[0]. (The

@@ -2,8 +2,9 @@
 // LoopInvariantNode (NodeKind::loop_invariant): a constant Enter (ops/control/while_loop.cpp),
 // which hands a value from outside a while loop to every iteration of it; no kernel.
 // Takes: slot 0, the value, in the parent frame; a control input per iteration of the child
-//   frame, which has started (from the loop's first Merge); slot 1, the loop's LoopCond, per
-//   iteration: false or dead marks the frame's last iteration.
+//   frame, which has started (from the loop's first Merge); slot 1, the loop's LoopCond when
+//   false or dead, which marks the frame's last iteration (a live true is not sent to it:
+//   Target::drop_true).
 // Sends: the value (dead if it arrived dead) to each consumer with the tag of each iteration as
 //   it starts, or as soon as the value arrives for iterations that started before it.
 // Per frame (step, frame id): the value, how many iterations have had it, the iterations

@@ -657,7 +657,8 @@ void NodeActor::send_outputs(const Tag& tag, Tensor* outputs, bool dead, uint64_
       if (port_dead) {
         if (!t.drop_dead) deliver(u, t, tag, t.slot, Value{Tensor(), true}, replica);
       } else if (t.drop_true && says_true(outputs[port])) [[unlikely]] {
-        // An Exit's pred while the loop goes on: nothing for the Exit to do (Target::drop_true).
+        // An Exit's or a loop invariant's pred while the loop goes on: nothing for it to do
+        // (Target::drop_true).
       } else if (owned && i + 1 == targets.size()) {
         deliver(u, t, tag, t.slot, Value{std::move(outputs[port]), false}, replica);  // the last consumer takes it
       } else {

@@ -129,8 +129,8 @@ BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_c
   // Two loop variables and work the iteration gate waits for: each Exit is told once, by both
   // NextIterations, that every iteration has finished (NodePlan::loop_end), not by the gate
   // every iteration; the LoopCond's live true, which says only that the loop goes on, is not
-  // sent to the Exits (Target::drop_true), its false or dead is; a dead value is not sent to an
-  // Exit's data input (Target::drop_dead).
+  // sent to the Exits nor to the loop invariant (Target::drop_true), its false or dead is; a
+  // dead value is not sent to an Exit's data input (Target::drop_dead).
   auto root = Scope::root();
   auto n = ops::placeholder(root.with_op_name("n"), DType::int32, Shape{});
   auto out = ops::while_loop(
@@ -186,6 +186,20 @@ BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_c
               }
       BOOST_TEST(preds == 2);
       BOOST_TEST(values == 2);
+      // The loop invariant (n, for the condition) hears the LoopCond only false or dead too: it
+      // marks the frame's last iteration, and a live true would be a message and a turn of it
+      // every iteration.
+      int invariant_preds = 0;
+      for (const NodePlan& np : part.nodes)
+        for (const auto& port : np.outputs)
+          for (const Target& t : port)
+            for (int id = 0; id < int(part.nodes.size()); ++id)
+              if (part.nodes[std::size_t(id)].kind == NodeKind::loop_invariant &&
+                  t.actor == part.actors[std::size_t(id)] && t.slot == 1) {
+                ++invariant_preds;
+                BOOST_TEST((t.drop_true && !t.drop_dead));
+              }
+      BOOST_TEST(invariant_preds == 1);
     }
   }
   // The executable gone, its plan goes with its actors (no cycle of plan, Target and actor).
