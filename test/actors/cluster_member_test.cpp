@@ -25,8 +25,9 @@ namespace {
 
 struct Cluster {
   troupe::testing::ScratchDir dir;
-  uint16_t worker_port = free_port();
-  uint16_t ps_port = free_port();
+  std::vector<uint16_t> picked = free_loopback_ports(2);  // at once: two distinct ports
+  uint16_t worker_port = picked[0];
+  uint16_t ps_port = picked[1];
   std::string spec = dir.file("cluster.json");
   Cluster() {
     std::ofstream(spec) << "{\"cluster\": {\"worker\": [\"127.0.0.1:" << worker_port << "\"], \"ps\": [\"127.0.0.1:"

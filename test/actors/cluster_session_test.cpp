@@ -35,7 +35,8 @@ namespace {
 
 struct Cluster {
   troupe::testing::ScratchDir dir;
-  std::map<std::string, uint16_t> ports{{"worker:0", free_port()}, {"worker:1", free_port()}, {"ps:0", free_port()}};
+  std::vector<uint16_t> picked = free_loopback_ports(3);  // at once: three distinct ports
+  std::map<std::string, uint16_t> ports{{"worker:0", picked[0]}, {"worker:1", picked[1]}, {"ps:0", picked[2]}};
   std::string spec = dir.file("cluster.json");
   std::map<std::string, std::unique_ptr<ChildProcess>> nodes;
   int starts = 0;

@@ -37,11 +37,17 @@ class NodeCluster {
                        bool tls = false)
       : extra_args_(std::move(extra_args)) {
     std::string json;
+    // All ports picked at once, each socket held until the last is bound: ports picked one by
+    // one can come back the same (two tasks on one address, the second node refused).
+    int total = 0;
+    for (auto& [job, count] : jobs) total += count;
+    const std::vector<uint16_t> ports = free_loopback_ports(total);
+    std::size_t next = 0;
     for (auto& [job, count] : jobs) {
       std::string addresses;
       for (int k = 0; k < count; ++k) {
         const std::string task = fmt::format("{}:{}", job, k);
-        ports_[task] = free_port();
+        ports_[task] = ports[next++];
         order_.push_back(task);
         addresses += fmt::format("{}\"127.0.0.1:{}\"", k ? ", " : "", ports_[task]);
       }
