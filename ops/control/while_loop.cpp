@@ -443,12 +443,12 @@ std::vector<std::pair<Endpoint, Output>> loop_gradient(const Scope& scope, const
                                          .requested_device = g.node(value.node).requested_device})
                          .id);
   if (!pushes.empty()) {
-    const std::string name = scope.unique_name(l.frame + "/iteration_done");
+    auto name = [&] { return scope.unique_name(l.frame + "/iteration_done"); };
     if (gate < 0) {  // the loop had none: its one sink was the new value (gate_iterations)
-      gate = add_iteration_gate(g, name, l, {g.node(l.next_iterations[0]).inputs[0].node});
+      gate = add_iteration_gate(g, name(), l, {g.node(l.next_iterations[0]).inputs[0].node});
       g.node(lc_id).attrs["_loop_gate"] = g.node(gate).name;
     } else if (g.node(gate).op != "NoOp") {  // its one sink was its gate
-      gate = gate_as_noop(g, name, l, gate);
+      gate = gate_as_noop(g, name(), l, gate);
       g.node(lc_id).attrs["_loop_gate"] = g.node(gate).name;
     }
     for (int p : pushes) add_control(g.node(gate), p);
