@@ -248,6 +248,24 @@ std::map<int, std::vector<int>> next_iterations_by_gate(const ExecPlan& p) {
   return out;
 }
 
+// Whether every input and output of `n` has a shape known now of at most
+// NodePlan::kTinyElements elements and its op keeps no state (NodePlan::tiny): a stateful op
+// (a random draw, a test's probe that waits) may do any amount of work on a scalar.
+bool tiny_inputs_and_outputs(const Graph& g, const Node& n) {
+  if (n.op_def->stateful) return false;
+  auto tiny = [](const PartialShape& s) {
+    const int64_t elements = s.num_elements();  // -1 unless fully defined
+    return elements >= 0 && elements <= NodePlan::kTinyElements;
+  };
+  for (const PartialShape& s : n.output_shapes)
+    if (!tiny(s)) return false;
+  for (const Endpoint& in : n.inputs) {
+    const Node& p = g.node(in.node);
+    if (in.port >= int(p.output_shapes.size()) || !tiny(p.output_shapes[std::size_t(in.port)])) return false;
+  }
+  return true;
+}
+
 // The plan of one partition, from its graph alone; `workers`: the scheduler's threads.
 PartPlan plan_partition(const Partition& part, const PartSignature& signature, const ShardOf& shard_of,
                         const ExecutableOptions& options, int workers) {
@@ -345,6 +363,7 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
       }
     np.side = spreads.side[id];
     np.in_loop = np.kind == NodeKind::kernel && !loop_frame(n).empty();
+    np.tiny = np.kind == NodeKind::kernel && tiny_inputs_and_outputs(g, n);
     if (np.kind == NodeKind::next_iteration)
       np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
     if (np.kind == NodeKind::queue) np.queue_op = queue_op_of(n);

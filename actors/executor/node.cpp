@@ -96,7 +96,9 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
     mailbox_.reserve(1);
     taken_.reserve(1);
   }
-  cheap_ = me_->kind != NodeKind::kernel;  // a kernel node's firings are measured (kernel_node.hpp)
+  // A kernel node's firings are measured (kernel_node.hpp); until then it is expensive unless
+  // its inputs and outputs are known to be tiny (NodePlan::tiny).
+  cheap_ = me_->kind != NodeKind::kernel || me_->tiny;
   spreads_ = fast_ && me_->spread;
   side_ = me_->side;
   // A kernel node takes its inputs into a Pending slot and keeps nothing else; one of a spread

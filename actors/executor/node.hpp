@@ -218,7 +218,8 @@ class NodeActor : public caf::event_based_actor {
   // Runs this thread's ready nodes, each in its turn, handing half of them to a worker that has
   // nothing to do whenever there is one.
   static void run_ready(caf::execution_unit* unit);
-  // The cost of a turn of a node that runs no kernel, or of a kernel node that has not fired.
+  // The cost of a turn of a node that runs no kernel, or of a kernel node that has not fired
+  // (a tiny one, NodePlan::tiny; any other starts expensive whatever this says).
   static constexpr int32_t kTurnTicks = 300;
   // The cost of the nodes waiting on a thread from which half are offered to an idle worker:
   // less is not worth the trip to another core.
