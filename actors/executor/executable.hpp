@@ -129,9 +129,9 @@ struct NodePlan {
   bool side = false;
   // A kernel node of an op without state whose every input and output has a shape known before
   // the step, of at most kTinyElements elements (a scalar add, a comparison, a shape's vector;
-  // not a random draw): cheap from its first
-  // firing, not only once timed (NodeActor::cheap_). Any other kernel node is expensive until it
-  // has fired, so that an unknown convolution is handed to an idle worker in the first step.
+  // not a random draw): cheap from its first firing, not only once timed (NodeActor::cheap_).
+  // Any other kernel node is expensive until it has fired, so that an unknown convolution is
+  // handed to an idle worker in the first step.
   static constexpr int64_t kTinyElements = 64;
   bool tiny = false;
   // A kernel node inside a while loop (its frame), firing once an iteration: an expensive one

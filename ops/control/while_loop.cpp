@@ -134,6 +134,16 @@ bool is_invariant(const Node& n) { return n.op == "Enter" && get_attr_or<bool>(n
 // finished, and a step ends after all that its loops' bodies did, as TensorFlow's step waits
 // for every op it started (before, a step could end, and the next step read a variable, while
 // the last iterations' updates of it were still on their way).
+// The loop's NextIterations and Exits wait for `gate` (a control input of each), or no longer
+// (`wait` false).
+void wait_for_gate(Graph& g, const LoopNodes& l, int gate, bool wait = true) {
+  for (const std::vector<int>* ids : {&l.next_iterations, &l.exits})
+    for (int id : *ids) {
+      if (wait) add_control(g.node(id), gate);
+      else std::erase(g.node(id).control_inputs, gate);
+    }
+}
+
 int add_iteration_gate(Graph& g, const std::string& name, const LoopNodes& l, std::vector<int> sinks) {
   int gate = g.add_node(NodeSpec{.name = name,
                                  .op = "NoOp",
@@ -141,8 +151,7 @@ int add_iteration_gate(Graph& g, const std::string& name, const LoopNodes& l, st
                                  .attrs = {{kLoopFrameAttr, l.frame}},
                                  .requested_device = g.node(l.pivot).requested_device})
                  .id;
-  for (int n : l.next_iterations) add_control(g.node(n), gate);
-  for (int e : l.exits) add_control(g.node(e), gate);
+  wait_for_gate(g, l, gate);
   return gate;
 }
 
@@ -155,9 +164,7 @@ bool may_gate(const Node& n) {
 // A gate that is the body's one sink (gate_iterations) made a NoOp waiting for that sink, so that
 // more sinks can join it (a gradient's stack pushes); returns the NoOp.
 int gate_as_noop(Graph& g, const std::string& name, const LoopNodes& l, int sink) {
-  auto drop = [&](Node& n) { std::erase(n.control_inputs, sink); };
-  for (int n : l.next_iterations) drop(g.node(n));
-  for (int e : l.exits) drop(g.node(e));
+  wait_for_gate(g, l, sink, /*wait=*/false);
   return add_iteration_gate(g, name, l, {sink});
 }
 
@@ -285,8 +292,7 @@ int gate_iterations(const Scope& s, const LoopNodes& l) {
   // workers, a hop of its own every iteration for it. Not a frame op's or a Merge's: what they
   // send when they fire is not the end of their iteration.
   if (sinks.size() == 1 && may_gate(g.node(sinks[0]))) {
-    for (int n : l.next_iterations) add_control(g.node(n), sinks[0]);
-    for (int e : l.exits) add_control(g.node(e), sinks[0]);
+    wait_for_gate(g, l, sinks[0]);
     return sinks[0];
   }
   return add_iteration_gate(g, s.unique_name("iteration_done"), l, std::move(sinks));

@@ -153,16 +153,18 @@ BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_c
     } else {
       const ExecPlan& part = *exe.parts()[0];
       std::vector<int> exits, nexts;
-      int gate = -1;
+      int gate = -1, invariant = -1;
       for (int id = 0; id < int(part.nodes.size()); ++id) {
         const NodePlan& np = part.nodes[std::size_t(id)];
         if (np.kind == NodeKind::exit) exits.push_back(id);
+        if (np.kind == NodeKind::loop_invariant) invariant = id;  // n, for the condition
         if (np.kind == NodeKind::next_iteration) nexts.push_back(id);
         if (np.node->name == "loop/body/work") gate = id;  // the body's one sink is the gate itself
       }
       BOOST_TEST_REQUIRE(exits.size() == 2u);
       BOOST_TEST_REQUIRE(nexts.size() == 2u);
       BOOST_TEST_REQUIRE(gate >= 0);
+      BOOST_TEST_REQUIRE(invariant >= 0);
       auto reaches = [&](const std::vector<Target>& targets, int id) {
         return std::count_if(targets.begin(), targets.end(),
                              [&](const Target& t) { return t.actor == part.actors[std::size_t(id)]; });
@@ -186,19 +188,16 @@ BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_c
               }
       BOOST_TEST(preds == 2);
       BOOST_TEST(values == 2);
-      // The loop invariant (n, for the condition) hears the LoopCond only false or dead too: it
-      // marks the frame's last iteration, and a live true would be a message and a turn of it
-      // every iteration.
+      // The loop invariant hears the LoopCond only false or dead too: it marks the frame's last
+      // iteration, and a live true would be a message and a turn of it every iteration.
       int invariant_preds = 0;
       for (const NodePlan& np : part.nodes)
         for (const auto& port : np.outputs)
           for (const Target& t : port)
-            for (int id = 0; id < int(part.nodes.size()); ++id)
-              if (part.nodes[std::size_t(id)].kind == NodeKind::loop_invariant &&
-                  t.actor == part.actors[std::size_t(id)] && t.slot == 1) {
-                ++invariant_preds;
-                BOOST_TEST((t.drop_true && !t.drop_dead));
-              }
+            if (t.actor == part.actors[std::size_t(invariant)] && t.slot == 1) {
+              ++invariant_preds;
+              BOOST_TEST((t.drop_true && !t.drop_dead));
+            }
       BOOST_TEST(invariant_preds == 1);
     }
   }
