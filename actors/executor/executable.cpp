@@ -441,6 +441,21 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
     np.loop_end_signals = int(it->second.size());
     for (int next : it->second) p.nodes[next].loop_end.push_back(target_of(p, id, kControlSlot));
   }
+  // A loop invariant whose control input (the start of each iteration) is its loop's first
+  // Merge here is served by that Merge (NodePlan::hosted_by): its value and the LoopCond go
+  // there, and the Merge's control edge to it is not wired.
+  for (int id = 0; id < g.size(); ++id) {
+    NodePlan& np = p.nodes[id];
+    if (np.kind != NodeKind::loop_invariant || !np.active || g.node(id).control_inputs.size() != 1) continue;
+    const int merge = g.node(id).control_inputs[0];
+    NodePlan& mp = p.nodes[std::size_t(merge)];
+    if (mp.kind != NodeKind::loop_merge || !mp.active) continue;
+    np.hosted_by = merge;
+    np.hosted_slot = uint32_t(mp.hosted.size());
+    mp.hosted.push_back(id);
+    mp.frame_hash = np.frame_hash;  // the invariant's frame: the Merge's own
+  }
+  std::set<std::pair<int, Endpoint>> loop_ends;  // (Merge, LoopCond's producer) wired
   // Calls data(from, id, slot) for each data input of an active node that comes by message, and
   // control(c, id) for each of its control inputs.
   auto each_edge = [&](auto&& data, auto&& control) {
@@ -470,9 +485,21 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
         const NodeKind kind = p.nodes[id].kind;
         const bool exit = kind == NodeKind::exit;
         const bool pred = (exit || kind == NodeKind::loop_invariant) && slot == 1;  // the LoopCond
-        p.nodes[from.node].outputs[from.port].push_back(target_of(p, id, uint32_t(slot), exit && slot == 0, pred));
+        auto& targets = p.nodes[from.node].outputs[from.port];
+        if (const int host = p.nodes[id].hosted_by; host >= 0) {
+          if (slot == 0) {
+            targets.push_back(target_of(p, host, NodePlan::kInvariantSlot + p.nodes[id].hosted_slot));
+          } else if (loop_ends.emplace(host, from).second) {  // the frame's end once, not per invariant
+            targets.push_back(target_of(p, host, NodePlan::kLoopEndSlot, false, pred));
+            ++p.nodes[std::size_t(host)].loop_end_inputs;
+          }
+        } else {
+          targets.push_back(target_of(p, id, uint32_t(slot), exit && slot == 0, pred));
+        }
       },
-      [&](int c, int id) { p.nodes[c].control_outputs.push_back(target_of(p, id, kControlSlot)); });
+      [&](int c, int id) {
+        if (p.nodes[id].hosted_by != c) p.nodes[c].control_outputs.push_back(target_of(p, id, kControlSlot));
+      });
 }
 
 // Each _Send to the _Recv of its rendezvous key, in whichever partition that is, or to another

@@ -112,7 +112,7 @@ struct NodePlan {
   }
   // The frame, stack, variable and queue kinds'.
   int parallel_iterations = 1;   // next_iteration
-  uint64_t frame_hash = 0;       // enter, loop_invariant: fingerprint64 of the frame name
+  uint64_t frame_hash = 0;       // enter, loop_invariant, loop_merge: fingerprint64 of the frame name
   int frame_exits = 0;           // enter: how many Exits the loop has here (its frame's lifetime)
   int frame_enters = 0;          // enter: how many (non-constant) Enters the loop has here
   uint64_t stack_hash = 0;       // stack kinds: fingerprint64 of the stack name
@@ -153,6 +153,22 @@ struct NodePlan {
   // exit: how many NextIterations tell it so (loop_end); 0: its gate's signal comes every
   // iteration (a partition's control loop, whose NextIteration is not gated).
   int loop_end_signals = 0;
+  // A loop invariant whose loop's first Merge is here (its control input): that Merge serves
+  // the value to each iteration as it starts it, from state it keeps per frame, the way
+  // TensorFlow's frame state hands loop invariants to a new iteration without running a node
+  // (loop_merge_node.hpp). The invariant's value comes to the Merge on slot kInvariantSlot +
+  // hosted_slot, the LoopCond's false or dead on kLoopEndSlot, and the invariant's own actor
+  // gets nothing: not a turn and two messages an iteration. -1: the invariant serves its value
+  // itself (its Merge is on another device).
+  int hosted_by = -1;
+  uint32_t hosted_slot = 0;
+  // loop_merge: the loop invariants it serves (their value's slot is kInvariantSlot + index),
+  // and the LoopCond's producers here it hears on kLoopEndSlot (one, the LoopCond or its _Recv,
+  // however many invariants it serves).
+  std::vector<int> hosted;
+  int loop_end_inputs = 0;
+  static constexpr uint32_t kLoopEndSlot = 2;
+  static constexpr uint32_t kInvariantSlot = 3;
 
   // Made when asked (errors, wait reports), not per node at set-up:
   // "Add 'x' on /job:localhost/task:0/device:CPU:0", prefixed to errors;

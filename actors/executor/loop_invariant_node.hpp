@@ -1,6 +1,9 @@
 #pragma once
 // LoopInvariantNode (NodeKind::loop_invariant): a constant Enter (ops/control/while_loop.cpp),
-// which hands a value from outside a while loop to every iteration of it; no kernel.
+// which hands a value from outside a while loop to every iteration of it; no kernel. Where the
+// loop's first Merge is in the same partition, that Merge serves the value instead
+// (NodePlan::hosted_by, loop_merge_node.hpp) and this actor gets nothing; what follows is the
+// invariant whose Merge is on another device.
 // Takes: slot 0, the value, in the parent frame; a control input per iteration of the child
 //   frame, which has started (from the loop's first Merge); slot 1, the loop's LoopCond when
 //   false or dead, which marks the frame's last iteration (a live true is not sent to it:

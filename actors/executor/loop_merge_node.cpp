@@ -2,17 +2,78 @@
 
 namespace troupe {
 
+PerFrame<LoopMergeNode::Served>::iterator LoopMergeNode::served_for(const FrameKey& key) {
+  auto [it, fresh] = served_.try_emplace(key);
+  if (fresh) it->second.values.resize(me_->hosted.size());
+  return it;
+}
+
+void LoopMergeNode::serve(std::size_t invariant, Invariant& inv, const Tag& tag) {
+  emit_for(plan_->nodes[std::size_t(me_->hosted[invariant])], tag, &inv.value, inv.dead);
+}
+
+void LoopMergeNode::forget_if_over(PerFrame<Served>::iterator it) {
+  const Served& s = it->second;
+  if (s.arrived == int(s.values.size()) && s.ends == me_->loop_end_inputs && s.started > s.end) served_.erase(it);
+}
+
 void LoopMergeNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
-  // Each tag of a loop's Merge has one input: the Enter's at iteration 0, the NextIteration's
-  // after that. A dead one (a loop that is not run at all) passes on dead.
   if (slot == kControlSlot) return;
-  if (value.dead) {
-    emit(tag, nullptr, true);
+  if (slot < NodePlan::kLoopEndSlot) {
+    // Each tag of a loop's Merge has one input: the Enter's at iteration 0, the NextIteration's
+    // after that. A dead one (a loop that is not run at all) passes on dead.
+    if (value.dead) {
+      emit(tag, nullptr, true);
+    } else {
+      outputs_[0] = std::move(value.tensor);
+      outputs_[1] = Tensor::scalar<int32_t>(int32_t(slot));
+      emit_owned(tag, outputs_.data());
+    }
+    if (me_->hosted.empty()) return;
+    // The iteration has started: each invariant's value to it, or once the value comes.
+    auto it = served_for({tag.step, tag.frame});
+    Served& s = it->second;
+    ++s.started;
+    for (std::size_t i = 0; i < s.values.size(); ++i)
+      if (s.values[i].arrived) serve(i, s.values[i], tag);
+    if (s.arrived < int(s.values.size())) s.early.push_back(tag);
+    forget_if_over(it);
     return;
   }
-  outputs_[0] = std::move(value.tensor);
-  outputs_[1] = Tensor::scalar<int32_t>(int32_t(slot));
-  emit_owned(tag, outputs_.data());
+  if (slot == NodePlan::kLoopEndSlot) {
+    // The LoopCond, false or dead: this iteration is the frame's last.
+    if (value.dead || !value.tensor.scalar_value<bool>()) {
+      auto it = served_for({tag.step, tag.frame});
+      it->second.end = tag.iteration;
+      ++it->second.ends;
+      forget_if_over(it);
+    }
+    return;
+  }
+  // An invariant's value, in the frame around the loop: to every iteration started so far.
+  const std::size_t i = slot - NodePlan::kInvariantSlot;
+  auto it = served_for({tag.step, child_frame_id(tag, me_->frame_hash)});
+  Served& s = it->second;
+  Invariant& inv = s.values.at(i);
+  inv.arrived = true;
+  inv.dead = value.dead;
+  inv.value = std::move(value.tensor);
+  ++s.arrived;
+  for (const Tag& t : s.early) serve(i, inv, t);
+  if (s.arrived == int(s.values.size())) std::vector<Tag>().swap(s.early);
+  forget_if_over(it);
+}
+
+void LoopMergeNode::add_waits(std::vector<WaitReport>& out) const {
+  for (auto& [key, s] : served_)
+    for (std::size_t i = 0; i < s.values.size(); ++i) {
+      const NodePlan& inv = plan_->nodes[std::size_t(me_->hosted[i])];
+      WaitReport r{inv.node->name, Tag{key.first, key.second, s.started}, 0, 1, {}};
+      r.missing.push_back(s.values[i].arrived
+                              ? fmt::format("the loop's last iteration ({} served so far)", s.started)
+                              : "the loop invariant " + inv.input_name(0));
+      out.push_back(std::move(r));
+    }
 }
 
 }  // namespace troupe

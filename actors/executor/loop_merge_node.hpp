@@ -2,11 +2,21 @@
 // LoopMergeNode (NodeKind::loop_merge): a while loop's Merge (ops/control/while_loop.cpp),
 // which has no kernel.
 // Takes: one data input per tag: the Enter's at iteration 0, the NextIteration's after that.
-//   Control inputs are ignored.
+//   Control inputs are ignored. The loop's first Merge also serves the loop invariants of its
+//   partition (NodePlan::hosted_by): slot kInvariantSlot + j, invariant j's value, in the parent
+//   frame; slot kLoopEndSlot, the loop's LoopCond when false or dead (a live true is not sent:
+//   Target::drop_true), which marks the frame's last iteration (from each of its producers here:
+//   NodePlan::loop_end_inputs).
 // Sends: the value and its slot's index (output 1, int32) to each consumer with the tag; a dead
-//   input (a loop that is not run at all) goes on dead.
-// Per tag: nothing.
+//   input (a loop that is not run at all) goes on dead. And as each iteration starts (each
+//   input, dead or not), each served invariant's value (dead if it came dead) to that
+//   invariant's consumers with the iteration's tag, or as soon as the value comes for the
+//   iterations that started before it.
+// Per frame (step, frame id), with invariants to serve: their values, the iterations started
+//   before a value came, how many have started, and the last once known; freed once every
+//   iteration has had every value, or when the step is aborted.
 #include "actors/executor/node.hpp"
+#include "actors/executor/per_frame.hpp"
 
 namespace troupe {
 
@@ -15,7 +25,28 @@ class LoopMergeNode final : public NodeActor {
   using NodeActor::NodeActor;
 
  private:
+  struct Invariant {
+    bool arrived = false;
+    bool dead = false;
+    Tensor value;
+  };
+  struct Served {
+    std::vector<Invariant> values;  // per invariant served (NodePlan::hosted)
+    int arrived = 0;                // of them
+    int64_t started = 0;            // iterations started so far
+    int64_t end = -1;               // the loop's last iteration, once known
+    int ends = 0;                   // the LoopCond's false or dead come (NodePlan::loop_end_inputs)
+    std::vector<Tag> early;         // iterations started before every value had come
+  };
+
   void on_input(const Tag& tag, uint32_t slot, Value& value) override;
+  void drop_step(uint64_t step) override { erase_step(served_, step); }
+  void add_waits(std::vector<WaitReport>& out) const override;
+  PerFrame<Served>::iterator served_for(const FrameKey& key);
+  void serve(std::size_t invariant, Invariant& inv, const Tag& tag);
+  void forget_if_over(PerFrame<Served>::iterator it);
+
+  PerFrame<Served> served_;
 };
 
 }  // namespace troupe

@@ -640,19 +640,20 @@ void NodeActor::prefetch_mailbox(const Target& t) {
 }
 
 template <bool owned>
-void NodeActor::send_outputs(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs) {
+void NodeActor::send_outputs(const NodePlan& from, const Tag& tag, Tensor* outputs, bool dead,
+                             uint64_t dead_outputs) {
   if constexpr (owned) dead = false;  // owned outputs are live (but for those in dead_outputs)
   caf::execution_unit* const u = unit();
   // A replica's consumers of the same iteration go to the replicas of its worker (deliver()).
-  const int replica = me_->replicas > 1 ? replica_ : -1;
+  const int replica = from.replicas > 1 ? replica_ : -1;
   // The consumers' mailboxes, a few ahead of the one being sent to: their misses overlap.
-  for (const auto& targets : me_->outputs)
+  for (const auto& targets : from.outputs)
     for (std::size_t i = 0; i < std::min(targets.size(), kPrefetchAhead); ++i) prefetch_mailbox(targets[i]);
-  for (std::size_t i = 0; i < std::min(me_->control_outputs.size(), kPrefetchAhead); ++i)
-    prefetch_mailbox(me_->control_outputs[i]);
-  for (std::size_t port = 0; port < me_->outputs.size(); ++port) {
+  for (std::size_t i = 0; i < std::min(from.control_outputs.size(), kPrefetchAhead); ++i)
+    prefetch_mailbox(from.control_outputs[i]);
+  for (std::size_t port = 0; port < from.outputs.size(); ++port) {
     const bool port_dead = dead || (port < 64 && (dead_outputs >> port) & 1);
-    const auto& targets = me_->outputs[port];
+    const auto& targets = from.outputs[port];
     for (std::size_t i = 0; i < targets.size(); ++i) {
       if (i + kPrefetchAhead < targets.size()) prefetch_mailbox(targets[i + kPrefetchAhead]);
       const Target& t = targets[i];
@@ -669,15 +670,19 @@ void NodeActor::send_outputs(const Tag& tag, Tensor* outputs, bool dead, uint64_
     }
     if constexpr (owned) outputs[port].reset();
   }
-  for (const Target& t : me_->control_outputs) deliver(u, t, tag, kControlSlot, Value{Tensor(), dead}, replica);
+  for (const Target& t : from.control_outputs) deliver(u, t, tag, kControlSlot, Value{Tensor(), dead}, replica);
 }
 
 void NodeActor::emit(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs) {
-  send_outputs<false>(tag, outputs, dead, dead_outputs);
+  send_outputs<false>(*me_, tag, outputs, dead, dead_outputs);
 }
 
 void NodeActor::emit_owned(const Tag& tag, Tensor* outputs, uint64_t dead_outputs) {
-  send_outputs<true>(tag, outputs, /*dead=*/false, dead_outputs);
+  send_outputs<true>(*me_, tag, outputs, /*dead=*/false, dead_outputs);
+}
+
+void NodeActor::emit_for(const NodePlan& node, const Tag& tag, Tensor* outputs, bool dead) {
+  send_outputs<false>(node, tag, outputs, dead, 0);
 }
 
 void NodeActor::pass_input_on(const Tag& tag, Tensor* inputs, bool dead) {

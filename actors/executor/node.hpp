@@ -101,6 +101,9 @@ class NodeActor : public caf::event_based_actor {
   // tensor itself, not a copy (one reference count less to add and drop), and `outputs` are
   // empty after it.
   void emit_owned(const Tag& tag, Tensor* outputs, uint64_t dead_outputs = 0);
+  // emit() as another node of the partition: its outputs to its consumers (a loop invariant's
+  // value, which its loop's Merge serves: NodePlan::hosted_by).
+  void emit_for(const NodePlan& node, const Tag& tag, Tensor* outputs, bool dead);
   // Sends inputs[0] on, dead or not, letting go of it first (a send or recv: no kernel).
   void pass_input_on(const Tag& tag, Tensor* inputs, bool dead);
   void report_error(const Tag& tag, ErrorCode code, const std::string& cause);
@@ -173,7 +176,7 @@ class NodeActor : public caf::event_based_actor {
  private:
   // emit() and emit_owned(), one body compiled twice (no test of `owned` per output).
   template <bool owned>
-  void send_outputs(const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs);
+  void send_outputs(const NodePlan& from, const Tag& tag, Tensor* outputs, bool dead, uint64_t dead_outputs);
   void on_abort(uint64_t step);
   void remember_abort(uint64_t step);
   std::vector<WaitReport> on_waits() const;

@@ -129,8 +129,8 @@ BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_c
   // Two loop variables and work the iteration gate waits for: each Exit is told once, by both
   // NextIterations, that every iteration has finished (NodePlan::loop_end), not by the gate
   // every iteration; the LoopCond's live true, which says only that the loop goes on, is not
-  // sent to the Exits nor to the loop invariant (Target::drop_true), its false or dead is; a
-  // dead value is not sent to an Exit's data input (Target::drop_dead).
+  // sent to the Exits nor to the Merge that serves the loop invariant (Target::drop_true), its
+  // false or dead is; a dead value is not sent to an Exit's data input (Target::drop_dead).
   auto root = Scope::root();
   auto n = ops::placeholder(root.with_op_name("n"), DType::int32, Shape{});
   auto out = ops::while_loop(
@@ -188,17 +188,34 @@ BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_c
               }
       BOOST_TEST(preds == 2);
       BOOST_TEST(values == 2);
-      // The loop invariant hears the LoopCond only false or dead too: it marks the frame's last
-      // iteration, and a live true would be a message and a turn of it every iteration.
-      int invariant_preds = 0;
-      for (const NodePlan& np : part.nodes)
+      // The loop invariant (n, for the condition) is served by the loop's first Merge, which
+      // starts each iteration (NodePlan::hosted_by): n's value goes to that Merge, which hears
+      // the LoopCond once, only false or dead too (it marks the frame's last iteration; a live
+      // true would be a message and a turn every iteration), and nothing goes to the invariant's
+      // own actor, not even the Merge's control each iteration.
+      const NodePlan& inv = part.nodes[std::size_t(invariant)];
+      BOOST_TEST_REQUIRE(inv.hosted_by >= 0);
+      const NodePlan& merge = part.nodes[std::size_t(inv.hosted_by)];
+      BOOST_TEST((merge.kind == NodeKind::loop_merge));
+      BOOST_TEST((merge.hosted == std::vector<int>{invariant}));
+      BOOST_TEST(merge.loop_end_inputs == 1);
+      int to_invariant = 0, ends = 0, values_served = 0;
+      for (const NodePlan& np : part.nodes) {
+        to_invariant += reaches(np.control_outputs, invariant);
         for (const auto& port : np.outputs)
-          for (const Target& t : port)
-            if (t.actor == part.actors[std::size_t(invariant)] && t.slot == 1) {
-              ++invariant_preds;
+          for (const Target& t : port) {
+            to_invariant += t.actor == part.actors[std::size_t(invariant)];
+            if (t.actor != part.actors[std::size_t(inv.hosted_by)]) continue;
+            if (t.slot == NodePlan::kLoopEndSlot) {
+              ++ends;
               BOOST_TEST((t.drop_true && !t.drop_dead));
             }
-      BOOST_TEST(invariant_preds == 1);
+            values_served += t.slot == NodePlan::kInvariantSlot + inv.hosted_slot;
+          }
+      }
+      BOOST_TEST(to_invariant == 0);
+      BOOST_TEST(ends == 1);
+      BOOST_TEST(values_served == 1);
     }
   }
   // The executable gone, its plan goes with its actors (no cycle of plan, Target and actor).

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <future>
+#include <optional>
 #include <chrono>
 #include <thread>
 
@@ -125,6 +126,47 @@ BOOST_AUTO_TEST_CASE(fibonacci_by_while_loop) {
   BOOST_TEST(fib(30) == 832040);
   BOOST_TEST(fib(1) == 1);
   BOOST_TEST(settles(s));
+}
+
+BOOST_AUTO_TEST_CASE(iterations_that_start_before_their_loop_invariant_wait_for_it_and_say_so) {
+  // while i < n: (i + 1, acc + n), n dequeued: the loop's variables enter, and its first
+  // iteration starts, before n has come. The loop's first Merge, which serves n to each
+  // iteration it starts (NodePlan::hosted_by), gives it to that iteration once it comes; until
+  // then a wait report names the invariant. A step aborted meanwhile leaves nothing behind,
+  // and the next computes from its own n.
+  auto root = Scope::root();
+  auto q = ops::Queue::fifo(root, {DType::int32}, {PartialShape{}}, {.shared_name = "bound"});
+  auto n = q.dequeue(root.with_op_name("n"))[0];
+  auto v = ops::placeholder(root.with_op_name("v"), DType::int32, Shape{});
+  auto put = q.enqueue(root.with_op_name("put"), {v});
+  auto out = ops::while_loop(
+      root, [&](const Scope& s, const Vars& x) { return ops::less(s, x[0], n); },
+      [&](const Scope& s, const Vars& x) { return Vars{ops::add(s, x[0], i32(s, 1)), ops::add(s, x[1], n)}; },
+      {i32(root, 0), i32(root, 0)}, {.parallel_iterations = 4, .name = "loop"});
+  Session s(root);
+  auto held = std::async(std::launch::async,
+                         [&] { return s.run({}, {out[1]}, {}, {.timeout = std::chrono::seconds(20)}); });
+  std::optional<WaitingNode> seen;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       !seen && std::chrono::steady_clock::now() < until;) {
+    for (auto& w : s.waiting_nodes())
+      if (w.node == "loop/invariant/n") seen = w;
+    if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  BOOST_TEST_REQUIRE(seen.has_value(), "no wait for the loop invariant n:\n" << s.describe_waiting());
+  // ("n:0", or across devices the _Recv that brings it: "n/_recv...:0 (from ...)")
+  BOOST_TEST_REQUIRE(seen->missing.size() == 1u);
+  BOOST_TEST(contains(seen->missing[0], "the loop invariant n"), seen->missing[0]);
+  s.run({{v, Tensor::scalar<int32_t>(4)}}, {}, {put});
+  BOOST_TEST(held.get()[0].scalar_value<int32_t>() == 16);
+  auto m = error_of([&] { s.run({}, {out[1]}, {}, {.timeout = std::chrono::milliseconds(200)}); },
+                    ErrorCode::deadline_exceeded);
+  BOOST_TEST(contains(m, "'loop/invariant/n'"), m);
+  BOOST_TEST(contains(m, "0 of 1 inputs, waits for the loop invariant n"), m);
+  BOOST_TEST(settles(s), s.describe_waiting());
+  s.run({{v, Tensor::scalar<int32_t>(3)}}, {}, {put});
+  BOOST_TEST(s.run({}, {out[1]})[0].scalar_value<int32_t>() == 9);
+  BOOST_TEST(settles(s), s.describe_waiting());
 }
 
 BOOST_AUTO_TEST_CASE(nested_loops_see_the_outer_iteration_and_outer_invariants) {
