@@ -112,7 +112,7 @@ struct NodePlan {
   }
   // The frame, stack, variable and queue kinds'.
   int parallel_iterations = 1;   // next_iteration
-  uint64_t frame_hash = 0;       // enter, loop_invariant, loop_merge: fingerprint64 of the frame name
+  uint64_t frame_hash = 0;       // enter, loop_invariant, a loop_merge serving invariants: fingerprint64 of the frame name
   int frame_exits = 0;           // enter: how many Exits the loop has here (its frame's lifetime)
   int frame_enters = 0;          // enter: how many (non-constant) Enters the loop has here
   uint64_t stack_hash = 0;       // stack kinds: fingerprint64 of the stack name
