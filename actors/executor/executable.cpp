@@ -450,9 +450,11 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
     const int merge = g.node(id).control_inputs[0];
     NodePlan& mp = p.nodes[std::size_t(merge)];
     if (mp.kind != NodeKind::loop_merge || !mp.active) continue;
+    std::vector<int>& served = p.hosted[merge];
     np.hosted_by = merge;
-    np.hosted_slot = uint32_t(mp.hosted.size());
-    mp.hosted.push_back(id);
+    np.hosted_slot = uint32_t(served.size());
+    served.push_back(id);
+    mp.hosted = &served;  // a map's element stays where it is
     mp.frame_hash = np.frame_hash;  // the invariant's frame: the Merge's own
   }
   std::set<std::pair<int, Endpoint>> loop_ends;  // (Merge, LoopCond's producer) wired

@@ -162,11 +162,12 @@ struct NodePlan {
   // itself (its Merge is on another device).
   int hosted_by = -1;
   uint32_t hosted_slot = 0;
-  // loop_merge: the loop invariants it serves (their value's slot is kInvariantSlot + index),
-  // and the LoopCond's producers here it hears on kLoopEndSlot (one, the LoopCond or its _Recv,
-  // however many invariants it serves).
-  std::vector<int> hosted;
+  // loop_merge: the LoopCond's producers here it hears on kLoopEndSlot (one, the LoopCond or its
+  // _Recv, however many invariants it serves), and the loop invariants it serves, if any (their
+  // value's slot is kInvariantSlot + index; the list is the plan's, ExecPlan::hosted: a pointer
+  // here, not a vector in each of a large graph's plans).
   int loop_end_inputs = 0;
+  const std::vector<int>* hosted = nullptr;
   static constexpr uint32_t kLoopEndSlot = 2;
   static constexpr uint32_t kInvariantSlot = 3;
 
@@ -192,6 +193,7 @@ struct ExecPlan {
   caf::actor step_actor;
   std::vector<int> sources;  // nodes started by the step actor's start signal
   std::vector<std::unique_ptr<IterationSpread>> spreads;  // per loop with parallel_iterations > 1
+  std::map<int, std::vector<int>> hosted;  // per loop Merge serving invariants, those (NodePlan::hosted)
   mutable StackStore stacks;
   mutable FrameTable frames;
 };

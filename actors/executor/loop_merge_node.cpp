@@ -4,12 +4,12 @@ namespace troupe {
 
 PerFrame<LoopMergeNode::Served>::iterator LoopMergeNode::served_for(const FrameKey& key) {
   auto [it, fresh] = served_.try_emplace(key);
-  if (fresh) it->second.values.resize(me_->hosted.size());
+  if (fresh) it->second.values.resize(me_->hosted->size());
   return it;
 }
 
 void LoopMergeNode::serve(std::size_t invariant, Invariant& inv, const Tag& tag) {
-  emit_for(plan_->nodes[std::size_t(me_->hosted[invariant])], tag, &inv.value, inv.dead);
+  emit_for(plan_->nodes[std::size_t((*me_->hosted)[invariant])], tag, &inv.value, inv.dead);
 }
 
 void LoopMergeNode::forget_if_over(PerFrame<Served>::iterator it) {
@@ -29,7 +29,7 @@ void LoopMergeNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
       outputs_[1] = Tensor::scalar<int32_t>(int32_t(slot));
       emit_owned(tag, outputs_.data());
     }
-    if (me_->hosted.empty()) return;
+    if (!me_->hosted) return;
     // The iteration has started: each invariant's value to it, or once the value comes.
     auto it = served_for({tag.step, tag.frame});
     Served& s = it->second;
@@ -67,7 +67,7 @@ void LoopMergeNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
 void LoopMergeNode::add_waits(std::vector<WaitReport>& out) const {
   for (auto& [key, s] : served_)
     for (std::size_t i = 0; i < s.values.size(); ++i) {
-      const NodePlan& inv = plan_->nodes[std::size_t(me_->hosted[i])];
+      const NodePlan& inv = plan_->nodes[std::size_t((*me_->hosted)[i])];
       WaitReport r{inv.node->name, Tag{key.first, key.second, s.started}, 0, 1, {}};
       r.missing.push_back(s.values[i].arrived
                               ? fmt::format("the loop's last iteration ({} served so far)", s.started)

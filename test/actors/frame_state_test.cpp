@@ -197,7 +197,8 @@ BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_c
       BOOST_TEST_REQUIRE(inv.hosted_by >= 0);
       const NodePlan& merge = part.nodes[std::size_t(inv.hosted_by)];
       BOOST_TEST((merge.kind == NodeKind::loop_merge));
-      BOOST_TEST((merge.hosted == std::vector<int>{invariant}));
+      BOOST_TEST_REQUIRE(merge.hosted);
+      BOOST_TEST((*merge.hosted == std::vector<int>{invariant}));
       BOOST_TEST(merge.loop_end_inputs == 1);
       int to_invariant = 0, ends = 0, values_served = 0;
       for (const NodePlan& np : part.nodes) {
