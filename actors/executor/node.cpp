@@ -87,14 +87,17 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
   fast_ = me_->kind != NodeKind::variable && me_->kind != NodeKind::queue;
   if (fast_) {
     // The mailbox's vectors get their room here, beside the actor, not at the first input on
-    // whichever thread sends it (where they would lie among that thread's other allocations;
-    // a large graph's node state goes into huge pages, see core/huge_pages.hpp). Room for one
-    // item, even for a kernel node whose inputs wait together (deferral()): a vector that must
-    // grows once, in the first step, and keeps its room, and an item is 136 bytes, which 10,000
-    // actors' set-up pays for in fresh pages (room for them all here made the random DAG's
-    // set-up slower, docs/performance.md).
-    mailbox_.reserve(1);
-    taken_.reserve(1);
+    // whichever thread sends it: the actors are spawned by threads whose heaps were made ready
+    // for them in huge pages (executable.cpp), while a vector grown in a step takes fresh 4 KiB
+    // pages of a worker's heap, a fault each. Room for two items for a node of two inputs or
+    // more (its inputs of a tag may wait together: deferral()), one for any other; the two
+    // vectors are swapped at each take, so each grows in a step of its own, and growing them in
+    // the first steps of a 10,000-node random DAG made its second step fault 700 times (its
+    // steps two to seven 0.76-0.81 of their time with the room, docs/performance.md). An item
+    // is 136 bytes; more room (up to 16 items, tried) made the set-up slower.
+    const std::size_t room = std::size_t(std::clamp(expected_, 1, 2));
+    mailbox_.reserve(room);
+    taken_.reserve(room);
   }
   // A kernel node's firings are measured (kernel_node.hpp); until then it is expensive unless
   // its inputs and outputs are known to be tiny (NodePlan::tiny).
