@@ -38,13 +38,15 @@ void LoopInvariantNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   forget_if_over(it);
 }
 
+WaitReport invariant_wait(const NodePlan& invariant, const FrameKey& frame, int64_t served, bool arrived) {
+  WaitReport r{invariant.node->name, Tag{frame.first, frame.second, served}, 0, 1, {}};
+  r.missing.push_back(arrived ? fmt::format("the loop's last iteration ({} served so far)", served)
+                              : "the loop invariant " + invariant.input_name(0));
+  return r;
+}
+
 void LoopInvariantNode::add_waits(std::vector<WaitReport>& out) const {
-  for (auto& [key, inv] : invariants_) {
-    WaitReport r{me_->node->name, Tag{key.first, key.second, inv.served}, 0, 1, {}};
-    r.missing.push_back(inv.arrived ? fmt::format("the loop's last iteration ({} served so far)", inv.served)
-                                    : "the loop invariant " + me_->input_name(0));
-    out.push_back(std::move(r));
-  }
+  for (auto& [key, inv] : invariants_) out.push_back(invariant_wait(*me_, key, inv.served, inv.arrived));
 }
 
 }  // namespace troupe

@@ -17,6 +17,12 @@
 
 namespace troupe {
 
+// What a loop invariant's state for one frame waits for, as a wait report under the
+// invariant's name: its value, or, once that has come, the loop's last iteration (`served`:
+// the iterations given the value so far). Whoever keeps the state (this node, or the loop's
+// Merge that serves it: loop_merge_node.hpp) reports the same.
+WaitReport invariant_wait(const NodePlan& invariant, const FrameKey& frame, int64_t served, bool arrived);
+
 class LoopInvariantNode final : public NodeActor {
  public:
   using NodeActor::NodeActor;

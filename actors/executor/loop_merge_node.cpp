@@ -1,5 +1,7 @@
 #include "actors/executor/loop_merge_node.hpp"
 
+#include "actors/executor/loop_invariant_node.hpp"
+
 namespace troupe {
 
 PerFrame<LoopMergeNode::Served>::iterator LoopMergeNode::served_for(const FrameKey& key) {
@@ -66,14 +68,8 @@ void LoopMergeNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
 
 void LoopMergeNode::add_waits(std::vector<WaitReport>& out) const {
   for (auto& [key, s] : served_)
-    for (std::size_t i = 0; i < s.values.size(); ++i) {
-      const NodePlan& inv = plan_->nodes[std::size_t((*me_->hosted)[i])];
-      WaitReport r{inv.node->name, Tag{key.first, key.second, s.started}, 0, 1, {}};
-      r.missing.push_back(s.values[i].arrived
-                              ? fmt::format("the loop's last iteration ({} served so far)", s.started)
-                              : "the loop invariant " + inv.input_name(0));
-      out.push_back(std::move(r));
-    }
+    for (std::size_t i = 0; i < s.values.size(); ++i)
+      out.push_back(invariant_wait(plan_->nodes[std::size_t((*me_->hosted)[i])], key, s.started, s.values[i].arrived));
 }
 
 }  // namespace troupe
