@@ -11,6 +11,12 @@
 #include <vector>
 
 namespace troupe::thread_heap {
+namespace {
+
+constexpr std::uintptr_t kHugeRange = std::uintptr_t(2) << 20;
+constexpr int kMadviseCollapse = 25;  // MADV_COLLAPSE, Linux 6.1; older headers lack it
+
+}  // namespace
 
 bool glibc_malloc() {
   static const bool glibc = [] {
@@ -37,20 +43,32 @@ void reserve(std::size_t bytes, bool huge) {
     if (!block) break;
     blocks.push_back(block);
   }
+  // The 2 MiB range the blocks start in, if they start inside it (the heap's first range, which
+  // holds the heap's own header): 0 if none or not asked for huge pages.
+  std::uintptr_t head = 0;
   if (huge && !blocks.empty()) {
-    // The blocks lie one after the other at the heap's top: the whole 2 MiB ranges they span.
-    constexpr std::uintptr_t kHuge = std::uintptr_t(2) << 20;
+    // The blocks lie one after the other at the heap's top: the 2 MiB ranges they span.
     std::uintptr_t lo = UINTPTR_MAX, hi = 0;
     for (void* block : blocks) {
       lo = std::min(lo, reinterpret_cast<std::uintptr_t>(block));
       hi = std::max(hi, reinterpret_cast<std::uintptr_t>(block) + kBlock);
     }
-    lo = (lo + kHuge - 1) & ~(kHuge - 1);
-    hi &= ~(kHuge - 1);
+    const std::uintptr_t first = lo & ~(kHugeRange - 1);
+    hi &= ~(kHugeRange - 1);
+    if (first + kHugeRange <= hi && first != lo) head = first;
+    lo = head ? first : (lo + kHugeRange - 1) & ~(kHugeRange - 1);
     // Advice only: a kernel without transparent huge pages refuses it, and nothing changes.
     if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
   }
   for (void* block : blocks) std::free(block);
+  // The blocks' headers were written before the advice, in small pages; giving the blocks back
+  // (the heap's trim) empties the ranges past the head again, and their first write takes a huge
+  // page. The head range keeps its live small pages (the heap's own header, what the thread had
+  // allocated before), so each 4 KiB of the thread's next 2 MiB of allocations would cost a
+  // fault of its own (512, where they cost microseconds each in a virtual machine). Collapsed
+  // now (those few pages copied into one huge page) they cost none. A kernel without
+  // MADV_COLLAPSE refuses it, and the range stays as it was.
+  if (head) madvise(reinterpret_cast<void*>(head), kHugeRange, kMadviseCollapse);
 }
 
 }  // namespace troupe::thread_heap

@@ -12,7 +12,9 @@
 //
 // Asked to, it also advises the kernel to back that room with transparent huge pages
 // (madvise MADV_HUGEPAGE): each 2 MiB of it then comes in one page fault instead of 512, and
-// lies in a huge page from the start (what core/huge_pages.hpp otherwise collapses later).
+// lies in a huge page from the start (what core/huge_pages.hpp otherwise collapses later); the
+// 2 MiB range the room starts in, which already holds small pages (a new heap's header), is
+// collapsed into a huge page at once (MADV_COLLAPSE).
 #include <cstddef>
 
 namespace troupe::thread_heap {
@@ -26,7 +28,7 @@ inline constexpr std::size_t kMaxReserve = std::size_t(48) << 20;
 bool glibc_malloc();
 
 // Makes the calling thread's heap accessible for about `bytes` (at most kMaxReserve) more, the
-// whole 2 MiB ranges of it advised for huge pages if `huge`; does nothing for less than 96 KiB,
+// 2 MiB ranges of it in huge pages if `huge`; does nothing for less than 96 KiB,
 // nor on the process's first thread (glibc's main heap grows by brk with room to spare, and
 // giving the room back would unmap the advised range).
 void reserve(std::size_t bytes, bool huge);

@@ -684,11 +684,10 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
     auto spawn = [&](int id, std::unique_ptr<OpKernel> kernel, int replica, caf::actor& into,
                      std::vector<const void*>& hot_here) -> NodeActor* {
       if (huge) hot_here.push_back(kernel.get());
-      into = spawn_node(system, std::shared_ptr<const ExecPlan>(part.plan), id, std::move(kernel), replica);
-      auto* actor = caf::actor_cast<caf::abstract_actor*>(into);
-      if (huge) hot_here.push_back(actor);
-      auto* node = dynamic_cast<NodeActor*>(actor);
-      return node && node->fast() ? node : nullptr;
+      auto [actor, node] = spawn_node(system, std::shared_ptr<const ExecPlan>(part.plan), id, std::move(kernel), replica);
+      into = std::move(actor);
+      if (huge) hot_here.push_back(caf::actor_cast<caf::abstract_actor*>(into));
+      return node->fast() ? node : nullptr;
     };
     // The nodes' own actors, a large partition's on several threads (spawn_slices()).
     spawn_slices(int(p.nodes.size()), active_of[i], huge, hot, [&](int from, int to, std::vector<const void*>& hot_here) {

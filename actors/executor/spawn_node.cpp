@@ -15,9 +15,30 @@
 #include "actors/executor/variable_node.hpp"
 
 namespace troupe {
+namespace {
 
-caf::actor spawn_node(caf::actor_system& system, std::shared_ptr<const ExecPlan> plan, int index,
-                      std::unique_ptr<OpKernel> kernel, int replica) {
+// An actor of class C, spawned as `system.spawn<C, caf::lazy_init>(xs...)` spawns it, without
+// making the system's logger the calling thread's current one first. With a current logger,
+// CAF's launch notes the new actor's id as the thread's in the logger's table and puts the old
+// one back, each under the table's process-wide spin lock (CAF_PUSH_AID, even in a build that
+// logs nothing, as Debian's is): the threads that spawn a large graph's slices at once
+// (executable.cpp) spent about a quarter of their time on that lock's line. On a thread that
+// has never spawned through the system (those threads) there is none, and nothing is noted.
+template <class C, class... Ts>
+SpawnedNode spawn_lazily(caf::actor_system& system, Ts&&... xs) {
+  caf::actor_config config;
+  config.host = system.dummy_execution_unit();
+  auto actor = caf::make_actor<C, caf::actor>(system.next_actor_id(), system.node(), &system, config,
+                                              std::forward<Ts>(xs)...);
+  auto* node = static_cast<C*>(caf::actor_cast<caf::abstract_actor*>(actor));
+  node->launch(config.host, /*lazy=*/true, /*hide=*/false);
+  return {std::move(actor), node};
+}
+
+}  // namespace
+
+SpawnedNode spawn_node(caf::actor_system& system, std::shared_ptr<const ExecPlan> plan, int index,
+                       std::unique_ptr<OpKernel> kernel, int replica) {
   const NodePlan& node = plan->nodes[std::size_t(index)];
   if (node.kind == NodeKind::kernel && !kernel)
     fail(ErrorCode::internal, "{}: a kernel node without a kernel", node.where());
@@ -26,19 +47,19 @@ caf::actor spawn_node(caf::actor_system& system, std::shared_ptr<const ExecPlan>
   if (replica != 0 && node.kind != NodeKind::kernel)
     fail(ErrorCode::internal, "{}: a replica of a node that runs no kernel", node.where());
   switch (node.kind) {
-    case NodeKind::kernel: return system.spawn<KernelNode, caf::lazy_init>(std::move(plan), index, std::move(kernel), replica);
-    case NodeKind::variable: return system.spawn<VariableNode, caf::lazy_init>(std::move(plan), index);
-    case NodeKind::queue: return system.spawn<QueueNode, caf::lazy_init>(std::move(plan), index);
-    case NodeKind::merge: return system.spawn<MergeNode, caf::lazy_init>(std::move(plan), index);
-    case NodeKind::loop_merge: return system.spawn<LoopMergeNode, caf::lazy_init>(std::move(plan), index);
-    case NodeKind::enter: return system.spawn<EnterNode, caf::lazy_init>(std::move(plan), index);
-    case NodeKind::loop_invariant: return system.spawn<LoopInvariantNode, caf::lazy_init>(std::move(plan), index);
-    case NodeKind::exit: return system.spawn<ExitNode, caf::lazy_init>(std::move(plan), index);
-    case NodeKind::next_iteration: return system.spawn<NextIterationNode, caf::lazy_init>(std::move(plan), index);
-    case NodeKind::stack_push: return system.spawn<StackPushNode, caf::lazy_init>(std::move(plan), index);
-    case NodeKind::stack_pop: return system.spawn<StackPopNode, caf::lazy_init>(std::move(plan), index);
-    case NodeKind::send: return system.spawn<SendNode, caf::lazy_init>(std::move(plan), index);
-    case NodeKind::recv: return system.spawn<RecvNode, caf::lazy_init>(std::move(plan), index);
+    case NodeKind::kernel: return spawn_lazily<KernelNode>(system, std::move(plan), index, std::move(kernel), replica);
+    case NodeKind::variable: return spawn_lazily<VariableNode>(system, std::move(plan), index);
+    case NodeKind::queue: return spawn_lazily<QueueNode>(system, std::move(plan), index);
+    case NodeKind::merge: return spawn_lazily<MergeNode>(system, std::move(plan), index);
+    case NodeKind::loop_merge: return spawn_lazily<LoopMergeNode>(system, std::move(plan), index);
+    case NodeKind::enter: return spawn_lazily<EnterNode>(system, std::move(plan), index);
+    case NodeKind::loop_invariant: return spawn_lazily<LoopInvariantNode>(system, std::move(plan), index);
+    case NodeKind::exit: return spawn_lazily<ExitNode>(system, std::move(plan), index);
+    case NodeKind::next_iteration: return spawn_lazily<NextIterationNode>(system, std::move(plan), index);
+    case NodeKind::stack_push: return spawn_lazily<StackPushNode>(system, std::move(plan), index);
+    case NodeKind::stack_pop: return spawn_lazily<StackPopNode>(system, std::move(plan), index);
+    case NodeKind::send: return spawn_lazily<SendNode>(system, std::move(plan), index);
+    case NodeKind::recv: return spawn_lazily<RecvNode>(system, std::move(plan), index);
   }
   fail(ErrorCode::internal, "{}: no actor for its kind", node.where());
 }

@@ -9,8 +9,17 @@
 
 namespace troupe {
 
+class NodeActor;
+
+// A node's actor: its handle, and the node itself (the class behind the handle, without a
+// dynamic_cast, which compares type names across libraries).
+struct SpawnedNode {
+  caf::actor actor;
+  NodeActor* node = nullptr;
+};
+
 // `replica`: which of the node's actors (NodePlan::replicas), 0 for its own.
-caf::actor spawn_node(caf::actor_system& system, std::shared_ptr<const ExecPlan> plan, int index,
-                      std::unique_ptr<OpKernel> kernel, int replica = 0);
+SpawnedNode spawn_node(caf::actor_system& system, std::shared_ptr<const ExecPlan> plan, int index,
+                       std::unique_ptr<OpKernel> kernel, int replica = 0);
 
 }  // namespace troupe

@@ -102,7 +102,7 @@ BOOST_AUTO_TEST_CASE(an_exit_whose_frame_this_partition_never_entered_fails_the_
   plan->step_actor = caf::actor_cast<caf::actor>(self);
   BOOST_TEST_REQUIRE((np.kind == NodeKind::exit));
   plan->actors.resize(plan->nodes.size());
-  plan->actors[id] = spawn_node(runtime->system(), plan, id, nullptr);
+  plan->actors[id] = spawn_node(runtime->system(), plan, id, nullptr).actor;
 
   const Tag last{7, 0x1234, 3};
   send_input(nullptr, plan->actors[id], last, 1, Value{Tensor::scalar(false), false});

@@ -1,8 +1,10 @@
 // Room in a thread's malloc heap made ahead (core/thread_heap.hpp): after reserve(), the heap
 // that a thread's small allocations come from is accessible for at least what was asked, as
 // /proc/self/maps tells, and, asked for huge pages, what the thread then allocates there comes
-// in huge pages, as /proc/self/smaps tells.
+// in huge pages, as /proc/self/smaps and the thread's page faults tell.
 #include <boost/test/unit_test.hpp>
+
+#include <sys/resource.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -111,4 +113,35 @@ BOOST_AUTO_TEST_CASE(a_threads_heap_reserved_in_huge_pages_gives_its_small_alloc
   // (With 'always' the heap may have had them anyway; with 'madvise', as on this project's
   // machines, only the advice gives them.) At least the whole 2 MiB ranges inside the 8 MiB written (3 of them) are huge pages.
   BOOST_TEST(huge_kib >= 3 * 2048);
+}
+
+BOOST_AUTO_TEST_CASE(the_first_two_mib_after_a_reserve_in_huge_pages_take_a_few_faults_not_one_a_page) {
+  if (!thread_heap::glibc_malloc()) {
+    BOOST_TEST_MESSAGE("skipped: malloc is not glibc's here (a sanitizer's or a preloaded one)");
+    return;
+  }
+  const std::string mode = transparent_huge_pages();
+  if (mode != "madvise" && mode != "always") {
+    BOOST_TEST_MESSAGE("skipped: transparent huge pages are '" << mode << "' here");
+    return;
+  }
+  // The room starts inside a 2 MiB range that already holds small pages (a new heap's header,
+  // or what the thread had allocated): 2 MiB of small allocations written there, after room for
+  // 12 MiB in huge pages, fault once a huge page, not once a 4 KiB page (about 500).
+  long faults = -1;
+  std::thread([&] {
+    thread_heap::reserve(std::size_t(12) << 20, /*huge=*/true);
+    rusage before{}, after{};
+    getrusage(RUSAGE_THREAD, &before);
+    std::vector<char*> pieces;
+    for (int i = 0; i < 1024; ++i) {
+      pieces.push_back(static_cast<char*>(std::malloc(2048)));
+      std::memset(pieces.back(), 1, 2048);
+    }
+    getrusage(RUSAGE_THREAD, &after);
+    faults = after.ru_minflt - before.ru_minflt;
+    for (char* p : pieces) std::free(p);
+  }).join();
+  BOOST_TEST(faults >= 0);
+  BOOST_TEST(faults < 64);
 }
