@@ -26,6 +26,12 @@ namespace {
 // has never spawned through the system (those threads) there is none, and nothing is noted.
 template <class C, class... Ts>
 SpawnedNode spawn_lazily(caf::actor_system& system, Ts&&... xs) {
+#ifdef CAF_ENABLE_ACTOR_PROFILER
+  // A CAF built with its actor profiler tells the profiler of each spawn; only spawn() does.
+  auto spawned = system.spawn<C, caf::lazy_init>(std::forward<Ts>(xs)...);
+  auto* spawned_node = static_cast<C*>(caf::actor_cast<caf::abstract_actor*>(spawned));
+  return {std::move(spawned), spawned_node};
+#else
   caf::actor_config config;
   config.host = system.dummy_execution_unit();
   auto actor = caf::make_actor<C, caf::actor>(system.next_actor_id(), system.node(), &system, config,
@@ -33,6 +39,7 @@ SpawnedNode spawn_lazily(caf::actor_system& system, Ts&&... xs) {
   auto* node = static_cast<C*>(caf::actor_cast<caf::abstract_actor*>(actor));
   node->launch(config.host, /*lazy=*/true, /*hide=*/false);
   return {std::move(actor), node};
+#endif
 }
 
 }  // namespace
