@@ -132,6 +132,15 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     push(self, job, false);
   }
 
+  // CAF's worker loop notes each job's actor id in the logger's table, under one process-wide
+  // spin lock, twice a job (CAF_PUSH_AID) while the thread has a current logger: the worker's
+  // start makes the system's logger current, and so does every spawn on the thread. A CAF
+  // built to log nothing (Debian's) never reads the table; the job's turn waited for that lock's
+  // line whenever the other worker held it. No current logger, no lock.
+  static void forget_logger() {
+    if (caf::logger::current_logger()) caf::logger::set_current_actor_system(nullptr);
+  }
+
   template <class Worker>
   caf::resumable* dequeue(Worker* self) {
     bool counted = false;  // this worker is counted in coordinator_data::idle
@@ -155,6 +164,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
           }
           auto& started = d(self).started;
           started.store(started.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+          forget_logger();
           return job;
         }
         if (!counted) {

@@ -116,7 +116,9 @@ int executor_main(int argc, char** argv) {
   options.slow_step_report = std::chrono::milliseconds(a.slow_step_report_ms);
   a.apply_trace(options, /*first_timed=*/2 + a.warmup);  // run 1 builds, then the warm-up
   const int threads = a.threads > 0 ? a.threads : usable_cores();
-  Session session(root, options);
+  // The session on the heap: its end (the executable's actors stopped and freed) is timed too.
+  auto owned = std::make_unique<Session>(root, options);
+  Session& session = *owned;
   auto start = std::chrono::steady_clock::now();
   FeedList feeds{{b.x0, Tensor::scalar(0.0f)}};
   const RunOptions run_options{.timeout = std::chrono::milliseconds(a.deadline_ms)};
@@ -135,20 +137,24 @@ int executor_main(int argc, char** argv) {
   std::sort(us.begin(), us.end());
   double median = us[us.size() / 2], best = us.front();
   double per_node = median / a.nodes;
+  const double rss_after = rss_mib();
+  const auto closing = std::chrono::steady_clock::now();
+  owned.reset();
+  const double teardown_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - closing).count();
   if (a.json) {
     std::printf(
         "{\"bench\":\"executor\",\"system\":\"troupe\",\"shape\":\"%s\",\"nodes\":%d,\"steps\":%d,"
         "\"threads\":%d,\"median_step_ms\":%.3f,\"min_step_ms\":%.3f,\"us_per_node\":%.4f,"
-        "\"nodes_per_s\":%.0f,\"setup_ms\":%.1f,\"rss_mib_before\":%.1f,\"rss_mib_after\":%.1f,"
-        "\"huge_page_ranges\":%zu}\n",
+        "\"nodes_per_s\":%.0f,\"setup_ms\":%.1f,\"teardown_ms\":%.1f,\"rss_mib_before\":%.1f,"
+        "\"rss_mib_after\":%.1f,\"huge_page_ranges\":%zu}\n",
         a.shape.c_str(), a.nodes, a.steps, threads, median / 1e3, best / 1e3, per_node,
-        1e6 / per_node, setup_ms, rss_before, rss_mib(), huge_pages::counts().collapsed);
+        1e6 / per_node, setup_ms, teardown_ms, rss_before, rss_after, huge_pages::counts().collapsed);
   } else {
     std::printf("executor %s: %d nodes, %d steps: median %.3f ms/step (min %.3f), %.3f us/node, "
-                "%.2f M nodes/s (setup %.1f ms); RSS %.1f -> %.1f MiB over the timed steps; %zu ranges of 2 MiB "
-                "in huge pages\n",
+                "%.2f M nodes/s (setup %.1f ms, teardown %.1f ms); RSS %.1f -> %.1f MiB over the timed steps; %zu "
+                "ranges of 2 MiB in huge pages\n",
                 a.shape.c_str(), a.nodes, a.steps, median / 1e3, best / 1e3, per_node,
-                1e6 / per_node / 1e6, setup_ms, rss_before, rss_mib(), huge_pages::counts().collapsed);
+                1e6 / per_node / 1e6, setup_ms, teardown_ms, rss_before, rss_after, huge_pages::counts().collapsed);
   }
   return 0;
 }

@@ -1,8 +1,8 @@
 #include "actors/executor/executable.hpp"
 
 #include <algorithm>
-#include <condition_variable>
 #include <exception>
+#include <latch>
 #include <numeric>
 #include <set>
 #include <system_error>
@@ -761,40 +761,30 @@ Executable::~Executable() {
   // Dropping them earlier would race with handlers still reading a plan, and letting an
   // exiting actor release the last reference to its plan would free the actor inside its
   // own exit.
-  // The fast nodes first: each stops taking from its mailbox in its turn, after which no thread
-  // touches its state any more and its actor may exit.
-  struct Stopped {
-    std::mutex mutex;
-    std::condition_variable all;
-    std::size_t left = 0;
-  };
-  auto stopped = std::make_shared<Stopped>();
+  // A fast node first stops taking from its mailbox in its turn, after which no thread touches
+  // its state any more and its actor may exit: the turn that stops it sends its exit (from the
+  // workers, beside one another); another node's exit goes from here. Each node's actor counts
+  // `cleaned_up` down once its cleanup has run (NodeActor::count_down_at_cleanup: a monitor
+  // per node, and a message back per node to this thread, took as long again as the rest).
+  std::vector<std::pair<NodeActor*, const caf::actor*>> nodes;
   for (auto& p : plan_->parts)
-    for (NodeActor* node : p->fast)
-      if (node) ++stopped->left;
-  for (auto& p : plan_->parts)
-    for (NodeActor* node : p->fast)
-      if (node)
-        node->stop_fast_path([stopped] {
-          std::lock_guard<std::mutex> lock(stopped->mutex);
-          if (--stopped->left == 0) stopped->all.notify_all();
-        });
-  {
-    std::unique_lock<std::mutex> lock(stopped->mutex);
-    stopped->all.wait(lock, [&] { return stopped->left == 0; });
+    for (auto& a : p->actors)  // inactive nodes have none
+      if (a) nodes.push_back({static_cast<NodeActor*>(caf::actor_cast<caf::abstract_actor*>(a)), &a});
+  std::latch cleaned_up(static_cast<std::ptrdiff_t>(nodes.size()));
+  for (auto [node, actor] : nodes) node->count_down_at_cleanup(cleaned_up);
+  for (auto [node, actor] : nodes) {
+    if (node->fast())
+      node->stop_fast_path([actor = *actor] { caf::anon_send_exit(actor, caf::exit_reason::user_shutdown); });
+    else
+      caf::anon_send_exit(*actor, caf::exit_reason::user_shutdown);
   }
-  caf::scoped_actor self{*system_};
-  std::size_t n = 0;
-  auto stop = [&](const caf::actor& a) {
-    if (!a) return;
-    self->monitor(a);
-    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-    ++n;
-  };
-  for (auto& p : plan_->parts)
-    for (auto& a : p->actors) stop(a);  // inactive nodes have none
-  stop(step_actor_);
-  for (std::size_t i = 0; i < n; ++i) self->receive([](caf::down_msg&) {});
+  if (step_actor_) {
+    caf::scoped_actor self{*system_};
+    self->monitor(step_actor_);
+    caf::anon_send_exit(step_actor_, caf::exit_reason::user_shutdown);
+    self->receive([](caf::down_msg&) {});
+  }
+  cleaned_up.wait();
   for (auto& p : plan_->parts) {
     for (auto& node : p->nodes) {
       node.outputs.clear();

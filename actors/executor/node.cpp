@@ -574,6 +574,25 @@ void NodeActor::on_exit() {
   kernel_.reset();
 }
 
+namespace {
+// What cleanup_latch_ holds once the actor's cleanup has run.
+std::latch* cleaned_up_mark() {
+  static std::latch mark{1};
+  return &mark;
+}
+}  // namespace
+
+bool NodeActor::cleanup(caf::error&& reason, caf::execution_unit* host) {
+  const bool cleaned = caf::event_based_actor::cleanup(std::move(reason), host);
+  std::latch* latch = cleanup_latch_.exchange(cleaned_up_mark(), std::memory_order_acq_rel);
+  if (latch && latch != cleaned_up_mark()) latch->count_down();
+  return cleaned;
+}
+
+void NodeActor::count_down_at_cleanup(std::latch& latch) {
+  if (cleanup_latch_.exchange(&latch, std::memory_order_acq_rel) == cleaned_up_mark()) latch.count_down();
+}
+
 void NodeActor::start(Pending& p, const Tag& tag) {
   if (!p.primed) {  // a fresh slot: put the hoisted constants in for good
     if (me_->num_inputs > kInline) p.big = me_->preset_inputs();

@@ -17,6 +17,8 @@
 // inputs of a tag wait in its mailbox, unclaimed, until the last it needs comes (deferral()):
 // one turn per firing.
 #include <array>
+#include <atomic>
+#include <latch>
 #include <memory>
 #include <unordered_set>
 
@@ -34,7 +36,12 @@ class NodeActor : public caf::event_based_actor {
             std::unique_ptr<OpKernel> kernel = nullptr, int replica = 0);
   caf::behavior make_behavior() override;
   void on_exit() override;
+  bool cleanup(caf::error&& reason, caf::execution_unit* host) override;
   const char* name() const override { return "troupe.node"; }
+  // Counts `latch` down once this actor's cleanup (its exit) has run, at once if it has run
+  // already: after it the actor touches nothing of the plan's. ~Executable waits for its nodes
+  // so, where a monitor would send it a message per node.
+  void count_down_at_cleanup(std::latch& latch);
 
   // Whether the node runs on the fast path (above); set at spawn, from its kind.
   bool fast() const { return fast_; }
@@ -313,6 +320,8 @@ class NodeActor : public caf::event_based_actor {
 
   Runner runner_{this};
   std::function<void()> stop_done_;
+  // count_down_at_cleanup()'s latch; cleaned_up_mark() once the cleanup has run.
+  std::atomic<std::latch*> cleanup_latch_{nullptr};
 };
 
 // Sends an input to a node: into the mailbox of `fast` when it runs on the fast path (non-null),

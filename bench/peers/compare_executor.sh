@@ -41,14 +41,17 @@ rows = [json.loads(l) for l in open(sys.argv[1])]
 for r in rows:
     r["round"] = int(r["config"])
 print()
-print(f"{'round':>5} {'shape':8} {'system':18} {'threads':>7} {'us/node':>9} {'M nodes/s':>10} {'ms/step':>9} {'setup ms':>9}")
+print(f"{'round':>5} {'shape':8} {'system':18} {'threads':>7} {'us/node':>9} {'M nodes/s':>10} {'ms/step':>9} {'setup ms':>9} "
+      f"{'teardown ms':>12}")
 for r in rows:
     print(f"{r['round']:>5} {r['shape']:8} {r['system']:18} {r['threads']:>7} {r['us_per_node']:>9.3f} "
-          f"{r['nodes_per_s']/1e6:>10.2f} {r['median_step_ms']:>9.3f} {r.get('setup_ms', 0):>9.1f}")
+          f"{r['nodes_per_s']/1e6:>10.2f} {r['median_step_ms']:>9.3f} {r.get('setup_ms', 0):>9.1f} "
+          f"{r.get('teardown_ms', 0):>12.1f}")
 rounds = sorted({r["round"] for r in rows})
 if len(rounds) > 1:
     print()
-    print(f"{'shape':8} {'us/node, Troupe':>16} {'TensorFlow':>11} {'Troupe cheaper':>15} {'set-up ratio':>13} {'at most 1/5':>12}")
+    print(f"{'shape':8} {'us/node, Troupe':>16} {'TensorFlow':>11} {'Troupe cheaper':>15} {'set-up ratio':>13} {'at most 1/5':>12} "
+          f"{'teardown ms, Troupe':>20} {'TensorFlow':>11}")
     for shape in ("chain", "fanout", "random"):
         pairs = []
         for n in rounds:
@@ -62,5 +65,7 @@ if len(rounds) > 1:
         setup = [t["setup_ms"] / f["setup_ms"] for t, f in pairs]
         print(f"{shape:8} {statistics.median(t['us_per_node'] for t, _ in pairs):>16.3f} "
               f"{statistics.median(f['us_per_node'] for _, f in pairs):>11.3f} {f'{cheaper} of {len(pairs)}':>15} "
-              f"{statistics.median(setup):>13.2f} {f'{sum(s <= 0.2 for s in setup)} of {len(setup)}':>12}")
+              f"{statistics.median(setup):>13.2f} {f'{sum(s <= 0.2 for s in setup)} of {len(setup)}':>12} "
+              f"{statistics.median(t.get('teardown_ms', 0) for t, _ in pairs):>20.1f} "
+              f"{statistics.median(f.get('teardown_ms', 0) for _, f in pairs):>11.1f}")
 PY

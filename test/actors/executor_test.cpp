@@ -307,6 +307,40 @@ BOOST_AUTO_TEST_CASE(a_graph_without_requests_runs_on_one_device_unless_spread) 
   BOOST_TEST(out[0].to_vector<float>() == std::vector<float>({2, 6}), boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(an_executable_is_gone_only_once_every_node_actor_has_exited_one_that_exited_before_included) {
+  // The teardown counts each node's actor out as its exit's cleanup ends (no monitor, no message
+  // back per node): one that exited before it began must not be waited for, and every other
+  // has exited (its monitors told) by the time the destructor returns.
+  auto root = Scope::root();
+  auto x = ops::placeholder(root.with_op_name("x"), DType::float32, {2});
+  auto y = ops::add(root, ops::mul(root, x, x), ops::neg(root, x));
+  auto runtime = Runtime::get(0);
+  auto exe = std::make_unique<Executable>(runtime->system(), root.graph(), std::vector<Endpoint>{x.endpoint()},
+                                          std::vector<Endpoint>{y.endpoint()}, std::vector<int>{},
+                                          [](const std::string&) { return caf::actor{}; },
+                                          ExecutableOptions{.runtime = runtime.get()});
+  std::vector<caf::actor> actors;
+  for (const auto& part : exe->parts())
+    for (const auto& a : part->actors)
+      if (a) actors.push_back(a);
+  BOOST_TEST_REQUIRE(actors.size() >= 3u);
+  caf::scoped_actor self{runtime->system()};
+  // The first exits now, as an actor whose handler threw would.
+  self->monitor(actors.front());
+  caf::anon_send_exit(actors.front(), caf::exit_reason::kill);
+  bool first_down = false;
+  self->receive([&](caf::down_msg&) { first_down = true; }, caf::after(std::chrono::seconds(30)) >> [] {});
+  BOOST_TEST_REQUIRE(first_down);
+  for (std::size_t i = 1; i < actors.size(); ++i) self->monitor(actors[i]);
+  auto torn_down = std::async(std::launch::async, [&] { exe.reset(); });
+  BOOST_TEST_REQUIRE((torn_down.wait_for(std::chrono::seconds(60)) == std::future_status::ready),
+                     "the executable's destructor still waits after 60 s");
+  std::size_t down = 0;
+  for (std::size_t i = 1; i < actors.size(); ++i)
+    self->receive([&](caf::down_msg&) { ++down; }, caf::after(std::chrono::milliseconds(0)) >> [] {});
+  BOOST_TEST(down == actors.size() - 1);
+}
+
 BOOST_AUTO_TEST_CASE(a_kernel_on_tiny_known_shapes_is_cheap_from_its_first_firing_and_any_other_starts_expensive) {
   // The plan says which kernel nodes start cheap, before any has fired (NodePlan::tiny): those
   // of an op without state whose inputs and outputs are all known and tiny. A sum of a large
