@@ -1,5 +1,6 @@
 // The executor's per-node overhead: graphs of trivial nodes (scalar float adds) run through a
-// Session. Reports the median step time divided by the number of nodes.
+// Session. Reports the median step time divided by the number of nodes, the set-up (the first
+// run, which builds the executable and spawns its actors) and the teardown (the session's end).
 //   chain:  x_{i+1} = x_i + 1, N adds in sequence from a fed x_0; fetch the last.
 //   fanout: N adds x_0 + c_i of the fed x_0, all joined by one NoOp target.
 //   random: N adds in 16 lanes, each of its lane's last node and a random recent node (seeded),

@@ -5,7 +5,8 @@
 # rounds: how many times each pair runs (default 1), the two systems alternating (which goes
 # first alternates from pair to pair), so that a minute in which the machine runs slow falls on
 # both: the table gives each pair's figures per round, and the summary the medians, and in how
-# many rounds Troupe was the cheaper.
+# many rounds Troupe was the cheaper. Besides the cost per node: the set-up (the first run, which
+# builds the executable) and the teardown (the session's end).
 # Needs build/bench/troupe-bench (tools/test.sh builds it) and the TF peer
 # (bench/peers/setup_tf.sh installs it into bench/peers/.venv-tf).
 set -euo pipefail
