@@ -121,6 +121,11 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
 }
 
 caf::behavior NodeActor::make_behavior() {
+  // A fast node stopped by its executable's end (~Executable) and never run by CAF before: its
+  // first CAF message is the exit its stopping turn sent (which orders this read after the
+  // stop). No behavior: the actor ends as it starts, without building one it would never use
+  // and without handling the exit.
+  if (stopped_.load(std::memory_order_relaxed)) return {};
   if (fast_) {
     // Everything goes through the fast path's mailbox (see node.hpp).
     auto reply_in_turn = [this](std::optional<uint64_t> step) {
@@ -246,7 +251,7 @@ void NodeActor::post_call(caf::execution_unit* unit, NodeMailbox::Call&& call) {
 
 void NodeActor::stop_fast_path(std::function<void()> done) {
   post_call(nullptr, [this, done = std::move(done)](bool) mutable {
-    stopped_ = true;
+    stopped_.store(true, std::memory_order_relaxed);
     stop_done_ = std::move(done);
   });
 }
@@ -388,13 +393,13 @@ NodeActor::Drained NodeActor::drain() {
 bool NodeActor::run_calls() {
   for (auto& call : taken_calls_) {
     try {
-      call(stopped_);
+      call(stopped_.load(std::memory_order_relaxed));
     } catch (const std::exception& e) {
       std::fprintf(stderr, "troupe: %s: %s\n", me_->where().c_str(), e.what());
     }
   }
   taken_calls_.clear();
-  return stopped_;
+  return stopped_.load(std::memory_order_relaxed);
 }
 
 NodeMailbox::Deferral NodeActor::deferral() const {

@@ -145,7 +145,7 @@ class NodeActor : public caf::event_based_actor {
  private:
   NodeMailbox mailbox_;
   bool fast_ = false;
-  bool stopped_ = false;
+  std::atomic<bool> stopped_{false};  // by the call of stop_fast_path(); read by make_behavior() too
   bool spreads_ = false;  // me_->spread is set: the node's loop may spread its iterations
   bool defers_ = false;   // its inputs may wait in the mailbox until it can fire (deferral())
   bool side_ = false;     // me_->side: work beside its loop's chain (schedule())
