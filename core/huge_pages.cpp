@@ -54,11 +54,10 @@ void run(State& s) {
     s.queue.pop_front();
     s.busy = true;
     lock.unlock();
-    const int rc = madvise(reinterpret_cast<void*>(start), kSize, MADV_COLLAPSE);
-    const int err = rc == 0 ? 0 : errno;
+    const int err = collapse_now(start);
     lock.lock();
     s.busy = false;
-    if (rc == 0) ++s.counts.collapsed;
+    if (err == 0) ++s.counts.collapsed;
     else ++s.counts.refused;
     // EINVAL on an anonymous heap range: the kernel has no MADV_COLLAPSE (or THP is off).
     if (err == EINVAL && s.counts.collapsed == 0 && s.counts.refused >= 4) {
@@ -70,6 +69,10 @@ void run(State& s) {
 }
 
 }  // namespace
+
+int collapse_now(std::uintptr_t start) {
+  return madvise(reinterpret_cast<void*>(start), kSize, MADV_COLLAPSE) == 0 ? 0 : errno;
+}
 
 bool enabled() {
   if (turned_off()) return false;

@@ -10,13 +10,9 @@
 #include <cstdlib>
 #include <vector>
 
+#include "core/huge_pages.hpp"
+
 namespace troupe::thread_heap {
-namespace {
-
-constexpr std::uintptr_t kHugeRange = std::uintptr_t(2) << 20;
-constexpr int kMadviseCollapse = 25;  // MADV_COLLAPSE, Linux 6.1; older headers lack it
-
-}  // namespace
 
 bool glibc_malloc() {
   static const bool glibc = [] {
@@ -53,10 +49,10 @@ void reserve(std::size_t bytes, bool huge) {
       lo = std::min(lo, reinterpret_cast<std::uintptr_t>(block));
       hi = std::max(hi, reinterpret_cast<std::uintptr_t>(block) + kBlock);
     }
-    const std::uintptr_t first = lo & ~(kHugeRange - 1);
-    hi &= ~(kHugeRange - 1);
-    if (first + kHugeRange <= hi && first != lo) head = first;
-    lo = head ? first : (lo + kHugeRange - 1) & ~(kHugeRange - 1);
+    const std::uintptr_t first = lo & ~(huge_pages::kSize - 1);
+    hi &= ~(huge_pages::kSize - 1);
+    if (first + huge_pages::kSize <= hi && first != lo) head = first;
+    lo = head ? first : (lo + huge_pages::kSize - 1) & ~(huge_pages::kSize - 1);
     // Advice only: a kernel without transparent huge pages refuses it, and nothing changes.
     if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
   }
@@ -68,7 +64,7 @@ void reserve(std::size_t bytes, bool huge) {
   // fault of its own (512, where they cost microseconds each in a virtual machine). Collapsed
   // now (those few pages copied into one huge page) they cost none. A kernel without
   // MADV_COLLAPSE refuses it, and the range stays as it was.
-  if (head) madvise(reinterpret_cast<void*>(head), kHugeRange, kMadviseCollapse);
+  if (head) huge_pages::collapse_now(head);
 }
 
 }  // namespace troupe::thread_heap
