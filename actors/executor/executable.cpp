@@ -43,7 +43,8 @@ constexpr int kSpawnThreads = 4;
 // kSpawnThreads new threads (no more than the cores this process may use; the calling thread
 // waits for them: its heap may be the process's main one, whose room cannot be made ahead),
 // then appends each slice's `hot_here` to `hot` in slice order; a partition with too few active
-// nodes for two slices is spawned by the calling thread. Rethrows the first exception a slice threw, once every slice has ended.
+// nodes for two slices is spawned by the calling thread. Rethrows the first exception a slice
+// threw, once every slice has ended.
 template <class Spawn>
 void spawn_slices(int n, std::size_t active, std::vector<const void*>& hot, Spawn&& spawn) {
   const int slices = int(std::min<std::size_t>(active / kSpawnSliceNodes, kSpawnThreads));
