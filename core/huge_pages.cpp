@@ -45,12 +45,6 @@ State& state() {
   return *s;
 }
 
-// Collapses the 2 MiB range at `start` (kSize-aligned) into a huge page now, on the calling
-// thread (madvise MADV_COLLAPSE): 0, or the errno with which the kernel refused it.
-int collapse_now(std::uintptr_t start) {
-  return madvise(reinterpret_cast<void*>(start), kSize, MADV_COLLAPSE) == 0 ? 0 : errno;
-}
-
 void run(State& s) {
   pthread_setname_np(pthread_self(), "troupe.hugepage");
   std::unique_lock<std::mutex> lock(s.mutex);
@@ -75,6 +69,10 @@ void run(State& s) {
 }
 
 }  // namespace
+
+int collapse_now(std::uintptr_t start) {
+  return madvise(reinterpret_cast<void*>(start), kSize, MADV_COLLAPSE) == 0 ? 0 : errno;
+}
 
 bool enabled() {
   if (turned_off()) return false;

@@ -29,6 +29,10 @@ void collapse_around(const std::vector<const void*>& addresses);
 // by the kernel.
 bool enabled();
 
+// Collapses the 2 MiB range at `start` (kSize-aligned) into a huge page now, on the calling
+// thread (madvise MADV_COLLAPSE): 0, or the errno with which the kernel refused it.
+int collapse_now(std::uintptr_t start);
+
 // Waits until every range queued so far has been handled, at most `timeout`; true if all have.
 bool settle(std::chrono::milliseconds timeout);
 

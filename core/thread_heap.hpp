@@ -10,12 +10,11 @@
 // need no call. With another allocator it does nothing; in strict overcommit mode, where glibc
 // makes a shrunk heap inaccessible again, it costs a few allocations and gains nothing.
 //
-// The room stays in small pages (a large graph's node state goes into huge pages later, by
-// core/huge_pages.hpp's background collapse). It was once advised for transparent huge pages,
-// which made a set-up's faults fewer; but a huge page is a free 2 MiB block, and a virtual
-// machine that reports its free memory to the host (virtio-balloon free page reporting) has
-// given such blocks back: the host then backs each again 4 KiB at a time, and a 10,000-node
-// graph's spawn took 30-70 ms in some runs instead of 5-6 (docs/performance.md).
+// Asked to, it also advises the kernel to back that room with transparent huge pages
+// (madvise MADV_HUGEPAGE): each 2 MiB of it then comes in one page fault instead of 512, and
+// lies in a huge page from the start (what core/huge_pages.hpp otherwise collapses later); the
+// 2 MiB range the room starts in, which already holds small pages (a new heap's header), is
+// collapsed into a huge page at once (MADV_COLLAPSE).
 #include <cstddef>
 
 namespace troupe::thread_heap {
@@ -28,9 +27,10 @@ inline constexpr std::size_t kMaxReserve = std::size_t(48) << 20;
 // reserve() does nothing.
 bool glibc_malloc();
 
-// Makes the calling thread's heap accessible for about `bytes` (at most kMaxReserve) more; does
-// nothing for less than 96 KiB, nor on the process's first thread (glibc's main heap grows by
-// brk with room to spare).
-void reserve(std::size_t bytes);
+// Makes the calling thread's heap accessible for about `bytes` (at most kMaxReserve) more, the
+// 2 MiB ranges of it in huge pages if `huge`; does nothing for less than 96 KiB,
+// nor on the process's first thread (glibc's main heap grows by brk with room to spare, and
+// giving the room back would unmap the advised range).
+void reserve(std::size_t bytes, bool huge);
 
 }  // namespace troupe::thread_heap

@@ -34,7 +34,8 @@ constexpr std::size_t kHugePageNodes = 2048;
 // its own pages, from its own malloc arena), one slice of at least this many active nodes each.
 constexpr std::size_t kSpawnSliceNodes = 2048;
 // A thread's malloc arena (but the first thread's) grows by a page at a time, one mprotect call
-// each (core/thread_heap.hpp): each slice's thread makes room for this much per node first.
+// each (core/thread_heap.hpp): each slice's thread makes room for this much per node first, in
+// huge pages when the graph's node state goes there anyway (kHugePageNodes).
 constexpr std::size_t kSpawnBytesPerNode = 3072;
 // At most this many threads spawn a partition's actors.
 constexpr int kSpawnThreads = 4;
@@ -43,14 +44,14 @@ constexpr int kSpawnThreads = 4;
 // kSpawnThreads new threads (no more than the cores this process may use; the calling thread
 // waits for them: its heap may be the process's main one, whose room cannot be made ahead),
 // then appends each slice's `hot_here` to `hot` in slice order; a partition with too few active
-// nodes for two slices is spawned by the calling thread. Rethrows the first exception a slice
-// threw, once every slice has ended.
+// nodes for two slices is spawned by the calling thread. `huge`: each thread's room goes into
+// huge pages. Rethrows the first exception a slice threw, once every slice has ended.
 template <class Spawn>
-void spawn_slices(int n, std::size_t active, std::vector<const void*>& hot, Spawn&& spawn) {
+void spawn_slices(int n, std::size_t active, bool huge, std::vector<const void*>& hot, Spawn&& spawn) {
   const int slices = int(std::min<std::size_t>(active / kSpawnSliceNodes, kSpawnThreads));
   const int threads = slices < 2 ? 1 : std::clamp(usable_cores(), 1, slices);
   if (threads == 1) {
-    thread_heap::reserve(active * kSpawnBytesPerNode);
+    thread_heap::reserve(active * kSpawnBytesPerNode, huge);
     spawn(0, n, hot);
     return;
   }
@@ -58,7 +59,7 @@ void spawn_slices(int n, std::size_t active, std::vector<const void*>& hot, Spaw
   std::vector<std::exception_ptr> error(static_cast<std::size_t>(threads));
   auto slice = [&](int t) {
     try {
-      thread_heap::reserve(active / std::size_t(threads) * kSpawnBytesPerNode);
+      thread_heap::reserve(active / std::size_t(threads) * kSpawnBytesPerNode, huge);
       spawn(int(int64_t(n) * t / threads), int(int64_t(n) * (t + 1) / threads), hot_of[std::size_t(t)]);
     } catch (...) {
       error[std::size_t(t)] = std::current_exception();
@@ -689,7 +690,7 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
       return node->fast() ? node : nullptr;
     };
     // The nodes' own actors, a large partition's on several threads (spawn_slices()).
-    spawn_slices(int(p.nodes.size()), active_of[i], hot, [&](int from, int to, std::vector<const void*>& hot_here) {
+    spawn_slices(int(p.nodes.size()), active_of[i], huge, hot, [&](int from, int to, std::vector<const void*>& hot_here) {
       for (int id = from; id < to; ++id) {
         if (!p.nodes[id].active) continue;
         if (huge) hot_here.push_back(&p.nodes[id]);
