@@ -315,8 +315,9 @@ class NodeActor : public caf::event_based_actor {
   void prefetch() const;
   // Prefetches the node's hot fields (from mailbox_ to aborted_next_), no more than 16 lines.
   void prefetch_fields() const;
-  // Prefetches the mailbox of a consumer on the fast path.
-  static void prefetch_mailbox(const Target& t);
+  // Prefetches the mailbox of a consumer on the fast path that deliver() posts to; `replica`:
+  // the producer's, as send_outputs passes it to deliver() (-1: not a replica).
+  static void prefetch_mailbox(const Target& t, int replica);
 
   Runner runner_{this};
   std::function<void()> stop_done_;
