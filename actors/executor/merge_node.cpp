@@ -10,7 +10,7 @@ void MergeNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   if (slot != kControlSlot && !value.dead && !p.dead) {
     p.dead = true;  // here: "has fired"
     outputs_[0] = std::move(value.tensor);
-    outputs_[1] = Tensor::scalar<int32_t>(int32_t(slot));
+    if (!me_->outputs[1].empty()) outputs_[1] = Tensor::scalar<int32_t>(int32_t(slot));  // only if read
     emit_owned(tag, outputs_.data());
   }
   if (--p.remaining > 0) return;
