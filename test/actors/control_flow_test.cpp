@@ -83,6 +83,24 @@ BOOST_AUTO_TEST_CASE(merge_forwards_the_live_input_and_its_index) {
   BOOST_TEST(f[1].scalar_value<int32_t>() == 0);
 }
 
+BOOST_AUTO_TEST_CASE(a_merges_index_reaches_a_node_that_reads_it) {
+  // A Merge makes its index only for a reader (a consumer or a fetch): here an Add, not a
+  // fetch; the second Merge's index has none, and its value still comes.
+  auto root = Scope::root();
+  auto p = ops::placeholder(root, DType::boolean, Shape{});
+  auto sw = ops::switch_(root, ops::constant(root, 7.0f), p);
+  auto m = ops::merge(root, {ops::mul(root, sw[0], ops::constant(root, 10.0f)), ops::neg(root, sw[1])});
+  auto index_plus_5 = ops::add(root, m[1], ops::constant(root, int32_t(5)));
+  auto unread = ops::merge(root, {ops::neg(root, sw[0]), ops::identity(root, sw[1])});
+  Session s(root);
+  auto t = s.run({{p, Tensor::scalar(true)}}, {index_plus_5, unread[0]});
+  BOOST_TEST(t[0].scalar_value<int32_t>() == 6);
+  BOOST_TEST(t[1].scalar_value<float>() == 7.0f);
+  auto f = s.run({{p, Tensor::scalar(false)}}, {index_plus_5, unread[0]});
+  BOOST_TEST(f[0].scalar_value<int32_t>() == 5);
+  BOOST_TEST(f[1].scalar_value<float>() == -7.0f);
+}
+
 BOOST_AUTO_TEST_CASE(conds_nest) {
   // sign(x) * (|x| > 1 ? 2 : 1), with the inner cond inside the outer then branch.
   auto root = Scope::root();
