@@ -53,6 +53,8 @@ struct Target {
   uint16_t replica_count = 0;
   NodeActor* node = nullptr;  // the actor's, when it is a node on the fast path (node.hpp)
   NodeActor* const* replicas = nullptr;
+  // The replica that takes the inputs of iterations on worker `r` (deliver(), prefetch_mailbox()).
+  NodeActor* replica(int r) const { return replicas[std::size_t(r) % replica_count]; }
 };
 
 // The values StackPush nodes save for a loop's gradient, per step, stack and iteration path

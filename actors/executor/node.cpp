@@ -669,7 +669,7 @@ void NodeActor::prefetch_mailbox(const Target& t, int replica) {
   // missed (measured: 250-315 ticks a post to replica 0 against 67-87 to replica 1). A producer
   // that is not a replica would need the lookup deliver() makes (place()): no prefetch.
   if (t.replicas) {
-    if (replica >= 0) __builtin_prefetch(&t.replicas[std::size_t(replica) % t.replica_count]->mailbox_);
+    if (replica >= 0) __builtin_prefetch(&t.replica(replica)->mailbox_);
   } else if (t.node) {
     __builtin_prefetch(&t.node->mailbox_);
   }

@@ -341,7 +341,7 @@ inline void deliver(caf::execution_unit* unit, const Target& to, const Tag& tag,
                     int replica) {
   if (to.replicas) [[unlikely]] {
     const int r = replica >= 0 ? replica : to.node->place(tag);
-    to.replicas[std::size_t(r) % to.replica_count]->post(unit, tag, slot, std::move(value));
+    to.replica(r)->post(unit, tag, slot, std::move(value));
     return;
   }
   send_to(unit, to.node, to.actor, tag, slot, std::move(value));
