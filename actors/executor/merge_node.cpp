@@ -9,9 +9,7 @@ void MergeNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   if (slot != kControlSlot && slot < 64) p.arrived |= uint64_t(1) << slot;
   if (slot != kControlSlot && !value.dead && !p.dead) {
     p.dead = true;  // here: "has fired"
-    outputs_[0] = std::move(value.tensor);
-    if (!me_->outputs[1].empty()) outputs_[1] = Tensor::scalar<int32_t>(int32_t(slot));  // only if read
-    emit_owned(tag, outputs_.data());
+    emit_merged(tag, std::move(value.tensor), slot);
   }
   if (--p.remaining > 0) return;
   if (!p.dead) emit(tag, nullptr, true);  // every data input was dead

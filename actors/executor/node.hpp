@@ -111,6 +111,9 @@ class NodeActor : public caf::event_based_actor {
   // emit() as another node of the partition: its outputs to its consumers (a loop invariant's
   // value, which its loop's Merge serves: NodePlan::hosted_by).
   void emit_for(const NodePlan& node, const Tag& tag, Tensor* outputs, bool dead);
+  // A Merge's firing (both kinds): `value` on output 0 and, where something reads it (a
+  // consumer or a fetch: a target of output 1), `slot` as its value_index on output 1.
+  void emit_merged(const Tag& tag, Tensor&& value, uint32_t slot);
   // Sends inputs[0] on, dead or not, letting go of it first (a send or recv: no kernel).
   void pass_input_on(const Tag& tag, Tensor* inputs, bool dead);
   void report_error(const Tag& tag, ErrorCode code, const std::string& cause);

@@ -128,7 +128,8 @@ BOOST_AUTO_TEST_CASE(a_threads_heap_reserved_in_huge_pages_gives_its_small_alloc
     huge_kib = testing::smaps_kib(pieces[2048], "AnonHugePages");
   });
   // (With 'always' the heap may have had them anyway; with 'madvise', as on this project's
-  // machines, only the advice gives them.) At least the whole 2 MiB ranges inside the 8 MiB written (3 of them) are huge pages.
+  // machines, only the advice gives them.) At least the whole 2 MiB ranges inside the 8 MiB
+  // written (3 of them) are huge pages.
   BOOST_TEST(huge_kib >= 3 * 2048);
 }
 
