@@ -64,12 +64,11 @@ run_job() {
 }
 newest_checkpoint() { ls -1 "$1/ckpt" 2>/dev/null | sed -n 's/^ckpt-\([0-9]*\)$/\1/p' | sort -n | tail -1; }
 
-steps=$async_steps
-run_job calm "" --ps 2 --workers 2 -- "$app" --model mlp --threads 1 --mode async --steps $steps --json
+run_job calm "" --ps 2 --workers 2 -- "$app" --model mlp --threads 1 --mode async --steps $async_steps --json
 calm_accuracy=$(field test_accuracy "$work/calm.out")
-echo "async, 2 ps + 2 workers, $steps global steps, undisturbed: test accuracy $calm_accuracy"
+echo "async, 2 ps + 2 workers, $async_steps global steps, undisturbed: test accuracy $calm_accuracy"
 
-run_job killed KILL:ps:1 --ps 2 --workers 2 -- "$app" --model mlp --threads 1 --mode async --steps $steps --json
+run_job killed KILL:ps:1 --ps 2 --workers 2 -- "$app" --model mlp --threads 1 --mode async --steps $async_steps --json
 grep -q 'troupe-launch: ps:1 (pid [0-9]*) exited with 137 (signal 9) while the workers ran: starting it again' \
   "$work/killed.out" || { cat "$work/killed.out"; fail "troupe-launch did not restart ps:1"; }
 line=$(grep '^\[worker:0\] worker:0: recovered from the loss of ps:1' "$work/killed.out" || true)
@@ -81,7 +80,7 @@ echo "$line"
 # restored ps:1 before worker:1 used it again.)
 grep -q "^\[worker:1\] worker:1: done at global step [0-9]*: [0-9]* steps of its own" "$work/killed.out" \
   || { cat "$work/killed.out"; fail "worker:1 did not go on after the loss"; }
-[[ $(field global_steps "$work/killed.out") -ge $steps ]] || fail "killed: fewer global steps than asked"
+[[ $(field global_steps "$work/killed.out") -ge $async_steps ]] || fail "killed: fewer global steps than asked"
 killed_accuracy=$(field test_accuracy "$work/killed.out")
 echo "async, ps:1 killed and restored: test accuracy $killed_accuracy"
 at_least "$killed_accuracy" "$calm_accuracy" "$MARGIN" \
