@@ -30,7 +30,8 @@
 // itself; readers check both, and the index's version. Every error is a troupe::Error naming
 // the file (and the variable): data_loss for a corrupt, truncated or missing file, a checksum
 // that does not match or an unknown version; not_found for a missing checkpoint or variable;
-// invalid_argument for a dtype or shape that does not fit; resource_exhausted for a full disk.
+// invalid_argument for a dtype or shape that does not fit; resource_exhausted for a full disk or
+// quota; permission_denied for a directory this process may not write (EACCES, EPERM, EROFS).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -76,6 +77,12 @@ struct Index {
   std::vector<IndexEntry> entries;
 };
 
+// Checks that checkpoints can be written into `dir` (created if need be) as a save writes them:
+// a file created, written, fsynced and removed. Throws naming `dir` and errno:
+// permission_denied (EACCES, EPERM, EROFS), resource_exhausted (ENOSPC, EDQUOT), else
+// unavailable. What a job that will save runs before its first step.
+void check_writable(const std::string& dir);
+
 // ---- Save, in three steps (each shard writes its own file, in parallel; one process publishes)
 
 // 1. Removes temporary entries left in `dir` by saves that died (the cleanup rule above),
@@ -113,9 +120,25 @@ void abandon(const std::string& temp_dir) noexcept;
 Index read_index(const std::string& checkpoint_path);
 
 // The newest published checkpoint named by dir/checkpoint; nullopt when there is none (no
-// `dir` or no pointer file); a pointer naming a directory that is gone is data_loss naming
-// the pointer file.
+// `dir` or no pointer file). The pointer must hold one name of the form ckpt-<step> (the
+// checkpoint is then always inside `dir`): anything else, and a pointer naming a checkpoint
+// that is gone, is data_loss naming the pointer file.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
+
+// The step of a published checkpoint's name "ckpt-<step>" (digits, no sign, no leading zero);
+// nullopt for any other name, a path among them.
+std::optional<int64_t> checkpoint_step(const std::string& name);
+
+// The checkpoint `name` ("ckpt-400") in `dir`: its path, checked to be a published checkpoint
+// there (it holds an index). A name not of the form ckpt-<step> is invalid_argument, one that
+// is not there not_found naming what `dir` holds.
+std::string named_checkpoint(const std::string& dir, const std::string& name);
+
+// The newest checkpoint in `dir` older than `below` (a step; none: every one) whose every byte
+// verifies (verify() below), or nullopt when there is none: what to restore from when the
+// newest is damaged.
+std::optional<std::string> newest_intact_checkpoint(const std::string& dir,
+                                                    std::optional<int64_t> below = std::nullopt);
 
 // The published checkpoints in `dir` (directories ckpt-<step>), by increasing step; empty
 // when there are none or no `dir`.

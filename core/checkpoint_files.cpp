@@ -24,7 +24,7 @@ ErrorCode code_for_errno(int err) {
     case EDQUOT: return ErrorCode::resource_exhausted;
     case EACCES:
     case EPERM:
-    case EROFS: return ErrorCode::failed_precondition;
+    case EROFS: return ErrorCode::permission_denied;
     case ENOENT: return ErrorCode::not_found;
     default: return ErrorCode::unavailable;
   }

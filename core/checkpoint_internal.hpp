@@ -9,7 +9,7 @@
 namespace troupe::checkpoint::detail {
 
 // The error code for a failed system call: resource_exhausted for a full disk or quota,
-// failed_precondition for a permission or read-only file system, not_found, else unavailable.
+// permission_denied for a permission or read-only file system, not_found, else unavailable.
 ErrorCode code_for_errno(int err);
 // "<what>: <strerror> (<ENAME>)", thrown with `code`, or with code_for_errno(err) by default.
 [[noreturn]] void fail_errno(int err, const std::string& what);

@@ -106,6 +106,20 @@ Index read_index(const std::string& checkpoint_path) {
   return parse_index(bytes.data(), bytes.size(), path);
 }
 
+namespace {
+
+// "ckpt-200, ckpt-400" (the newest few), or "none".
+std::string describe_checkpoints(const std::string& dir) {
+  std::vector<std::string> names;
+  for (const auto& path : all_checkpoints(dir)) names.push_back(path.substr(path.find_last_of('/') + 1));
+  if (names.empty()) return "none";
+  const std::size_t shown = std::min<std::size_t>(names.size(), 8);
+  std::string out = fmt::format("{}", fmt::join(names.end() - std::ptrdiff_t(shown), names.end(), ", "));
+  return names.size() > shown ? fmt::format("{} older, then {}", names.size() - shown, out) : out;
+}
+
+}  // namespace
+
 std::optional<std::string> latest_checkpoint(const std::string& dir) {
   std::string pointer = join(dir, kPointerFileName);
   std::vector<unsigned char> bytes;
@@ -121,7 +135,14 @@ std::optional<std::string> latest_checkpoint(const std::string& dir) {
   if (name.empty() || name.size() > 4096 || name.find_first_of(std::string("\n\0", 2)) != std::string::npos)
     fail(ErrorCode::data_loss, "{}: the checkpoint pointer does not hold one checkpoint name",
          pointer);
-  std::string path = name.front() == '/' ? name : join(dir, name);
+  // Only a name of this directory's own checkpoints: a pointer edited (or damaged) to name a
+  // path elsewhere ("../../etc") is never followed.
+  if (!checkpoint_step(name))
+    fail(ErrorCode::data_loss,
+         "{}: the checkpoint pointer holds '{}', which is not the name of a checkpoint in {} (ckpt-<step>); "
+         "its checkpoints: {}",
+         pointer, name.size() > 80 ? name.substr(0, 80) + "..." : name, dir, describe_checkpoints(dir));
+  std::string path = join(dir, name);
   std::string index = join(path, kIndexFileName);
   struct stat st;
   if (::stat(index.c_str(), &st) != 0)
@@ -232,6 +253,32 @@ Index verify(const std::string& checkpoint_path) {
   DataFiles files(checkpoint_path);
   for (const auto& e : index.entries) files.read(e, nullptr);
   return index;
+}
+
+std::string named_checkpoint(const std::string& dir, const std::string& name) {
+  if (!checkpoint_step(name))
+    fail(ErrorCode::invalid_argument, "'{}' is not the name of a checkpoint (ckpt-<step>, e.g. ckpt-400); {} has: {}",
+         name, dir, describe_checkpoints(dir));
+  const std::string path = join(dir, name);
+  struct stat st;
+  if (::stat(join(path, kIndexFileName).c_str(), &st) != 0)
+    fail(ErrorCode::not_found, "{} has no checkpoint {}; its checkpoints: {}", dir, name, describe_checkpoints(dir));
+  return path;
+}
+
+std::optional<std::string> newest_intact_checkpoint(const std::string& dir, std::optional<int64_t> below) {
+  std::vector<std::string> paths = all_checkpoints(dir);
+  for (auto it = paths.rbegin(); it != paths.rend(); ++it) {
+    const int64_t step = *checkpoint_step(it->substr(it->find_last_of('/') + 1));
+    if (below && step >= *below) continue;
+    try {
+      verify(*it);
+      return *it;
+    } catch (const Error&) {
+      // damaged too: try the one before
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace troupe::checkpoint

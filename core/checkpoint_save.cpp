@@ -98,17 +98,6 @@ std::optional<TempName> parse_temp_name(const std::string& name) {
   return TempName{std::stol(fields[2]), name.substr(pos)};
 }
 
-// The step of a published checkpoint's directory name "ckpt-<step>" (no sign, no leading
-// zeros); nullopt for any other name.
-std::optional<int64_t> checkpoint_step(const std::string& name) {
-  if (name.rfind(kCheckpointPrefix, 0) != 0) return std::nullopt;
-  std::string digits = name.substr(std::char_traits<char>::length(kCheckpointPrefix));
-  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos ||
-      (digits.size() > 1 && digits[0] == '0'))
-    return std::nullopt;
-  return std::stoll(digits);
-}
-
 bool process_alive(long pid) { return ::kill(pid_t(pid), 0) == 0 || errno == EPERM; }
 
 // The cleanup rule of core/checkpoint.hpp: this host's entries whose process is gone, and this
@@ -240,6 +229,42 @@ void remove_old_checkpoints(const std::string& dir, int64_t kept_step, int max_t
 }
 
 }  // namespace
+
+std::optional<int64_t> checkpoint_step(const std::string& name) {
+  if (name.rfind(kCheckpointPrefix, 0) != 0) return std::nullopt;
+  std::string digits = name.substr(std::char_traits<char>::length(kCheckpointPrefix));
+  if (digits.empty() || digits.size() > 18 || digits.find_first_not_of("0123456789") != std::string::npos ||
+      (digits.size() > 1 && digits[0] == '0'))
+    return std::nullopt;
+  return std::stoll(digits);
+}
+
+void check_writable(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) fail_errno(ec.value(), "checkpoints cannot be written into " + dir + ": creating it");
+  // A probe as a save writes: a file created, written, fsynced and closed, the directory
+  // fsynced, then all of it removed. Named as a temporary, so a kill leaves nothing a later
+  // begin_save does not clean up.
+  const std::string name = temp_name("probe", 0);
+  const std::string path = join(dir, name);
+  set_live(name, true);
+  try {
+    const std::string text = "troupe checks that checkpoints can be written here\n";
+    try {
+      write_synced_file(path, text.data(), text.size(), false);
+      detail::fsync_path(dir);
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("checkpoints cannot be written into {}: {}", dir, e.what()));
+    }
+    if (::unlink(path.c_str()) != 0) fail_errno(errno, "checkpoints cannot be written into " + dir + ": removing " + path);
+  } catch (...) {
+    ::unlink(path.c_str());
+    set_live(name, false);
+    throw;
+  }
+  set_live(name, false);
+}
 
 std::string begin_save(const std::string& dir, int64_t global_step) {
   TROUPE_CHECK_ARG(global_step >= 0, "checkpoint {}: the global step {} is negative", dir,

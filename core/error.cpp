@@ -18,6 +18,7 @@ const char* to_string(ErrorCode code) {
     case ErrorCode::resource_exhausted: return "resource exhausted";
     case ErrorCode::data_loss: return "data loss";
     case ErrorCode::deadline_exceeded: return "deadline exceeded";
+    case ErrorCode::permission_denied: return "permission denied";
   }
   return "unknown";
 }

@@ -23,6 +23,7 @@ enum class ErrorCode : int {
   resource_exhausted,
   data_loss,
   deadline_exceeded,
+  permission_denied,  // a file or directory this process may not write (EACCES, EPERM, EROFS)
 };
 
 const char* to_string(ErrorCode code);

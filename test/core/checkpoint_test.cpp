@@ -298,6 +298,61 @@ BOOST_AUTO_TEST_CASE(the_pointer_naming_a_gone_directory_is_refused_naming_the_p
   BOOST_TEST(contains(message, dir.path() + "/checkpoint names the checkpoint 'ckpt-12', which is gone"), message);
 }
 
+BOOST_AUTO_TEST_CASE(a_pointer_naming_anything_but_a_checkpoint_of_its_directory_is_refused_naming_the_file) {
+  ScratchDir dir;
+  const std::string first = save(dir.path(), 1, {{"w", iota(2, 2), {}, 0}});
+  const std::string pointer = dir.path() + "/checkpoint";
+  for (const std::string name : {"garbage/../../etc", "../ckpt-1", "/etc", "ckpt-01", "ckpt-1/.."}) {
+    std::ofstream(pointer, std::ios::trunc) << name << "\n";
+    auto message = error_of([&] { ck::latest_checkpoint(dir.path()); }, ErrorCode::data_loss);
+    BOOST_TEST(contains(message, pointer + ": the checkpoint pointer holds '" + name + "'"), message);
+    BOOST_TEST(contains(message, "its checkpoints: ckpt-1"), message);
+  }
+  std::ofstream(pointer, std::ios::trunc) << "ckpt-1\n";
+  BOOST_TEST(ck::latest_checkpoint(dir.path()).value() == first);
+}
+
+BOOST_AUTO_TEST_CASE(an_older_checkpoint_is_found_by_name_and_the_newest_intact_one_skips_a_damaged_one) {
+  ScratchDir dir;
+  const std::string first = save(dir.path(), 100, {{"w", iota(4, 4), {}, 0}});
+  const std::string second = save(dir.path(), 200, {{"w", iota(4, 4), {}, 0}});
+  const std::string third = save(dir.path(), 300, {{"w", iota(4, 4), {}, 0}});
+  BOOST_TEST(ck::named_checkpoint(dir.path(), "ckpt-200") == second);
+  auto bad = error_of([&] { ck::named_checkpoint(dir.path(), "../ckpt-200"); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(bad, "'../ckpt-200' is not the name of a checkpoint"), bad);
+  auto absent = error_of([&] { ck::named_checkpoint(dir.path(), "ckpt-250"); }, ErrorCode::not_found);
+  BOOST_TEST(contains(absent, "has no checkpoint ckpt-250; its checkpoints: ckpt-100, ckpt-200, ckpt-300"), absent);
+  BOOST_TEST(ck::newest_intact_checkpoint(dir.path()).value() == third);
+  flip_bit(third + "/shard-00000-of-00001.data", 3);
+  flip_bit(second + "/shard-00000-of-00001.data", 3);
+  BOOST_TEST(ck::newest_intact_checkpoint(dir.path()).value() == first);
+  BOOST_TEST(ck::newest_intact_checkpoint(dir.path(), 300).value() == first);
+  BOOST_TEST(!ck::newest_intact_checkpoint(dir.path(), 100).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_directory_checked_for_checkpoints_is_left_as_it_was_and_an_unwritable_one_is_refused) {
+  ScratchDir dir;
+  ck::check_writable(dir.path() + "/new");  // created, probed, nothing left in it
+  BOOST_TEST(fs::is_directory(dir.path() + "/new"));
+  BOOST_TEST(fs::is_empty(dir.path() + "/new"));
+  const std::string file = dir.path() + "/a-file";
+  std::ofstream(file) << "not a directory";
+  auto message = error_of([&] { ck::check_writable(file + "/ckpt"); }, ErrorCode::unavailable);
+  BOOST_TEST(contains(message, "checkpoints cannot be written into " + file + "/ckpt"), message);
+  BOOST_TEST(contains(message, "ENOTDIR"), message);
+
+  const std::string ro = dir.path() + "/ro";
+  TmpfsMount mount(ro, "size=1m");
+  if (!mount.mounted()) {
+    BOOST_TEST_MESSAGE("skipped the read-only case: cannot mount a tmpfs on " << ro << ": " << mount.error());
+    return;
+  }
+  BOOST_TEST_REQUIRE(::mount(nullptr, ro.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0);
+  auto read_only = error_of([&] { ck::check_writable(ro); }, ErrorCode::permission_denied);
+  BOOST_TEST(contains(read_only, "checkpoints cannot be written into " + ro), read_only);
+  BOOST_TEST(contains(read_only, "EROFS"), read_only);
+}
+
 BOOST_AUTO_TEST_CASE(max_to_keep_keeps_the_newest_and_removes_only_after_a_publish) {
   ScratchDir dir;
   for (int64_t step = 1; step <= 4; ++step) save(dir.path(), step, {{"w", iota(1, 1), {}, 0}}, 2);
@@ -431,7 +486,7 @@ BOOST_AUTO_TEST_CASE(an_unwritable_directory_fails_the_save_naming_it) {
   }
   std::string first = save(ro, 1, {{"w", iota(2, 2), {}, 0}});
   BOOST_TEST_REQUIRE(::mount(nullptr, ro.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr) == 0);
-  auto read_only = error_of([&] { save(ro, 2, {{"w", iota(2, 2), {}, 0}}); }, ErrorCode::failed_precondition);
+  auto read_only = error_of([&] { save(ro, 2, {{"w", iota(2, 2), {}, 0}}); }, ErrorCode::permission_denied);
   BOOST_TEST(contains(read_only, "EROFS"), read_only);
   BOOST_TEST(contains(read_only, ro), read_only);
   BOOST_TEST(ck::latest_checkpoint(ro).value() == first);
