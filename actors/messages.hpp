@@ -139,6 +139,16 @@ struct OptimizerState {
   int64_t step = 0;
 };
 
+// A synchronous replica's vote (sync_step_atom, actors/param_shard.hpp): who votes, and how long
+// it may wait for the others.
+struct SyncVote {
+  int32_t replica = -1;        // 0 <= replica < total_replicas; -1: not known (counted apart)
+  int32_t total_replicas = 0;  // n; 0: not known
+  std::string task;            // the replica's task ("worker:1"), for messages; "": not known
+  int64_t bound_ms = 0;        // how long the step's votes may take after the first; 0: no bound
+  uint64_t token = 0;          // the voter's step id, given back in its wait notes (wait_note_atom)
+};
+
 // A parameter shard's variables and optimizer states: what a snapshot replies (sharing the
 // buffers) and what a restore assigns.
 struct ShardContents {
@@ -193,6 +203,11 @@ using accumulate_atom = caf::atom_constant<caf::atom("accum")>;
 using sync_step_atom = caf::atom_constant<caf::atom("syncstep")>;
 using sync_stop_atom = caf::atom_constant<caf::atom("syncstop")>;
 using sync_aggregate_atom = caf::atom_constant<caf::atom("syncaggr")>;
+// (sync_deadline_atom, name): a parameter shard's own timer for the votes on global step `name`.
+using sync_deadline_atom = caf::atom_constant<caf::atom("syncdead")>;
+// (wait_note_atom, step, text): what an actor a node waits on says the node waits for in step
+// `step` (a global step's shard: whose votes are still missing); the node's waits report it.
+using wait_note_atom = caf::atom_constant<caf::atom("waitnote")>;
 
 // Sends input(tag, slot, value) without a sender. From inside an actor pass its context():
 // the receiver is then scheduled on the sending worker (CAF's anon_send, which has no
@@ -209,6 +224,7 @@ CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Value)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::OptimizerSpec)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::StepResult)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::ShardReply)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::SyncVote)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::ShardContents)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::vector<troupe::OptimizerState>)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Tensor)

@@ -15,6 +15,7 @@
 
 namespace troupe {
 namespace {
+using Shard = caf::stateful_actor<ParamShardState>;
 constexpr std::size_t kTeamUpdateBytes = std::size_t(8) << 20;
 
 // The slots an optimizer's first update on `value` starts from: zeros (adagrad's accumulator:
@@ -198,14 +199,56 @@ Tensor next_global_step(ParamShardState& state, const std::string& name) {
   Tensor next = Tensor::scalar<int64_t>(value.scalar_value<int64_t>() + 1);
   value = next;
   auto& barrier = state.barriers[name];
-  for (auto& waiting : barrier.waiting) waiting.deliver(ShardReply{next, ErrorCode::ok, {}});
-  barrier = {next.scalar_value<int64_t>(), 0, {}};
+  for (auto& waiting : barrier.waiting) waiting.promise.deliver(ShardReply{next, ErrorCode::ok, {}});
+  barrier.waiting.clear();
+  barrier.stopped = false;
+  barrier.begin(next.scalar_value<int64_t>());
   return next;
 }
 
+// Replica k as its votes named it, else as its peers' names imply (worker:K for replica K when
+// the others' are so), else by its index.
+std::string replica_name(const ParamShardState::StepBarrier& b, int k) {
+  if (auto it = b.tasks.find(k); it != b.tasks.end() && !it->second.empty()) return it->second;
+  for (auto& [index, task] : b.tasks) {
+    const auto colon = task.rfind(':');
+    if (colon != std::string::npos && task.substr(colon + 1) == std::to_string(index))
+      return fmt::format("{}:{}", task.substr(0, colon), k);
+  }
+  return fmt::format("replica {}", k);
+}
+
+// Who has voted for the barrier's step and whose vote is missing, for a hung step's report and
+// the vote timer's error.
+std::string votes_text(const ParamShardState::StepBarrier& b, const std::string& name, int needed) {
+  std::vector<std::string> in, missing;
+  for (int k : b.voted) in.push_back(k >= 0 ? replica_name(b, k) : "a replica of unknown index");
+  for (int k = 0; k < b.total; ++k)
+    if (!b.voted.count(k)) missing.push_back(replica_name(b, k));
+  return fmt::format("the votes of the synchronous replicas for step {} of '{}': {} of the {} needed are in{}{}",
+                     b.step, name, b.voted.size(), needed,
+                     in.empty() ? std::string() : fmt::format(" ({})", fmt::join(in, ", ")),
+                     missing.empty() ? std::string() : fmt::format(", missing {}", fmt::join(missing, ", ")));
+}
+
+// Every replica waiting is told who is in and who is missing now.
+void tell_waiting(Shard* self, const ParamShardState::StepBarrier& b, const std::string& name, int needed) {
+  if (b.waiting.empty()) return;
+  const std::string text = votes_text(b, name, needed);
+  for (auto& w : b.waiting)
+    if (w.node) self->send(w.node, wait_note_atom::value, w.token, text);
+}
+
+void arm_vote_timer(Shard* self, ParamShardState::StepBarrier& b, const std::string& name,
+                    std::chrono::milliseconds after) {
+  if (b.timer || b.bound.count() <= 0) return;
+  b.timer = true;
+  self->delayed_send(self, std::max(after, std::chrono::milliseconds(1)), sync_deadline_atom::value, name);
+}
+
 // A replica's vote that it has sent its gradients of global step local_step.
-caf::result<ShardReply> sync_step(caf::stateful_actor<ParamShardState>* self, const std::string& name,
-                                  int64_t local_step, int replicas) {
+caf::result<ShardReply> sync_step(Shard* self, const std::string& name, int64_t local_step, int replicas,
+                                  const SyncVote& vote) {
   auto& state = self->state;
   auto it = state.variables.find(name);
   if (it == state.variables.end()) return uninitialised(name);
@@ -222,12 +265,47 @@ caf::result<ShardReply> sync_step(caf::stateful_actor<ParamShardState>* self, co
         fmt::format("a replica voted for step {} of '{}', which is only at step {}", local_step, name, current)};
   auto& barrier = state.barriers[name];
   if (barrier.stopped) return ShardReply{it->second, ErrorCode::ok, {}};
-  if (barrier.step != current) barrier = {current, 0, std::move(barrier.waiting), false};
-  if (++barrier.votes < aggregated(state, name, replicas)) {
-    barrier.waiting.push_back(self->make_response_promise());
-    return barrier.waiting.back();
+  if (barrier.step != current) barrier.begin(current);
+  if (vote.total_replicas > 0) barrier.total = vote.total_replicas;
+  if (vote.replica >= 0 && !vote.task.empty()) barrier.tasks[vote.replica] = vote.task;
+  barrier.bound = std::chrono::milliseconds(vote.bound_ms);
+  if (barrier.voted.empty()) barrier.first_vote = std::chrono::steady_clock::now();
+  // A vote of unknown index counts apart from every other (indexes below -1).
+  barrier.voted.insert(vote.replica >= 0 ? vote.replica : -2 - int(barrier.voted.size()));
+  const int needed = barrier.needed = aggregated(state, name, replicas);
+  if (int(barrier.voted.size()) < needed) {
+    // The sender first: making the promise takes it over from the message.
+    caf::actor voter = caf::actor_cast<caf::actor>(self->current_sender());
+    auto promise = self->make_response_promise();
+    barrier.waiting.push_back({promise, std::move(voter), vote.token});
+    tell_waiting(self, barrier, name, needed);
+    arm_vote_timer(self, barrier, name, barrier.bound);
+    return promise;
   }
   return ShardReply{next_global_step(state, name), ErrorCode::ok, {}};
+}
+
+// The vote timer of global step `name`: replicas that have waited the bound since the step's
+// first vote fail, naming the votes missing; else it waits for the rest of the bound.
+void sync_deadline(Shard* self, const std::string& name) {
+  auto& state = self->state;
+  auto b = state.barriers.find(name);
+  if (b == state.barriers.end()) return;
+  auto& barrier = b->second;
+  barrier.timer = false;
+  if (barrier.waiting.empty() || barrier.stopped || barrier.bound.count() <= 0) return;
+  const auto waited = std::chrono::steady_clock::now() - barrier.first_vote;
+  if (waited < barrier.bound) {
+    arm_vote_timer(self, barrier, name, std::chrono::ceil<std::chrono::milliseconds>(barrier.bound - waited));
+    return;
+  }
+  const std::string message = fmt::format(
+      "{}: the missing votes did not come within {:.1f} s of the first (a replica is lost or stalled; a Supervisor "
+      "goes on with the replicas alive, backup replicas do not wait for the slowest; "
+      "SyncReplicasOptions::vote_timeout sets this bound)",
+      votes_text(barrier, name, barrier.needed), std::chrono::duration<double>(waited).count());
+  for (auto& w : barrier.waiting) w.promise.deliver(ShardReply{{}, ErrorCode::deadline_exceeded, message});
+  barrier.waiting.clear();
 }
 
 // From now on `name` completes a step with `m` gradients or votes (0: as its ops say); a step
@@ -245,7 +323,8 @@ ShardReply sync_aggregate(ParamShardState& state, const std::string& name, int m
     if (applied.code != ErrorCode::ok) return applied;
   }
   auto barrier = state.barriers.find(name);
-  if (barrier != state.barriers.end() && !barrier->second.stopped && barrier->second.votes >= m &&
+  if (barrier != state.barriers.end()) barrier->second.needed = std::min(barrier->second.needed, m);
+  if (barrier != state.barriers.end() && !barrier->second.stopped && int(barrier->second.voted.size()) >= m &&
       barrier->second.step == state.variables.at(name).scalar_value<int64_t>())
     next_global_step(state, name);
   return {Tensor::scalar<int64_t>(m), ErrorCode::ok, {}};
@@ -257,7 +336,7 @@ ShardReply sync_stop(ParamShardState& state, const std::string& name) {
   if (it == state.variables.end()) return uninitialised(name);
   auto& barrier = state.barriers[name];
   barrier.stopped = true;
-  for (auto& waiting : barrier.waiting) waiting.deliver(ShardReply{it->second, ErrorCode::ok, {}});
+  for (auto& waiting : barrier.waiting) waiting.promise.deliver(ShardReply{it->second, ErrorCode::ok, {}});
   barrier.waiting.clear();
   return {it->second, ErrorCode::ok, {}};
 }
@@ -269,7 +348,7 @@ void forget_sync_state(ParamShardState& state, const std::string& name) {
   auto b = state.barriers.find(name);
   if (b == state.barriers.end()) return;
   for (auto& waiting : b->second.waiting)
-    waiting.deliver(
+    waiting.promise.deliver(
         ShardReply{{},
                    ErrorCode::aborted,
                    fmt::format("the global step '{}' was assigned while this replica waited for the next step", name)});
@@ -291,7 +370,6 @@ bool VariableMemory::reserve(int64_t delta) {
 
 namespace {
 
-using Shard = caf::stateful_actor<ParamShardState>;
 
 // The names of the variables a shard holds, sorted.
 std::vector<std::string> variable_names(const ParamShardState& st) {
@@ -323,7 +401,7 @@ std::string restart_in_place(Shard* self, const std::string& what) {
       "initialised or restored again",
       what, lost.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(lost, ", ")));
   for (auto& [name, barrier] : st.barriers)
-    for (auto& waiting : barrier.waiting) waiting.deliver(ShardReply{{}, ErrorCode::unavailable, message});
+    for (auto& waiting : barrier.waiting) waiting.promise.deliver(ShardReply{{}, ErrorCode::unavailable, message});
   release_budget(st);
   st.variables.clear();
   st.slots.clear();
@@ -429,8 +507,11 @@ caf::behavior budgeted_param_shard(caf::stateful_actor<ParamShardState>* self, s
                 return accumulate(self->state, name, spec, grad, learning_rate, local_step, replicas);
               }),
       contain(self,
-              [self](sync_step_atom, const std::string& name, int64_t local_step, int32_t replicas)
-                  -> caf::result<ShardReply> { return sync_step(self, name, local_step, replicas); }),
+              [self](sync_step_atom, const std::string& name, int64_t local_step, int32_t replicas,
+                     const SyncVote& vote) -> caf::result<ShardReply> {
+                return sync_step(self, name, local_step, replicas, vote);
+              }),
+      [self](sync_deadline_atom, const std::string& name) { sync_deadline(self, name); },
       contain(self,
               [self](sync_stop_atom, const std::string& name) -> ShardReply { return sync_stop(self->state, name); }),
       contain(self,

@@ -16,8 +16,11 @@
 //   (accumulate_atom, name, OptimizerSpec, grad, learning_rate, local_step, m)
 //                                                   -> ShardReply{int64 1 if the gradient was
 //                                                      dropped (stale), 0 if accumulated}
-//   (sync_step_atom, name, local_step, m)           -> ShardReply{the new global step}, once
-//                                                      m replicas voted for local_step
+//   (sync_step_atom, name, local_step, m, SyncVote) -> ShardReply{the new global step}, once
+//                                                      m replicas voted for local_step; or
+//                                                      deadline_exceeded naming the replicas whose
+//                                                      votes are missing, when the step's votes
+//                                                      take longer than the vote's bound
 //   (sync_aggregate_atom, name, m)                  -> ShardReply{m}: `name` completes a step with
 //                                                      m gradients or votes (fewer than its ops
 //                                                      say), 0: as they say; a step with m
@@ -36,8 +39,13 @@
 // applies the average of the m once, with the optimizer, and moves the accumulator to the next
 // step. sync_step_atom is a replica's vote on the global-step variable `name`: the m-th vote for
 // the current step increments it and answers every replica waiting on it; a vote for an older
-// step is answered at once. Re-assigning a variable (its initializer, a restore) drops its
-// accumulator; re-assigning the global step fails the replicas waiting on it (and undoes a stop).
+// step is answered at once; a replica's second vote for a step counts once. While replicas wait,
+// every vote tells each of them (wait_note_atom to the node that voted, with the vote's token)
+// which replicas have voted and which are missing, so a hung step's report names them; a timer
+// of the shard's own (one per global step at a time) fails the waiting replicas once a step's
+// votes have taken SyncVote::bound_ms since the first, naming the missing ones. Re-assigning a
+// variable (its initializer, a restore) drops its accumulator; re-assigning the global step fails
+// the replicas waiting on it (and undoes a stop).
 // kind is a VariableUpdate: assign replaces (and creates) the value; add and sub change it in
 // place. A read or a snapshot hands out the buffers themselves (no copy); an in-place update
 // of a buffer that a reader still holds first copies it, the variable's and each optimizer
@@ -48,7 +56,10 @@
 // run on a variable holds its initial slots (what its first update would create) and step 0.
 // Errors (an uninitialised read, a dtype or shape that does not fit) come back in the reply.
 #include <atomic>
+#include <chrono>
 #include <functional>
+#include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -100,10 +111,28 @@ struct ParamShardState {
   std::unordered_map<std::string, Accumulator> accumulators;
   // The replicas waiting on a global-step variable for the step after `step`.
   struct StepBarrier {
+    struct Waiter {
+      caf::response_promise promise;
+      caf::actor node;  // the voter, told who is missing (wait_note_atom)
+      uint64_t token = 0;
+    };
     int64_t step = -1;
-    int votes = 0;
-    std::vector<caf::response_promise> waiting;
+    int needed = 0;       // m, as the last vote's op and any lowering said
+    std::set<int> voted;  // replicas whose vote for `step` is in (unknown ones: below -1, each apart)
+    std::vector<Waiter> waiting;
     bool stopped = false;  // training ended: votes are answered at once
+    std::chrono::steady_clock::time_point first_vote;
+    // Kept from step to step: the replicas as their votes named them, and the vote timer.
+    int total = 0;
+    std::map<int, std::string> tasks;
+    std::chrono::milliseconds bound{0};
+    bool timer = false;  // a sync_deadline_atom is on its way
+    // The next step: no votes yet (the replicas waiting are the caller's to answer or keep).
+    void begin(int64_t next) {
+      step = next;
+      voted.clear();
+      first_vote = std::chrono::steady_clock::now();
+    }
   };
   std::unordered_map<std::string, StepBarrier> barriers;
   // Per accumulator or global step: the m it takes now (sync_aggregate_atom), below its ops'.

@@ -66,6 +66,24 @@ GraphState graph_state(const Graph& g) {
   return out;
 }
 
+// The task a variable is placed on: the job and task its device requests, the target's for
+// what it leaves open (as the master places it).
+std::string task_of_variable(const GraphVariable& v, const std::string& target_task) {
+  const auto colon = target_task.find(':');
+  DeviceSpec d = DeviceSpec::parse(v.device);
+  if (!d.job && !d.task) return target_task;
+  return fmt::format("{}:{}", d.job ? *d.job : target_task.substr(0, colon),
+                     d.task ? *d.task : (d.job ? 0 : std::stoi(target_task.substr(colon + 1))));
+}
+
+// The tasks holding the graph's variables: all a save or a restore needs (a worker away holds
+// none in a job whose variables live on parameter servers).
+std::vector<std::string> holder_tasks(const GraphState& graph, const std::string& target_task) {
+  std::set<std::string> out;
+  for (auto& v : graph.variables) out.insert(task_of_variable(v, target_task));
+  return {out.begin(), out.end()};
+}
+
 // How each variable of the graph is saved.
 VariableLayouts layouts_of(const GraphState& graph) {
   VariableLayouts out;
@@ -98,6 +116,7 @@ struct Saver::Impl {
   void join_writer() {
     if (writer.joinable()) writer.join();
   }
+  RestoreReport restore(const std::string& path, const std::vector<std::string>& tasks);
 };
 
 std::vector<ShardContents> Saver::Impl::snapshot(const GraphState& graph) const {
@@ -236,7 +255,10 @@ std::future<std::string> Saver::Impl::save_on_cluster(Master& master, const Grap
   request.step_variable = step_variable;
   std::vector<std::string> graph_variables;
   for (auto& v : graph.variables) graph_variables.push_back(v.name);
-  std::vector<Master::TaskWorker> tasks = master.task_workers();
+  // Only the tasks that hold variables: a save goes on while a worker is away.
+  const std::vector<std::string> holders = holder_tasks(graph, master.target_task());
+  std::vector<Master::TaskWorker> tasks;
+  if (!holders.empty()) tasks = master.task_workers(holders);
   std::promise<std::string> done;
   std::future<std::string> result = done.get_future();
   // The chief makes the temporary directory, every task writes its files into it at once, the
@@ -300,6 +322,34 @@ std::future<std::string> Saver::Impl::save_on_cluster(Master& master, const Grap
   return result;
 }
 
+void Saver::check_directory(const std::string& dir) {
+  Master* master = impl_->session.cluster_master();
+  try {
+    checkpoint::check_writable(dir);  // this process writes the index and the pointer
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("Saver: {}{}", master ? "this process (" + master->target_task() + "): " : "",
+                                      e.what()));
+  }
+  if (!master) return;
+  const std::vector<std::string> holders = holder_tasks(graph_state(impl_->session.graph()), master->target_task());
+  if (holders.empty()) return;
+  std::vector<Master::TaskWorker> tasks = master->task_workers(holders);
+  caf::actor_system& sys = master->system();
+  caf::scoped_actor self{sys};
+  const auto bound = impl_->options.cluster_task_timeout;
+  using Handle = decltype(self->request(caf::actor{}, caf::duration{bound}, check_dir_atom::value, dir));
+  std::vector<Handle> asked;
+  for (auto& t : tasks) asked.push_back(self->request(t.worker, caf::duration{bound}, check_dir_atom::value, dir));
+  TaskErrors errors;
+  for (std::size_t i = 0; i < asked.size(); ++i)
+    asked[i].receive(
+        [&](int32_t code, std::string& message) {
+          if (code != int32_t(ErrorCode::ok)) errors.add(ErrorCode(code), std::move(message));
+        },
+        [&](caf::error& e) { errors.lost(tasks[i], "check of the checkpoint directory", bound, sys, e); });
+  if (errors.code != ErrorCode::ok) fail(errors.code, "Saver: {}", fmt::join(errors.messages, "; "));
+}
+
 Saver::~Saver() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->join_writer();
@@ -335,16 +385,6 @@ std::string Saver::save(const std::string& dir, const Output& global_step) {
 
 namespace {
 
-// The task a variable is placed on: the job and task its device requests, the target's for
-// what it leaves open (as the master places it).
-std::string task_of_variable(const GraphVariable& v, const std::string& target_task) {
-  const auto colon = target_task.find(':');
-  DeviceSpec d = DeviceSpec::parse(v.device);
-  if (!d.job && !d.task) return target_task;
-  return fmt::format("{}:{}", d.job ? *d.job : target_task.substr(0, colon),
-                     d.task ? *d.task : (d.job ? 0 : std::stoi(target_task.substr(colon + 1))));
-}
-
 // A cluster session's restore: every task reads and verifies its variables' slices; only when
 // all of them have, every task assigns them (one message per shard).
 // With `only` (tasks), only the variables placed on those; returns the variables assigned.
@@ -371,18 +411,30 @@ std::vector<std::string> restore_on_cluster(Master& master, const GraphState& gr
   for (auto& [task, rs] : slots) share[task].requests.insert(share[task].requests.end(), rs.begin(), rs.end());
   for (auto& [task, s] : share) s.path = path;
 
-  std::map<std::string, caf::actor> worker;
-  for (auto& t : master.task_workers()) worker.emplace(t.task, t.worker);
-  for (auto& task : only)
-    if (!worker.count(task))
-      fail(ErrorCode::invalid_argument, "Saver: cannot restore '{}' on task {}, which the cluster does not have", path, task);
+  for (auto& task : only) {
+    try {
+      (void)master.task_index(task);
+    } catch (const Error& e) {
+      fail(ErrorCode::invalid_argument, "Saver: cannot restore '{}' on task {}: {}", path, task, e.what());
+    }
+  }
   if (!only.empty())
     for (auto it = share.begin(); it != share.end();)
       it = std::find(only.begin(), only.end(), it->first) == only.end() ? share.erase(it) : std::next(it);
-  for (auto& [task, s] : share)
-    if (!worker.count(task))
+  for (auto& [task, s] : share) {
+    try {
+      (void)master.task_index(task);
+    } catch (const Error& e) {
       fail(ErrorCode::invalid_argument, "Saver: cannot restore '{}', no variable was changed: variable '{}' is placed on "
-           "task {}, which the cluster does not have", path, s.variables.empty() ? s.optimizers[0].variable : s.variables[0], task);
+           "task {}: {}", path, s.variables.empty() ? s.optimizers[0].variable : s.variables[0], task, e.what());
+    }
+  }
+  // Only the tasks that hold the variables restored are asked (and, when lost, reconnected).
+  std::vector<std::string> holders;
+  for (auto& [task, s] : share) holders.push_back(task);
+  std::map<std::string, caf::actor> worker;
+  if (!holders.empty())
+    for (auto& t : master.task_workers(holders)) worker.emplace(t.task, t.worker);
   std::vector<std::string> assigned;
   for (auto& [task, s] : share) assigned.insert(assigned.end(), s.variables.begin(), s.variables.end());
   if (share.empty()) return assigned;
@@ -414,11 +466,36 @@ std::vector<std::string> restore_on_cluster(Master& master, const GraphState& gr
 
 RestoreReport Saver::restore(const std::string& path) { return restore_tasks(path, {}); }
 
+namespace {
+
+// A damaged checkpoint's error, with what to restore instead: the newest checkpoint before it
+// in the same directory whose every byte verifies.
+Error with_intact_alternative(const Error& e, const std::string& path) {
+  const std::size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const auto step = checkpoint::checkpoint_step(path.substr(slash == std::string::npos ? 0 : slash + 1));
+  if (!step) return e;
+  const auto intact = checkpoint::newest_intact_checkpoint(dir, step);
+  return Error(e.code(), fmt::format("{}; the newest intact checkpoint before it is {}", e.what(),
+                                     intact ? *intact : "none (no older checkpoint in " + dir + " verifies)"));
+}
+
+}  // namespace
+
 RestoreReport Saver::restore_tasks(const std::string& path, const std::vector<std::string>& tasks) {
-  if (!tasks.empty() && !impl_->session.cluster_master())
+  try {
+    return impl_->restore(path, tasks);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::data_loss) throw;
+    throw with_intact_alternative(e, path);
+  }
+}
+
+RestoreReport Saver::Impl::restore(const std::string& path, const std::vector<std::string>& tasks) {
+  if (!tasks.empty() && !session.cluster_master())
     fail(ErrorCode::invalid_argument, "Saver: restoring the variables of task(s) {} needs a cluster session",
          fmt::join(tasks, ", "));
-  const GraphState graph = graph_state(impl_->session.graph());
+  const GraphState graph = graph_state(session.graph());
   const checkpoint::Index index = checkpoint::read_index(path);
   std::map<std::string, const checkpoint::IndexEntry*> saved;
   for (auto& e : index.entries) saved.emplace(e.name, &e);
@@ -428,9 +505,15 @@ RestoreReport Saver::restore_tasks(const std::string& path, const std::vector<st
   std::vector<checkpoint::Request> requests;
   std::vector<std::string> missing;
   std::set<std::string> wanted;
+  std::vector<std::string> differ;  // saved with another dtype or shape than the graph's
+  auto describe = [](DType dtype, const auto& shape) { return fmt::format("{}{}", name_of(dtype), shape.to_string()); };
   auto ask = [&](const std::string& name, DType dtype, Shape full_shape, int64_t row_begin, int64_t rows) {
     wanted.insert(name);
-    if (!saved.count(name)) missing.push_back("'" + name + "'");
+    auto it = saved.find(name);
+    if (it == saved.end()) missing.push_back("'" + name + "'");
+    else if (it->second->dtype != dtype || !(it->second->full_shape == full_shape))
+      differ.push_back(fmt::format("'{}' is {} in the graph, {} in the checkpoint", name, describe(dtype, full_shape),
+                                   describe(it->second->dtype, it->second->full_shape)));
     requests.push_back({name, dtype, std::move(full_shape), row_begin, rows});
   };
   // The whole shape a variable is read with: its own, or, where the graph leaves dimensions
@@ -440,10 +523,11 @@ RestoreReport Saver::restore_tasks(const std::string& path, const std::vector<st
     if (v.shape.fully_defined()) return v.shape.to_shape();
     auto it = saved.find(v.name);
     if (it == saved.end()) return Shape{};
-    if (!v.shape.compatible_with(it->second->full_shape))
-      fail(ErrorCode::invalid_argument,
-           "Saver: cannot restore '{}', no variable was changed: {}: variable '{}' has shape {}, the graph's has shape {}",
-           path, where, v.name, it->second->full_shape.to_string(), v.shape.to_string());
+    if (!v.shape.compatible_with(it->second->full_shape)) {
+      differ.push_back(fmt::format("'{}' is {} in the graph, {} in the checkpoint", v.name, describe(v.dtype, v.shape),
+                                   describe(it->second->dtype, it->second->full_shape)));
+      return Shape{};
+    }
     return it->second->full_shape;
   };
   auto rows_of = [](const GraphVariable& v) -> int64_t { return v.partition ? v.shape.dim(0) : -1; };
@@ -457,16 +541,35 @@ RestoreReport Saver::restore_tasks(const std::string& path, const std::vector<st
       ask(slot_entry(v.saved_name(), o.spec, k), v.dtype, full_shape_of(v), begin_of(v), rows_of(v));
     ask(step_entry(v.saved_name(), o.spec), DType::int64, Shape{}, 0, -1);
   }
-  if (!missing.empty())
-    fail(ErrorCode::not_found, "Saver: cannot restore '{}', no variable was changed: {} has no {} {} (the session's graph has {})",
-         path, where, missing.size() == 1 ? "variable" : "variables", fmt::join(missing, ", "),
-         missing.size() == 1 ? "it" : "them");
+  if (!missing.empty() || !differ.empty()) {
+    // The differences first (the one shape that differs is what a user looks for), then how
+    // many names are missing, a few of them shown: a model of another size lists them all.
+    auto some = [](const std::vector<std::string>& names, std::size_t shown, const char* sep) {
+      if (names.size() <= shown) return fmt::format("{}", fmt::join(names, sep));
+      return fmt::format("{} and {} more", fmt::join(names.begin(), names.begin() + std::ptrdiff_t(shown), sep),
+                         names.size() - shown);
+    };
+    std::size_t extra = 0;
+    for (auto& [name, entry] : saved) extra += wanted.count(name) ? 0 : 1;
+    std::vector<std::string> parts;
+    if (!differ.empty())
+      parts.push_back(fmt::format("{} of the graph's variables differ from the checkpoint's: {}", differ.size(),
+                                  some(differ, 4, "; ")));
+    if (!missing.empty())
+      parts.push_back(fmt::format("{} {} of the session's graph {} not in the checkpoint: {}", missing.size(),
+                                  missing.size() == 1 ? "variable" : "variables", missing.size() == 1 ? "is" : "are",
+                                  some(missing, 6, ", ")));
+    if (extra > 0) parts.push_back(fmt::format("the checkpoint has {} name(s) the graph lacks", extra));
+    fail(differ.empty() ? ErrorCode::not_found : ErrorCode::invalid_argument,
+         "Saver: cannot restore '{}', no variable was changed: the session's graph does not match {}: {}", path, where,
+         fmt::join(parts, "; "));
+  }
 
   RestoreReport report{path, index.global_step, {wanted.begin(), wanted.end()}, {}};
   for (auto& [name, entry] : saved)
     if (!wanted.count(name)) report.extra.push_back(name);
-  if (Master* master = impl_->session.cluster_master()) {
-    auto assigned = restore_on_cluster(*master, graph, path, requests, impl_->options.cluster_task_timeout, tasks);
+  if (Master* master = session.cluster_master()) {
+    auto assigned = restore_on_cluster(*master, graph, path, requests, options.cluster_task_timeout, tasks);
     if (!tasks.empty()) report.restored = std::move(assigned);
     return report;
   }
@@ -479,7 +582,7 @@ RestoreReport Saver::restore_tasks(const std::string& path, const std::vector<st
     throw Error(e.code(), fmt::format("Saver: cannot restore '{}', no variable was changed: {}", path, e.what()));
   }
 
-  const ParamShards& shards = *impl_->session.param_shards();
+  const ParamShards& shards = *session.param_shards();
   std::vector<ShardContents> contents(std::size_t(shards.size()));
   for (std::size_t i = 0; i < num_variables; ++i) {
     const GraphVariable& v = graph.variables[i];
@@ -492,18 +595,22 @@ RestoreReport Saver::restore_tasks(const std::string& path, const std::vector<st
     state.step = values[next++].scalar_value<int64_t>();
     contents[std::size_t(shards.index_of(o.variable))].optimizers.push_back(std::move(state));
   }
-  caf::scoped_actor self{impl_->session.runtime()->system()};
+  caf::scoped_actor self{session.runtime()->system()};
   for (int i = 0; i < shards.size(); ++i)
     self->request(shards.at(i), timeouts::shard_checkpoint(), restore_atom::value, std::move(contents[std::size_t(i)]))
         .receive([](ShardReply&) {},
                  [&](caf::error& e) {
                    fail(ErrorCode::unavailable, "Saver: parameter shard {} did not answer the restore: {}", i,
-                        impl_->session.runtime()->system().render(e));
+                        session.runtime()->system().render(e));
                  });
 
   return report;
 }
 
 std::optional<std::string> latest_checkpoint(const std::string& dir) { return checkpoint::latest_checkpoint(dir); }
+
+std::string named_checkpoint(const std::string& dir, const std::string& name) {
+  return checkpoint::named_checkpoint(dir, name);
+}
 
 }  // namespace troupe

@@ -31,8 +31,10 @@
 // checkpoint's temporary directory (one that every task sees: a shared filesystem on several
 // hosts), in parallel, and this process writes the index and publishes with the same rename;
 // a restore has every task read and verify its share first, then assign it. save_async
-// returns at once there (the tasks snapshot when the request reaches them). A task that fails
-// or does not answer within cluster_task_timeout fails the save naming it; the format is the
+// returns at once there (the tasks snapshot when the request reaches them). Only the tasks that
+// hold the graph's variables take part: a save or restore goes on while a task that holds none
+// (a worker of a job whose variables live on ps tasks) is away. A task that fails or does not
+// answer within cluster_task_timeout fails the save naming it; the format is the
 // same, so a cluster's checkpoint restores into a local session and the reverse
 // (actors/cluster/cluster_checkpoint.hpp, docs/cluster.md "Checkpoints on a cluster").
 //
@@ -91,6 +93,12 @@ class Saver {
   std::future<std::string> save_async(const std::string& dir, int64_t global_step);
   std::future<std::string> save_async(const std::string& dir, const Output& global_step);
 
+  // Checks that checkpoints can be written into `dir` before training starts, as a save writes
+  // them (core/checkpoint.hpp, check_writable): by this process, and on a cluster session by every
+  // task that holds variables (each writes its own files). Throws naming the directory, the task
+  // and errno: permission_denied (EACCES, EPERM, EROFS), resource_exhausted (ENOSPC, EDQUOT).
+  void check_directory(const std::string& dir);
+
   RestoreReport restore(const std::string& path);
   // A cluster session's partial restore: only the variables placed on `tasks` ("ps:1"; their
   // optimizer slots and step counts too), the others left as they are: what a restarted
@@ -104,5 +112,8 @@ class Saver {
 
 // The newest checkpoint published in `dir`, or nullopt when there is none.
 std::optional<std::string> latest_checkpoint(const std::string& dir);
+// An older checkpoint of `dir` by name ("ckpt-400"), to restore instead of the newest (one that
+// is damaged: restore's data_loss error names the newest intact checkpoint before it).
+std::string named_checkpoint(const std::string& dir, const std::string& name);
 
 }  // namespace troupe

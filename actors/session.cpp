@@ -216,6 +216,7 @@ Session::Session(std::shared_ptr<Graph> graph, SessionOptions options) : impl_(n
     m.startup_timeout = options.cluster_startup_timeout;
     m.allow_soft_placement = options.allow_soft_placement;
     m.float16_transfer = options.float16_transfer;
+    m.on_waiting = options.on_waiting;
     impl_->master = std::make_unique<Master>(options.target, m);
   }
   if (options.slow_step_report.count() > 0) {

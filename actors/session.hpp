@@ -28,6 +28,10 @@
 
 namespace troupe {
 
+// How often a process that waits for another (a task at a session's start, a lost task, the chief)
+// says it still does.
+inline constexpr std::chrono::seconds kWaitingNotice{10};
+
 // Tracing steps into a Chrome trace (docs/observability.md): every kernel's slice with its op,
 // node, input shapes, step, frame and iteration; values crossing between processes with an arrow
 // from sender to receiver; queue and input pipeline waits; memory in use per device. On a
@@ -82,7 +86,11 @@ struct SessionOptions {
   // spec.tls_for(task) in a task's own process or spec.tls_client() elsewhere. Empty: plain TCP.
   TlsFiles tls;
   // How long the first connection to every task may take (tasks still starting are retried).
+  // While it waits the session says so, naming the task, once when the wait begins and every
+  // 10 s after ("waiting for task ps:0 at 127.0.0.1:2222 (3 s): ..."), to `on_waiting`
+  // (empty: standard error); past the bound the error names the task and the time waited.
   std::chrono::milliseconds cluster_startup_timeout{10000};
+  std::function<void(const std::string&)> on_waiting;
   // A step still running after `slow_step_report` is reported (what describe_waiting says of it)
   // to `on_slow_step`, again after twice that, four times, ...; the step goes on (its deadline
   // is `operation_timeout` or RunOptions::timeout). Zero: never.

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "actors/cluster/master.hpp"
+#include "actors/saver.hpp"
 #include "core/report.hpp"
 
 namespace troupe {
@@ -79,6 +80,18 @@ struct Supervisor::Impl {
     if (options.on_replicas) options.on_replicas(line);
     else report_to_stderr(line);
   }
+  // A wait for lost tasks: told when it begins and every kWaitingNotice after.
+  std::optional<Clock::time_point> waiting_told;
+  void tell_waiting(const std::string& who, const std::string& why, double waited, double bound) {
+    const auto now = Clock::now();
+    if (waiting_told && now - *waiting_told < kWaitingNotice) return;
+    const std::string line =
+        waiting_told ? fmt::format("still waiting for {} ({:.0f} s of at most {:.1f})", who, waited, bound)
+                     : fmt::format("waiting for {} (at most {:.1f} s){}", who, bound, why.empty() ? "" : ": " + why);
+    waiting_told = now;
+    if (options.on_waiting) options.on_waiting(line);
+    else report_to_stderr(line);
+  }
   static Master& master_of(Session& s) {
     if (!s.cluster_master())
       fail(ErrorCode::invalid_argument, "Supervisor: the session runs in this process (no target): nothing to supervise");
@@ -88,8 +101,6 @@ struct Supervisor::Impl {
 
 Supervisor::Supervisor(Session& session, Saver* saver, SupervisorOptions options)
     : impl_(std::make_unique<Impl>(session, saver, std::move(options))) {
-  if (saver && impl_->options.checkpoint_dir.empty())
-    fail(ErrorCode::invalid_argument, "Supervisor: a chief (given a Saver) needs the checkpoint directory to restore from");
   if (const auto& sync = impl_->options.sync) {
     if (sync->tasks.empty() || !sync->set_aggregate || !sync->aggregate || sync->replicas_to_aggregate < 1 ||
         sync->replicas_to_aggregate > int(sync->tasks.size()))
@@ -201,17 +212,24 @@ void Supervisor::try_to_recover(const Error& failed) {
   Impl& im = *impl_;
   if (failed.code() != ErrorCode::unavailable && failed.code() != ErrorCode::failed_precondition) throw failed;
   const auto now = Clock::now();
-  if (!im.failing_since) im.failing_since = now;
+  if (!im.failing_since) {
+    im.failing_since = now;
+    im.waiting_told.reset();
+  }
   const bool chief = im.saver != nullptr;
   // A worker also waits for the chief's restore after the task is back.
   // (and, should the task not come back, for the chief to give it to a spare and restore it there)
-  const auto deadline = *im.failing_since + (chief ? im.options.grace : 2 * im.options.grace + std::chrono::seconds(10));
+  const auto bound = chief ? im.options.grace : 2 * im.options.grace + std::chrono::seconds(10);
+  const auto deadline = *im.failing_since + bound;
+  const double bound_s = std::chrono::duration<double>(bound).count();
+  auto waited = [&] { return seconds_between(*im.failing_since, Clock::now()); };
 
-  // Every task reachable again (a lost one is reconnected, each try bounded)?
+  // Every task the steps run on reachable again (a lost one is reconnected, each try bounded)?
+  // Tasks no step of this session uses (another worker) are not waited for.
   std::vector<Master::TaskWorker> tasks;
   for (;;) {
     try {
-      tasks = im.master.task_workers();
+      tasks = im.master.task_workers(im.master.tasks_in_use());
       break;
     } catch (const Error& e) {
       // Not back within the grace period: the chief gives a lost ps task's shards to a spare
@@ -222,10 +240,16 @@ void Supervisor::try_to_recover(const Error& failed) {
           continue;
         }
       }
+      // The error names the task that did not come back first, then the step's failure.
       if (Clock::now() > deadline)
-        fail(ErrorCode::unavailable, "{}; the job cannot go on: a lost task did not come back within {} s{}: {}",
-             failed.what(), std::chrono::duration<double>(im.options.grace).count(),
-             chief ? " and no spare took it over" : "", e.what());
+        fail(ErrorCode::unavailable, "the job cannot go on: a lost task did not come back within {:.1f} s (waited {:.1f} s{}): "
+             "{}; the step had failed with: {}", bound_s, waited(), chief ? ", and no spare took it over" : "", e.what(),
+             failed.what());
+      // "task ps:1 at 127.0.0.1:2222: no cluster member answers ...": who, then why.
+      const std::string what = e.what();
+      const auto colon = what.find(": ");
+      im.tell_waiting(what.substr(0, colon) + " to come back", colon == std::string::npos ? "" : what.substr(colon + 2),
+                      waited(), bound_s);
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
   }
@@ -253,8 +277,10 @@ void Supervisor::try_to_recover(const Error& failed) {
     if (failed.code() == ErrorCode::failed_precondition && (chief || (im.done.empty() && !im.pending)))
       throw failed;
     if (Clock::now() > deadline)
-      fail(failed.code(), "{}; the job could not go on within {} s", failed.what(),
-           std::chrono::duration<double>(deadline - *im.failing_since).count());
+      fail(failed.code(), "{}; the job could not go on within {:.1f} s (waited for at most {:.0f} s{})", failed.what(),
+           waited(), bound_s, chief ? "" : " for the chief to restore the variables");
+    if (!chief && failed.code() == ErrorCode::failed_precondition)
+      im.tell_waiting("the chief to restore the variables of a restarted task", "", waited(), bound_s);
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     return;
   }
@@ -270,12 +296,15 @@ void Supervisor::try_to_recover(const Error& failed) {
   im.took_over.clear();
   r.cause = failed.what();
   r.seconds_back = seconds_between(*im.failing_since, Clock::now());
-  auto latest = chief ? latest_checkpoint(im.options.checkpoint_dir) : std::nullopt;
+  auto latest = chief && !im.options.checkpoint_dir.empty() ? latest_checkpoint(im.options.checkpoint_dir) : std::nullopt;
   // No checkpoint yet: fatal only where a variable is missing. A restarted task that holds none
   // (a worker that rejoined) needs nothing, and the step run again says which is the case.
   if (chief && !latest && failed.code() == ErrorCode::failed_precondition)
-    fail(ErrorCode::data_loss, "{}; task(s) {} run a new process and their variables are lost, with no checkpoint "
-         "in '{}' to restore them from", failed.what(), fmt::join(restarted, ", "), im.options.checkpoint_dir);
+    fail(ErrorCode::data_loss, "task(s) {} run a new process and their variables are lost, with {} to restore them "
+         "from; the step had failed with: {}", fmt::join(restarted, ", "),
+         im.options.checkpoint_dir.empty() ? std::string("no checkpoint directory (the chief saves none)")
+                                           : fmt::format("no checkpoint in '{}'", im.options.checkpoint_dir),
+         failed.what());
   if (latest) {
     RestoreReport report;
     try {

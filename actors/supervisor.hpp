@@ -14,7 +14,8 @@
 // then runs the step again. The recovery is reported once the first step after it has run (what
 // died, where it runs again, the step restored to, the global steps lost, the times). A step that
 // fails otherwise, a task not back within `grace`, or a variable lost with no checkpoint to
-// restore it from (a restarted task that held none, such as a worker, needs none), throws. Who restarts a killed task is outside: troupe-launch
+// restore it from (a restarted task that held none, such as a worker, needs none), throws,
+// naming first the task that did not come back and how long it was waited for. Who restarts a killed task is outside: troupe-launch
 // --restart-ps, a service manager, or a person; the supervisor only waits for it.
 // One thread at a time calls run(); the supervisor holds no lock while a step runs.
 #include <chrono>
@@ -48,7 +49,8 @@ struct Recovery {
 };
 
 struct SupervisorOptions {
-  // The chief's checkpoints; empty: this process does not restore (it waits for the chief).
+  // The chief's checkpoints, what it restores a restarted task's variables from; empty: none
+  // (a task that comes back without its variables then fails the job at once, data_loss).
   std::string checkpoint_dir;
   // How long a lost task may take to come back, before the chief gives a lost ps task to a spare
   // (a worker waits twice as long and 10 s more: the chief restores after, or moves it).
@@ -78,12 +80,17 @@ struct SupervisorOptions {
   // "worker:2 lost: synchronous steps now complete with 2 of 3 gradients until it is back";
   // default: standard error.
   std::function<void(const std::string&)> on_replicas;
+  // Told while a lost task is waited for, once when the wait begins and every 10 s after
+  // ("waiting for task ps:0 at 127.0.0.1:2222 to come back (12 s of 30)"); default: standard error.
+  std::function<void(const std::string&)> on_waiting;
 };
 
 class Supervisor {
  public:
-  // `saver`: the chief's (with options.checkpoint_dir); nullptr in another worker. Asks every task
-  // of the session's cluster who it is now (throws unavailable, naming a task it cannot reach).
+  // `saver`: the chief's (it restores from options.checkpoint_dir); nullptr in another worker.
+  // Asks every task of the session's cluster who it is now (throws unavailable, naming a task it
+  // cannot reach). Only the tasks the session's steps run on are waited for when one is lost: a
+  // worker of another process that is away holds up no recovery.
   Supervisor(Session& session, Saver* saver, SupervisorOptions options);
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;

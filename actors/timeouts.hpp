@@ -63,6 +63,12 @@ inline caf::duration state_query() { return caf::duration{std::chrono::seconds(1
 // that answers late is left out of the report.
 inline caf::duration late_step_report() { return caf::duration{std::chrono::seconds(2)}; }
 
+// A synchronous replica's wait for the other replicas' votes on the global step's shard:
+// SyncReplicasOptions::vote_timeout (ops/state/sync_replicas.hpp), five minutes by default,
+// counted from the step's first vote, kept by a timer of the shard's own. Past it the waiting
+// replicas' steps fail (deadline_exceeded) naming the replicas whose votes are missing. Not
+// shard_request()'s bound: the shard names who is missing, which a request timeout cannot.
+
 // A cluster member's wait for its share of a step (worker.hpp). Unbounded here by design: the
 // master bounds it, aborting the step on every member when a member is lost (CAF's heartbeats
 // and connection timeout see a dead or hung process within the connection timeout) or when the

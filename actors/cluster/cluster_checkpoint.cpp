@@ -189,4 +189,13 @@ std::pair<int32_t, std::string> restore_task_shards(MemberContext& context, cons
   }
 }
 
+std::pair<int32_t, std::string> check_task_dir(MemberContext& context, const std::string& dir) {
+  try {
+    checkpoint::check_writable(dir);
+    return {int32_t(ErrorCode::ok), {}};
+  } catch (const Error& e) {
+    return {int32_t(e.code()), fmt::format("task {}: {}", context.task.to_string(), e.what())};
+  }
+}
+
 }  // namespace troupe

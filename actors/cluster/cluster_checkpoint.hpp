@@ -11,7 +11,9 @@
 //   (restore_shards_atom, RestoreShards) -> (code, message): the task reads and verifies its
 //                                           slices (checksums, dtypes, shapes); with `assign`
 //                                           it then assigns them, one message per shard
-// The worker answers both from a helper actor of its own thread, so steps keep running.
+//   (check_dir_atom, dir)                -> (code, message): whether the task can write
+//                                           checkpoints into `dir` (checkpoint::check_writable)
+// The worker answers each from a helper actor of its own thread, so steps keep running.
 // Also what the local Saver and the tasks share: the tensors of a shard's snapshot as the
 // checkpoint names them. Internal to actors/: includes CAF.
 #include <caf/all.hpp>
@@ -145,11 +147,13 @@ typename Inspector::result_type inspect(Inspector& f, RestoreShards& x) {
 
 using save_shards_atom = caf::atom_constant<caf::atom("saveshard")>;
 using restore_shards_atom = caf::atom_constant<caf::atom("restshard")>;
+using check_dir_atom = caf::atom_constant<caf::atom("checkdir")>;
 
 void add_checkpoint_types(caf::actor_system_config& config);
 
 // ---- The task's side (the worker's handlers; blocking: run on a thread of their own)
 SaveShardsReply save_task_shards(MemberContext& context, const SaveShards& request);
 std::pair<int32_t, std::string> restore_task_shards(MemberContext& context, const RestoreShards& request);
+std::pair<int32_t, std::string> check_task_dir(MemberContext& context, const std::string& dir);
 
 }  // namespace troupe

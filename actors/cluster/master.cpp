@@ -16,6 +16,7 @@
 #include "actors/executor/executable.hpp"
 #include "actors/timeouts.hpp"
 #include "actors/wait_chain.hpp"
+#include "core/report.hpp"
 #include "devices/device_name.hpp"
 #include "graph/graph_def.hpp"
 #include "core/trace.hpp"
@@ -165,7 +166,7 @@ struct Master::Impl {
   std::string owner_name;
   int target_task = 0;
 
-  std::mutex signatures_mutex;
+  mutable std::mutex signatures_mutex;
   std::vector<std::shared_ptr<Signature>> signatures;  // deregistered when the master goes
 
   std::mutex running_mutex;
@@ -174,8 +175,10 @@ struct Master::Impl {
   caf::actor_system& system() { return *sys->system; }
   std::chrono::milliseconds connect_bound() const { return timeouts::member_connect(options.network.connection_timeout); }
 
-  // Connects to task `i` and asks who it is; throws unavailable naming it.
+  // Connects to task `i` and asks who it is; throws unavailable naming it ("task ps:0 at
+  // 127.0.0.1:2222: ...").
   void connect(int i);
+  void connect_unnamed(int i);  // connect()'s work; its errors name no task
   TaskAddress current_address(int i);
   std::mutex connecting;  // held by connect()
   void register_signature(Signature& sig);
@@ -232,10 +235,23 @@ TaskAddress Master::Impl::current_address(int i) {
 }
 
 void Master::Impl::connect(int i) {
+  try {
+    connect_unnamed(i);
+  } catch (const Error& e) {
+    std::string who;
+    {
+      std::lock_guard<std::mutex> lock(links->mutex);
+      who = describe(i);
+    }
+    throw Error(e.code(), fmt::format("{}: {}", who, e.what()));
+  }
+}
+
+void Master::Impl::connect_unnamed(int i) {
   // One connection attempt at a time: two to the same node would make CAF drop both.
   std::lock_guard<std::mutex> one_at_a_time(connecting);
   TaskLink& t = links->tasks[std::size_t(i)];
-  if (t.retired) fail(ErrorCode::failed_precondition, "{} took over another task: it is no task of its own", describe(i));
+  if (t.retired) fail(ErrorCode::failed_precondition, "it took over another task: it is no task of its own");
   caf::actor worker;
   try {
     worker = connect_member(system(), t.address, connect_bound());
@@ -259,15 +275,15 @@ void Master::Impl::connect(int i) {
             devices = std::move(devs);
           },
           [&](caf::error& e) {
-            fail(ErrorCode::unavailable, "{} did not say who it is within {} ms: {}", describe(i),
-                 connect_bound().count(), system().render(e));
+            fail(ErrorCode::unavailable, "it did not say who it is within {} ms: {}", connect_bound().count(),
+                 system().render(e));
           });
   caf::actor inbox;
   self->request(worker, caf::duration{connect_bound()}, inbox_atom::value)
       .receive([&](caf::actor& a) { inbox = std::move(a); },
                [&](caf::error& e) {
-                 fail(ErrorCode::unavailable, "{} did not name its inbox within {} ms: {}", describe(i),
-                      connect_bound().count(), system().render(e));
+                 fail(ErrorCode::unavailable, "it did not name its inbox within {} ms: {}", connect_bound().count(),
+                      system().render(e));
                });
   if (task != t.id.to_string()) {
     if (t.id.job == "spare") {  // it took that task over: no task of its own any more
@@ -275,8 +291,8 @@ void Master::Impl::connect(int i) {
       t.retire(task);
       return;
     }
-    fail(ErrorCode::failed_precondition, "the member at {} says it is task {}, but the spec has {} there",
-         t.address.to_string(), task, t.id.to_string());
+    fail(ErrorCode::failed_precondition, "the member listening there says it is task {}: the cluster specs differ",
+         task);
   }
   // The clock offset, NTP's way: of 5 pings, the one with the shortest round trip t0 -> t2,
   // assuming the member read its clock (t1) halfway: offset = t1 - (t0 + t2) / 2, off by at most
@@ -325,19 +341,37 @@ Master::Master(const std::string& target, const MasterOptions& options) : impl_(
   im.owner = im.system().spawn(owner_actor, im.links);
 
   // The target says what the cluster is.
-  const auto deadline = std::chrono::steady_clock::now() + options.startup_timeout;
-  auto with_retries = [&](auto&& attempt) {
+  using Clock = std::chrono::steady_clock;
+  const auto started = Clock::now();
+  const auto deadline = started + options.startup_timeout;
+  const auto tell = options.on_waiting ? options.on_waiting : report_to_stderr;
+  // Tries `attempt` until it succeeds or the startup bound passes. A wait is told when it
+  // begins (the first attempt failed) and every kWaitingNotice after; the error names `who`
+  // and how long this master waited in all.
+  auto with_retries = [&](const std::string& who, auto&& attempt) {
+    std::optional<Clock::time_point> told;
     for (;;) {
       try {
         return attempt();
       } catch (const Error& e) {
-        if (std::chrono::steady_clock::now() >= deadline) throw;
+        const auto now = Clock::now();
+        const double waited = std::chrono::duration<double>(now - started).count();
+        if (now >= deadline)
+          fail(e.code(), "{} did not answer within {:.1f} s (the session's cluster_startup_timeout): {}", who, waited,
+               e.what());
+        if (!told) {
+          tell(fmt::format("waiting for {} ({:.0f} s): {}", who, waited, e.what()));
+          told = now;
+        } else if (now - *told >= kWaitingNotice) {
+          tell(fmt::format("still waiting for {} ({:.0f} s)", who, waited));
+          told = now;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
   };
   std::vector<std::string> tasks, addresses;
-  with_retries([&] {
+  with_retries("the session's target member at " + at.to_string(), [&] {
     caf::actor worker = connect_member(im.system(), at, im.connect_bound());
     caf::scoped_actor self{im.system()};
     self->request(worker, caf::duration{im.connect_bound()}, spec_atom::value)
@@ -357,7 +391,7 @@ Master::Master(const std::string& target, const MasterOptions& options) : impl_(
   }
   if (im.target_task < 0)
     fail(ErrorCode::failed_precondition, "the member at {} runs a cluster spec without its own address", at.to_string());
-  for (int i = 0; i < int(im.links->tasks.size()); ++i) with_retries([&] { im.connect(i); });
+  for (int i = 0; i < int(im.links->tasks.size()); ++i) with_retries(im.describe(i), [&] { im.connect_unnamed(i); });
 }
 
 Master::~Master() {
@@ -387,14 +421,17 @@ std::vector<TaskTransfers> Master::transfer_stats() const {
   return out;
 }
 
-std::vector<Master::TaskWorker> Master::task_workers() {
+std::vector<Master::TaskWorker> Master::task_workers(const std::vector<std::string>& only) {
   Impl& im = *impl_;
   std::vector<TaskWorker> out;
+  for (auto& task : only) (void)task_index(task);  // throws for a task the cluster lacks
   for (int i = 0; i < int(im.links->tasks.size()); ++i) {
     bool lost = false;
     {
       std::lock_guard<std::mutex> lock(im.links->mutex);
       if (im.links->tasks[std::size_t(i)].retired) continue;
+      if (!only.empty() && std::find(only.begin(), only.end(), im.links->tasks[std::size_t(i)].id.to_string()) == only.end())
+        continue;
       lost = !im.links->tasks[std::size_t(i)].lost.empty() || !im.links->tasks[std::size_t(i)].worker;
     }
     if (lost) im.connect(i);
@@ -402,6 +439,30 @@ std::vector<Master::TaskWorker> Master::task_workers() {
     const TaskLink& t = im.links->tasks[std::size_t(i)];
     out.push_back({t.id.to_string(), t.worker, t.incarnation, t.address.to_string()});
   }
+  return out;
+}
+
+int Master::task_index(const std::string& task) const {
+  const Impl& im = *impl_;
+  std::lock_guard<std::mutex> lock(im.links->mutex);
+  for (int i = 0; i < int(im.links->tasks.size()); ++i)
+    if (im.links->tasks[std::size_t(i)].id.to_string() == task) return i;
+  std::vector<std::string> all;
+  for (auto& t : im.links->tasks) all.push_back(t.id.to_string());
+  fail(ErrorCode::invalid_argument, "the cluster has no task {} (its tasks: {})", task, fmt::join(all, ", "));
+}
+
+std::vector<std::string> Master::tasks_in_use() const {
+  const Impl& im = *impl_;
+  std::set<int> used;
+  {
+    std::lock_guard<std::mutex> lock(im.signatures_mutex);
+    for (auto& sig : im.signatures)
+      for (auto& share : sig->shares) used.insert(share.task);
+  }
+  std::vector<std::string> out;
+  std::lock_guard<std::mutex> lock(im.links->mutex);
+  for (int i : used) out.push_back(im.links->tasks[std::size_t(i)].id.to_string());
   return out;
 }
 
@@ -603,7 +664,7 @@ void Master::Impl::make_current(Signature& sig) {
     }
     if (!lost.empty()) {
       try {
-        connect(share.task);
+        connect_unnamed(share.task);
       } catch (const Error& e) {
         fail(ErrorCode::unavailable, "{} is unreachable: {}; reconnecting failed: {}", describe(share.task), lost, e.what());
       }

@@ -17,6 +17,7 @@
 // process's Runtime: a program may run a local Session and a cluster Session side by side.
 // Internal to actors/.
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -37,7 +38,12 @@ struct MasterOptions {
   bool allow_soft_placement = true;
   bool float16_transfer = false;  // every float32 value between tasks crosses as float16
   std::optional<PlacementOptions::Policy> placement_policy;
+  // Told while the master waits for a task at its start: when the wait begins and every
+  // kWaitingNotice after ("waiting for task ps:0 at 127.0.0.1:2222 (0 s): ..."); default:
+  // standard error.
+  std::function<void(const std::string&)> on_waiting;
 };
+
 
 // One traced step of a cluster (Master::take_trace): every task's events, the process each
 // task is in the trace, and the tasks that did not answer.
@@ -84,16 +90,21 @@ class Master {
   // Each task's transfer counters (Session::transfer_stats).
   std::vector<TaskTransfers> transfer_stats() const;
 
-  // Every task of the cluster ("ps:0") and its worker, for the Saver (a lost task is connected
-  // anew, bounded; throws unavailable naming a task that cannot be reached), and the task
-  // unconstrained nodes (and variables) are placed on.
+  // Every task of the cluster ("ps:0"), or the tasks `only` names, and its worker, for the Saver
+  // and the Supervisor (a lost task is connected anew, bounded; throws unavailable naming the
+  // first task that cannot be reached, invalid_argument for a task the cluster lacks), and the
+  // task unconstrained nodes (and variables) are placed on.
   struct TaskWorker {
     std::string task;
     caf::actor worker;
     uint64_t incarnation = 0;  // the task's process: a restarted one has another
     std::string address;
   };
-  std::vector<TaskWorker> task_workers();
+  std::vector<TaskWorker> task_workers(const std::vector<std::string>& only = {});
+  // The tasks this master's signatures run on: what its steps need.
+  std::vector<std::string> tasks_in_use() const;
+  // The index of `task` among the cluster's tasks; invalid_argument naming them when it lacks it.
+  int task_index(const std::string& task) const;
   // Whether `task` ("worker:2") is up: true unless the master saw it lost (its process died or
   // stopped answering heartbeats), and then true once it is connected again (one attempt,
   // bounded as connecting is) to the same process. Reconnected to a new process (restarted

@@ -153,6 +153,7 @@ caf::behavior NodeActor::make_behavior() {
       [this](abort_atom, uint64_t step) { on_abort(step); },
       [this](waits_atom) { return on_waits(); },
       [this](waits_atom, uint64_t step) { return step_waits(step); },
+      [this](wait_note_atom, uint64_t step, std::string& text) { on_wait_note(step, std::move(text)); },
   };
 }
 

@@ -93,6 +93,9 @@ class NodeActor : public caf::event_based_actor {
   // The same for one step the caller knows is running (waits_atom with a step): what the kind
   // can tell only knowing that, such as a value that has not come for it.
   virtual void add_step_waits(uint64_t, std::vector<WaitReport>&) const {}
+  // What an actor this node waits on says it waits for in step `step` (wait_note_atom; kinds
+  // that wait on actors only, never on the fast path): by default, nothing is kept.
+  virtual void on_wait_note(uint64_t, std::string) {}
 
   // What the node waits for as its claim is given up (defers_ only): a kernel node that holds
   // the inputs of one tag or none lets the rest of that tag wait in its mailbox

@@ -83,13 +83,19 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
               int32_t(get_attr<int64_t>(node.attrs, "replicas_to_aggregate", node.name)))
           .then(on_reply, on_error("gradient accumulation"));
       return;
-    case VariableOp::sync_step:
-      // Waits for the other replicas' votes: as long as the slowest of the first m takes, so
-      // the step's deadline bounds it rather than the shard's backstop alone.
+    case VariableOp::sync_step: {
+      // Waits for the other replicas' votes: as long as the slowest of the first m takes. The
+      // shard bounds it (the vote's bound_ms, SyncReplicasOptions::vote_timeout) and names the
+      // missing replicas, in its error and in notes for the waits report.
+      SyncVote vote{int32_t(get_attr_or<int64_t>(node.attrs, "replica", -1)),
+                    int32_t(get_attr_or<int64_t>(node.attrs, "total_replicas", 0)),
+                    get_attr_or<std::string>(node.attrs, "replica_task", std::string()),
+                    get_attr_or<int64_t>(node.attrs, "vote_timeout_ms", 0), tag.step};
       request(me_->shard, timeouts::shard_request(), sync_step_atom::value, name, inputs[0].scalar_value<int64_t>(),
-              int32_t(get_attr<int64_t>(node.attrs, "replicas_to_aggregate", node.name)))
+              int32_t(get_attr<int64_t>(node.attrs, "replicas_to_aggregate", node.name)), std::move(vote))
           .then(on_reply, on_error("wait for the next global step (the other replicas' votes)"));
       return;
+    }
     case VariableOp::sync_stop:
       request(me_->shard, timeouts::shard_request(), sync_stop_atom::value, name)
           .then(on_reply, on_error("stop of the synchronous replicas"));
@@ -116,6 +122,11 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
   }
   request(me_->shard, timeouts::shard_request(), update_atom::value, name, int32_t(update), inputs[0], validate)
       .then(on_reply, on_error("update"));
+}
+
+void VariableNode::on_wait_note(uint64_t step, std::string text) {
+  auto range = asked_.equal_range(step);
+  for (auto it = range.first; it != range.second; ++it) it->second = text;
 }
 
 void VariableNode::add_waits(std::vector<WaitReport>& out) const {

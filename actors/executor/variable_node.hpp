@@ -29,6 +29,8 @@ class VariableNode final : public NodeActor {
   void trace_request(const Tag& tag, int64_t start) const;
   // The requests of each step still unanswered, by what they ask (for the hang report).
   void add_waits(std::vector<WaitReport>& out) const override;
+  // A global step's shard says whose votes this step still waits for: the report names them.
+  void on_wait_note(uint64_t step, std::string text) override;
   std::multimap<uint64_t, std::string> asked_;
 };
 

@@ -1,5 +1,6 @@
 #include "ops/state/sync_replicas.hpp"
 
+#include "devices/device_name.hpp"
 #include "graph/gradients.hpp"
 #include "ops/all.hpp"
 
@@ -11,6 +12,8 @@ SyncReplicasOptimizer::SyncReplicasOptimizer(Optimizer optimizer, SyncReplicasOp
                        options.replicas_to_aggregate <= options.total_replicas,
                    "SyncReplicasOptimizer: replicas_to_aggregate must be 1 to total_replicas ({}), got {}",
                    options.total_replicas, options.replicas_to_aggregate);
+  TROUPE_CHECK_ARG(options.vote_timeout.count() >= 0, "SyncReplicasOptimizer: vote_timeout must not be negative, got {} ms",
+                   options.vote_timeout.count());
   TROUPE_CHECK_ARG(options.replica >= 0 && options.replica < options.total_replicas,
                    "SyncReplicasOptimizer: replica {} is not one of the {} replicas", options.replica,
                    options.total_replicas);
@@ -64,11 +67,27 @@ SyncTrainOp SyncReplicasOptimizer::apply_gradients(const Scope& scope, const std
   TROUPE_CHECK_ARG(dropped, "SyncReplicasOptimizer: no variable receives a gradient");
   train.dropped = dropped;
   auto counted = ops::assign_add(s, train.dropped_counters[std::size_t(options_.replica)], dropped);
+  // The replica's task, for the messages that name a missing vote: where its gradients are
+  // computed ("/job:worker/task:1" -> "worker:1"), unless the options name it.
+  std::string task = options_.replica_task;
+  if (task.empty())
+    for (auto& g : grads) {
+      if (!g) continue;
+      const DeviceSpec d = DeviceSpec::parse(g.node()->requested_device);
+      if (d.job && d.task) task = fmt::format("{}:{}", *d.job, *d.task);
+      break;
+    }
   // The vote, once every gradient is in (or dropped) and counted.
   Node& vote = s.colocate_with(*global_step.node())
                    .with_control_dependencies({counted})
                    .add("SyncReplicasStep", {local_step},
-                        {{"shared_name", variable_name(*global_step.node())}, {"replicas_to_aggregate", m}}, "next_step");
+                        {{"shared_name", variable_name(*global_step.node())},
+                         {"replicas_to_aggregate", m},
+                         {"replica", int64_t(options_.replica)},
+                         {"total_replicas", int64_t(options_.total_replicas)},
+                         {"replica_task", task},
+                         {"vote_timeout_ms", int64_t(options_.vote_timeout.count())}},
+                        "next_step");
   train.op = &vote;
   train.stop = &s.colocate_with(*global_step.node())
                     .add("SyncReplicasStop", {}, {{"shared_name", variable_name(*global_step.node())}}, "stop");

@@ -30,10 +30,15 @@
 // graph defines all n counters, so the chief reads them all (dropped_counters).
 //
 // The chief initializes the variables (the global step last); the replicas wait until it is.
-// A replica waits for the others' votes for as long as the step's deadline
-// (RunOptions::timeout, SessionOptions::operation_timeout) allows: with fewer than m replicas
-// alive, that deadline fails the step naming the vote still waited for, unless m is lowered
-// (set_aggregate below; the chief's Supervisor does it when a replica's task is lost).
+// A replica waits for the others' votes for at most vote_timeout after the step's first vote
+// (or the step's deadline, RunOptions::timeout or SessionOptions::operation_timeout, if that
+// comes first): with fewer than m replicas alive, the step then fails (deadline_exceeded) naming
+// the replicas whose votes are missing ("... missing worker:1"), unless m is lowered first
+// (set_aggregate below; the chief's Supervisor does it when a replica's task is lost). While a
+// step waits, its slow-step report (SessionOptions::slow_step_report), Session::describe_waiting
+// and troupe-node --status name the replicas in and missing.
+#include <chrono>
+#include <string>
 #include <vector>
 
 #include "ops/state/optimizer.hpp"
@@ -44,6 +49,13 @@ struct SyncReplicasOptions {
   int replicas_to_aggregate = 1;  // m: gradients averaged per global step
   int total_replicas = 1;         // n: workers running the training graph (n - m backups)
   int replica = 0;                // this worker's index, 0 <= replica < n
+  // How long a step's votes may take after its first; zero: no bound (then only the step's
+  // deadline bounds the wait). Five minutes: longer than any step of a live replica, including
+  // the first, which waits for the slowest replica's start (actors/timeouts.hpp lists it).
+  std::chrono::milliseconds vote_timeout{std::chrono::minutes(5)};
+  // This replica's task in messages ("worker:1"); empty: the job and task its gradients are
+  // placed on (replica_device_setter's worker_device), else "replica <k>".
+  std::string replica_task;
 };
 
 struct SyncTrainOp {

@@ -77,6 +77,27 @@ struct Model {
 
 }  // namespace
 
+BOOST_AUTO_TEST_CASE(a_save_and_a_restore_need_only_the_tasks_that_hold_variables_not_a_worker_that_is_away) {
+  troupe::testing::NodeCluster c({{"worker", 2}, {"ps", 2}});
+  Model m;
+  Session session(m.root, c.session_on("worker:0"));
+  Saver saver(session);
+  const std::string dir = c.dir().file("ckpt");
+  saver.check_directory(dir);  // this process and both ps tasks can write there; nothing is left
+  BOOST_TEST(std::filesystem::is_empty(dir));
+  session.run({}, {}, {m.init});
+  m.train_step(session);
+  c.node("worker:1").signal(SIGKILL);  // holds no variable
+  BOOST_TEST(c.node("worker:1").wait_exit(10s).has_value());
+  const std::string path = saver.save(dir, m.step.value);
+  BOOST_TEST(path == dir + "/ckpt-1");
+  const std::vector<float> saved = m.weights(session);
+  m.train_step(session);
+  BOOST_TEST(m.weights(session) != saved);
+  saver.restore(path);
+  BOOST_TEST(m.weights(session) == saved, boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(each_ps_writes_its_own_file_and_a_local_session_resumes_the_cluster_checkpoint_exactly) {
   TwoPsCluster c;
   Model m;

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <future>
 #include <map>
+#include <mutex>
 
 #include "actors/session.hpp"
 #include "actors/supervisor.hpp"
@@ -40,8 +41,11 @@ struct Replica {
   Output w = ops::variable(s.with_op_name("w"), ops::constant<float>(s, {10.0f, 20.0f}, {2}));
   Output x = ops::placeholder(s.with_op_name("x"), DType::float32, {2});
   SyncTrainOp train;
-  Replica(int index, int m, int n) : index(index) {
-    SyncReplicasOptimizer sync(Optimizer::sgd(1.0), {.replicas_to_aggregate = m, .total_replicas = n, .replica = index});
+  Replica(int index, int m, int n, std::chrono::milliseconds vote_timeout = std::chrono::minutes(5)) : index(index) {
+    SyncReplicasOptimizer sync(Optimizer::sgd(1.0), {.replicas_to_aggregate = m,
+                                                     .total_replicas = n,
+                                                     .replica = index,
+                                                     .vote_timeout = vote_timeout});
     train = sync.minimize(s, ops::sum(s, ops::mul(s, w, x)), step.value, {w});
   }
 };
@@ -106,10 +110,47 @@ BOOST_AUTO_TEST_CASE(a_replica_waiting_for_votes_that_never_come_fails_at_its_de
   auto e = error_of([&] { s0.run({{r0.x, Tensor::from_vector<float>({1, 1})}}, {r0.train.next_step}, {r0.train.op}); }, ErrorCode::deadline_exceeded);
   BOOST_TEST(contains(e, "did not finish within its deadline"), e);
   BOOST_TEST(contains(e, "still running on task ps:0"), e);
-  // The report names the node on ps:0 and what it waits for.
-  BOOST_TEST(contains(e, "'sync_replicas/next_step' waits for the parameter shard's answer to the wait for the next "
-                         "global step (the other replicas' votes) of variable 'global_step'"),
+  // The report names the node on ps:0 and what it waits for: the vote of replica 1.
+  BOOST_TEST(contains(e, "'sync_replicas/next_step' waits for the votes of the synchronous replicas for step 0 of "
+                         "'global_step': 1 of the 2 needed are in (worker:0), missing worker:1"),
              e);
+}
+
+BOOST_AUTO_TEST_CASE(a_killed_replica_fails_the_step_at_the_vote_bound_naming_it_and_the_slow_step_report_names_it) {
+  PsAndWorkers cluster;
+  // No operation_timeout, no supervisor: only the vote bound ends the wait.
+  Replica bounded(0, 2, 2, 3s), r1(1, 2, 2);
+  std::mutex mutex;
+  std::vector<std::string> reports;
+  auto options = cluster.on_worker(0);
+  options.slow_step_report = 1s;
+  options.on_slow_step = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mutex);
+    reports.push_back(line);
+  };
+  Session s0(bounded.root, options), s1(r1.root, cluster.on_worker(1));
+  s0.run({}, {}, {ops::global_variables_initializer(bounded.root)});
+  // Both replicas take a step together: the shard learns each replica's task from its vote.
+  auto together = std::async(std::launch::async, [&] {
+    return s1.run({{r1.x, Tensor::from_vector<float>({1, 1})}}, {r1.train.next_step}, {r1.train.op})[0]
+        .scalar_value<int64_t>();
+  });
+  BOOST_TEST(s0.run({{bounded.x, Tensor::from_vector<float>({1, 1})}}, {bounded.train.next_step}, {bounded.train.op})[0]
+                 .scalar_value<int64_t>() == 1);
+  BOOST_TEST(together.get() == 1);
+  cluster.node("worker:1").signal(SIGKILL);  // replica 1's process dies
+  const auto start = std::chrono::steady_clock::now();
+  auto e = error_of([&] { s0.run({{bounded.x, Tensor::from_vector<float>({1, 1})}}, {bounded.train.next_step}, {bounded.train.op}); },
+                    ErrorCode::deadline_exceeded);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  BOOST_TEST_MESSAGE(e);
+  BOOST_TEST(contains(e, "1 of the 2 needed are in (worker:0), missing worker:1"), e);
+  BOOST_TEST(contains(e, "did not come within 3."), e);
+  BOOST_TEST(waited >= 2.9);
+  BOOST_TEST(waited < 30.0);
+  std::lock_guard<std::mutex> lock(mutex);
+  BOOST_TEST_REQUIRE(!reports.empty(), "no slow-step report within the 3 s the step waited");
+  BOOST_TEST(contains(reports.front(), "missing worker:1"), reports.front());
 }
 
 BOOST_AUTO_TEST_CASE(sync_replicas_refuses_more_replicas_to_aggregate_than_replicas) {
