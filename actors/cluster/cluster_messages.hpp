@@ -123,6 +123,9 @@ typename Inspector::result_type inspect(Inspector& f, StepStatus& x) {
 
 using identify_atom = caf::atom_constant<caf::atom("identify")>;
 using spec_atom = caf::atom_constant<caf::atom("spec")>;
+// (agreement_atom) -> vector<string>: the member's spec as it started (ClusterSpec::agreement),
+// which every master compares with its target's when it connects.
+using agreement_atom = caf::atom_constant<caf::atom("agreement")>;
 using inbox_atom = caf::atom_constant<caf::atom("inbox")>;
 using register_atom = caf::atom_constant<caf::atom("register")>;
 using deregister_atom = caf::atom_constant<caf::atom("dereg")>;

@@ -5,10 +5,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -105,11 +108,28 @@ std::string TaskId::to_string() const { return fmt::format("{}:{}", job, index);
 TaskId parse_task_id(const std::string& text) {
   std::string job, index;
   if (text.rfind("/job:", 0) == 0) {
-    auto task = text.find("/task:");
-    if (task == std::string::npos)
-      fail(ErrorCode::invalid_argument, "task '{}' is neither job:index nor /job:J/task:T", text);
-    job = text.substr(5, task - 5);
-    index = text.substr(task + 6);
+    // TensorFlow's form: /job:J/task:T, also with /replica:0 between (its device names carry it).
+    std::optional<std::string> replica, task;
+    std::size_t start = 1;
+    while (start <= text.size()) {
+      std::size_t end = text.find('/', start);
+      if (end == std::string::npos) end = text.size();
+      const std::string part = text.substr(start, end - start);
+      const auto colon = part.find(':');
+      const std::string key = part.substr(0, colon), value = colon == std::string::npos ? "" : part.substr(colon + 1);
+      if (key == "job" && job.empty()) job = value;
+      else if (key == "replica" && !replica) replica = value;
+      else if (key == "task" && !task) task = value;
+      else
+        fail(ErrorCode::invalid_argument, "task '{}': '{}' is not part of a task's name (/job:J/task:T or "
+             "/job:J/replica:0/task:T)", text, part);
+      start = end + 1;
+    }
+    if (!task) fail(ErrorCode::invalid_argument, "task '{}' is neither job:index nor /job:J/task:T", text);
+    if (replica && parse_index(*replica) != 0)
+      fail(ErrorCode::invalid_argument, "task '{}': replica '{}': each task of a Troupe cluster is one replica, "
+           "replica:0", text, *replica);
+    index = *task;
   } else {
     auto colon = text.find(':');
     if (colon == std::string::npos)
@@ -328,6 +348,42 @@ std::string local_cluster_json(const std::vector<std::pair<std::string, int>>& j
     for (int k = 0; k < tasks; ++k) list.push_back(fmt::format("127.0.0.1:{}", ports[next++]));
   }
   return nlohmann::json{{"cluster", cluster}}.dump();
+}
+
+std::vector<std::string> ClusterSpec::agreement() const {
+  std::vector<std::string> out;
+  for (auto& t : tasks()) out.push_back(t.to_string() + " " + address(t).to_string());
+  out.push_back(uses_tls() ? "tls on" : "tls off");
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string first_difference(const std::vector<std::string>& a, const std::string& whose_a,
+                             const std::vector<std::string>& b, const std::string& whose_b) {
+  // Lines "<task> <address>" (or "tls on|off"), sorted: by task name, the first disagreement.
+  auto split = [](const std::vector<std::string>& lines) {
+    std::map<std::string, std::string> out;
+    for (auto& line : lines) {
+      const auto space = line.find(' ');
+      out[line.substr(0, space)] = space == std::string::npos ? "" : line.substr(space + 1);
+    }
+    return out;
+  };
+  const auto x = split(a), y = split(b);
+  std::set<std::string> keys;
+  for (auto& [k, v] : x) keys.insert(k);
+  for (auto& [k, v] : y) keys.insert(k);
+  for (auto& k : keys) {
+    auto i = x.find(k), j = y.find(k);
+    if (i != x.end() && j != y.end() && i->second == j->second) continue;
+    if (k == "tls")
+      return fmt::format("TLS is {} in {} spec and {} in {}", i == x.end() ? "?" : i->second, whose_a,
+                         j == y.end() ? "?" : j->second, whose_b);
+    if (j == y.end()) return fmt::format("{} at {} is only in {} spec", k, i->second, whose_a);
+    if (i == x.end()) return fmt::format("{} at {} is only in {} spec", k, j->second, whose_b);
+    return fmt::format("{} is at {} in {} spec and at {} in {}", k, i->second, whose_a, j->second, whose_b);
+  }
+  return {};
 }
 
 }  // namespace troupe

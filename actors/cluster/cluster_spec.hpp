@@ -42,8 +42,15 @@ struct TaskId {
   friend auto operator<=>(const TaskId&, const TaskId&) = default;
 };
 
-// "worker:0" (also "/job:worker/task:0"); throws invalid_argument naming the text.
+// "worker:0" (also TensorFlow's "/job:worker/task:0" and "/job:worker/replica:0/task:0"); throws
+// invalid_argument naming the text.
 TaskId parse_task_id(const std::string& text);
+
+// The first way two specs' agreement() lines differ, naming whose spec says what ("worker:1 is at
+// 10.0.0.2:2222 in worker:0's spec and at 10.0.0.3:2222 in ps:0's"; "ps:1 at ... is only in
+// ps:0's"); empty when they agree.
+std::string first_difference(const std::vector<std::string>& a, const std::string& whose_a,
+                             const std::vector<std::string>& b, const std::string& whose_b);
 
 // `count` distinct TCP ports nothing listens on now on 127.0.0.1, picked by the OS (held open
 // together, so they differ); a process started on one right away races only with other
@@ -92,6 +99,11 @@ class ClusterSpec {
   // The identity of a process that is no task; empty without a "tls" section; throws
   // invalid_argument when the section has no "client".
   TlsFiles tls_client() const;
+
+  // What every process of a cluster must agree on, as sorted lines: each task and its address
+  // ("worker:1 10.0.0.2:2222"), and whether the cluster uses TLS (the files' paths may differ
+  // from host to host). Members compare them when they connect (the "spec check").
+  std::vector<std::string> agreement() const;
 
  private:
   std::string where_;

@@ -165,6 +165,7 @@ struct Master::Impl {
   caf::actor owner;
   std::string owner_name;
   int target_task = 0;
+  std::vector<std::string> target_agreement;  // the target member's spec as it started
 
   mutable std::mutex signatures_mutex;
   std::vector<std::shared_ptr<Signature>> signatures;  // deregistered when the master goes
@@ -294,6 +295,24 @@ void Master::Impl::connect_unnamed(int i) {
     fail(ErrorCode::failed_precondition, "the member listening there says it is task {}: the cluster specs differ",
          task);
   }
+  // The spec check: every member must have started from the same spec as the target (hosts
+  // whose copies differ would otherwise wait on addresses nobody listens on).
+  if (i != target_task && !target_agreement.empty()) {
+    std::vector<std::string> agreement;
+    self->request(worker, caf::duration{connect_bound()}, agreement_atom::value)
+        .receive([&](std::vector<std::string>& a) { agreement = std::move(a); },
+                 [&](caf::error& e) {
+                   fail(ErrorCode::unavailable, "it did not send its cluster spec within {} ms: {}",
+                        connect_bound().count(), system().render(e));
+                 });
+    const std::string target = links->tasks[std::size_t(target_task)].id.to_string();
+    const std::string difference =
+        first_difference(target_agreement, target + "'s", agreement, t.id.to_string() + "'s");
+    if (!difference.empty())
+      fail(ErrorCode::failed_precondition,
+           "its cluster spec differs from that of {} (this session's target): {}; start every task with the same spec",
+           target, difference);
+  }
   // The clock offset, NTP's way: of 5 pings, the one with the shortest round trip t0 -> t2,
   // assuming the member read its clock (t1) halfway: offset = t1 - (t0 + t2) / 2, off by at most
   // (t2 - t0) / 2 (a member on the same host shares the clock: offset about 0).
@@ -354,6 +373,8 @@ Master::Master(const std::string& target, const MasterOptions& options) : impl_(
       try {
         return attempt();
       } catch (const Error& e) {
+        // A member that answers and disagrees (another spec, another task) will not change its mind.
+        if (e.code() == ErrorCode::failed_precondition) throw Error(e.code(), fmt::format("{}: {}", who, e.what()));
         const auto now = Clock::now();
         const double waited = std::chrono::duration<double>(now - started).count();
         if (now >= deadline)
@@ -374,6 +395,12 @@ Master::Master(const std::string& target, const MasterOptions& options) : impl_(
   with_retries("the session's target member at " + at.to_string(), [&] {
     caf::actor worker = connect_member(im.system(), at, im.connect_bound());
     caf::scoped_actor self{im.system()};
+    self->request(worker, caf::duration{im.connect_bound()}, agreement_atom::value)
+        .receive([&](std::vector<std::string>& a) { im.target_agreement = std::move(a); },
+                 [&](caf::error& e) {
+                   fail(ErrorCode::unavailable, "the member at {} did not send its cluster spec within {} ms: {}",
+                        at.to_string(), im.connect_bound().count(), im.system().render(e));
+                 });
     self->request(worker, caf::duration{im.connect_bound()}, spec_atom::value)
         .receive([&](std::vector<std::string>& t, std::vector<std::string>& a) { tasks = std::move(t), addresses = std::move(a); },
                  [&](caf::error& e) {

@@ -1,13 +1,23 @@
 #include "actors/cluster/member.hpp"
 
+#include <netdb.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <caf/io/all.hpp>
 #include <caf/openssl/publish.hpp>
 
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
+#include <sstream>
 
 #include "actors/cluster/cluster_messages.hpp"
 #include "actors/cluster/tls_watch.hpp"
@@ -27,6 +37,79 @@ namespace {
 // `holder`: who the TLS files are, in their errors.
 NetworkOptions network_of(const MemberOptions& o, const std::string& holder = "this process") {
   return {o.heartbeat, o.connection_timeout, o.tls, holder};
+}
+
+// The process listening on TCP `port` (any local address), as "pid 1234 (its command line)",
+// read from /proc: the sockets in LISTEN state on the port, then the process holding one.
+std::string who_listens_on(uint16_t port) {
+  std::set<std::string> inodes;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+      const auto colon = local.rfind(':');
+      if (state != "0A" || colon == std::string::npos) continue;  // 0A: LISTEN
+      if (std::strtoul(local.c_str() + colon + 1, nullptr, 16) == port) inodes.insert("socket:[" + inode + "]");
+    }
+  }
+  if (inodes.empty()) return {};
+  std::error_code ec;
+  for (const auto& proc : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid = proc.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::error_code fd_ec;
+    for (const auto& fd : std::filesystem::directory_iterator(proc.path() / "fd", fd_ec)) {
+      std::error_code link_ec;
+      if (!inodes.count(std::filesystem::read_symlink(fd.path(), link_ec).string())) continue;
+      std::ifstream cmdline(proc.path() / "cmdline");
+      std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+      std::replace(args.begin(), args.end(), '\0', ' ');
+      while (!args.empty() && args.back() == ' ') args.pop_back();
+      if (args.size() > 200) args = args.substr(0, 200) + "...";
+      return fmt::format("pid {} ({})", pid, args);
+    }
+  }
+  return "a process this one cannot see";
+}
+
+// Why `address` cannot be listened on, in words, when a bind of this process's own can tell
+// (CAF says only "tcp socket creation failed"); empty when it can be bound now.
+std::string why_cannot_listen(const TaskAddress& address) {
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(address.port);
+  const char* host = address.host == "0.0.0.0" ? nullptr : address.host.c_str();
+  if (const int error = ::getaddrinfo(host, port.c_str(), &hints, &found); error != 0)
+    return fmt::format("its host name does not resolve ({})", ::gai_strerror(error));
+  std::string why;
+  for (addrinfo* a = found; a && why.empty(); a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    const int on = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      const int error = errno;
+      if (error == EADDRINUSE) {
+        const std::string who = who_listens_on(address.port);
+        why = "the address is in use" + (who.empty() ? std::string() : ", by " + who);
+      } else if (error == EADDRNOTAVAIL) {
+        why = "no network interface of this host has that address (is the task meant for another host?)";
+      } else if (error == EACCES) {
+        why = "ports below 1024 need privileges this process lacks";
+      } else {
+        why = std::strerror(error);
+      }
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  return why;
 }
 
 uint64_t fresh_incarnation() {
@@ -67,6 +150,7 @@ ClusterMember::ClusterMember(const ClusterSpec& spec, const TaskId& task, const 
   context->incarnation = impl_->incarnation;
   context->devices = impl_->devices;
   for (auto& t : spec.tasks()) context->cluster.push_back({t, spec.address(t)});
+  context->agreement = spec.agreement();
   context->runtime = impl_->runtime;
   auto memory = options.variable_memory_bytes > 0
                     ? std::make_shared<VariableMemory>(options.variable_memory_bytes, "task " + task.to_string())
@@ -97,8 +181,9 @@ ClusterMember::ClusterMember(const ClusterSpec& spec, const TaskId& task, const 
                          : system.middleman().publish(impl_->worker, impl_->address.port, bind_to, true);
   if (!port) {
     caf::anon_send_exit(impl_->worker, caf::exit_reason::user_shutdown);
+    const std::string why = why_cannot_listen(impl_->address);
     fail(ErrorCode::unavailable, "task {} cannot listen on {}: {}", task.to_string(), impl_->address.to_string(),
-         system.render(port.error()));
+         why.empty() ? system.render(port.error()) : fmt::format("{} ({})", why, system.render(port.error())));
   }
   impl_->port = *port;
 }

@@ -56,6 +56,7 @@ struct MemberContext {
   uint64_t incarnation = 0;
   std::string devices;  // full names under the task, by ','
   std::vector<std::pair<TaskId, TaskAddress>> cluster;  // every task of the spec
+  std::vector<std::string> agreement;  // the spec as it started (ClusterSpec::agreement), for the spec check
   std::shared_ptr<Runtime> runtime;
   std::shared_ptr<ParamShards> shards;  // the variables placed on this task
   std::function<void(const std::string&)> log;

@@ -35,6 +35,14 @@ std::mutex watch_mutex;  // guards the two below; never held while calling out
 std::unordered_map<const SSL*, Handshake> handshakes;
 std::function<void(const std::string&)> event_log;
 
+// Refusals of the same kind from the same host (a peer that retries every 100 ms): the first is
+// told in full, the rest counted and told once per kRepeatWindow, as one line.
+struct Repeats {
+  std::chrono::steady_clock::time_point told;
+  int64_t since = 0;  // refusals since the last line
+};
+std::unordered_map<std::string, Repeats> repeats;  // by kind, host and reason; guarded by watch_mutex
+
 void emit(const std::string& line) {
   std::function<void(const std::string&)> log;
   {
@@ -43,6 +51,28 @@ void emit(const std::string& line) {
   }
   if (log) log(line);
   else report_to_stderr(line);
+}
+
+// One refusal: `what` ("refused a TLS connection from"), the peer "host:port", and why.
+void emit_refusal(const std::string& what, const std::string& peer, const std::string& reason) {
+  const auto colon = peer.rfind(':');
+  const std::string host = colon == std::string::npos ? peer : peer.substr(0, colon);
+  const auto now = std::chrono::steady_clock::now();
+  std::string line;
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex);
+    auto [it, first] = repeats.try_emplace(what + '\n' + host + '\n' + reason, Repeats{now, 0});
+    if (first) {
+      line = fmt::format("{} {}: {}", what, peer, reason);
+    } else {
+      ++it->second.since;
+      if (now - it->second.told < kRepeatWindow) return;
+      line = fmt::format("{} {} {} more time(s) in the last {:.0f} s (the newest from {}): {}", what, host,
+                         it->second.since, std::chrono::duration<double>(now - it->second.told).count(), peer, reason);
+      it->second = {now, 0};
+    }
+  }
+  emit(line);
 }
 
 std::string peer_of(SSL* ssl) {
@@ -142,14 +172,14 @@ int watched(SSL* ssl, HandshakeFn handshake, bool accepting) {
     // The peer (or, connecting, the listener) sent no TLS within the bound: CAF would keep
     // polling it; shutting the socket down makes its next read fail, and CAF drops it.
     ::shutdown(SSL_get_fd(ssl), SHUT_RDWR);
-    emit(accepting ? fmt::format("refused a TLS connection from {}: no TLS handshake within {} s", peer,
-                                 kTlsHandshakeBound.count())
-                   : fmt::format("gave up the TLS connection to {}: no TLS handshake within {} s (a listener without TLS?)",
-                                 peer, kTlsHandshakeBound.count()));
+    if (accepting)
+      emit_refusal("refused a TLS connection from", peer,
+                   fmt::format("no TLS handshake within {} s", kTlsHandshakeBound.count()));
+    else
+      emit_refusal("gave up the TLS connection to", peer,
+                   fmt::format("no TLS handshake within {} s (a listener without TLS?)", kTlsHandshakeBound.count()));
   } else {
-    const std::string reason = why(ssl, error);
-    emit(accepting ? fmt::format("refused a TLS connection from {}: {}", peer, reason)
-                   : fmt::format("the TLS handshake with {} failed: {}", peer, reason));
+    emit_refusal(accepting ? "refused a TLS connection from" : "the TLS handshake failed with", peer, why(ssl, error));
   }
   return result;
 }

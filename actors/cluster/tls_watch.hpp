@@ -12,7 +12,10 @@
 //   - a handshake that fails is logged with the peer's address and why ("refused a TLS
 //     connection from 127.0.0.1:40112: peer did not return a certificate");
 //   - a handshake still not done after kTlsHandshakeBound has its socket shut down (then CAF
-//     drops the connection) and is logged so.
+//     drops the connection) and is logged so;
+//   - the same refusal again (same kind, host and reason) is counted, and the count told at
+//     most once per kRepeatWindow ("refused a TLS connection from 127.0.0.1 37 more time(s) in
+//     the last 10 s ...").
 // Nothing else of the connection is touched; a connection made is never seen again. (Measured:
 // a silent peer holds the node's multiplexer thread at 100% of a core until it is cut off.)
 #include <chrono>
@@ -22,6 +25,9 @@
 namespace troupe {
 
 inline constexpr std::chrono::seconds kTlsHandshakeBound{3};
+// Refusals of one kind from one host are told once in full, then as a count at most once per
+// this window (a misconfigured peer retries several times a second).
+inline constexpr std::chrono::seconds kRepeatWindow{10};
 
 // Only handshakes on non-blocking sockets (CAF's), and only once this is called (by
 // configure_network for a network layer with TLS), are watched: a program's own OpenSSL

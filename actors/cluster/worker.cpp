@@ -103,6 +103,9 @@ caf::actor connect_member(caf::actor_system& system, const TaskAddress& address,
                                  "or a member without TLS, drops it so)"
                                : " (a member of a cluster with TLS drops a peer without its certificate so: give this "
                                  "process the spec's tls files)";
+      if (failed == caf::sec::disconnect_during_handshake)
+        fail(ErrorCode::unavailable, "the member at {} dropped the connection during the handshake: {}{}",
+             address.to_string(), system.render(failed), hint);
       fail(ErrorCode::unavailable, "no cluster member answers at {} within {} ms: {}{}", address.to_string(),
            bound.count(), system.render(failed), hint);
     }
@@ -476,6 +479,7 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
         auto& c = *self->state.context;
         return {c.task.to_string(), c.incarnation, c.devices};
       },
+      [self](agreement_atom) { return self->state.context->agreement; },
       [self](spec_atom) -> caf::result<std::vector<std::string>, std::vector<std::string>> {
         std::vector<std::string> tasks, addresses;
         for (auto& [t, a] : self->state.context->cluster) {

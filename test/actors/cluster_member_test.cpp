@@ -1,7 +1,7 @@
 // troupe-node processes on 127.0.0.1 (ports checked free): a node publishes its worker on its
 // task's address and says who it is; a second node on a busy port, a task the spec lacks and a
 // misspelt spec are refused with their errors; SIGTERM stops a node cleanly, and a node started
-// again is a new incarnation. Every process is stopped by its pid, also when a check fails.
+// again is a new incarnation; a session refuses nodes started from specs that differ. Every process is stopped by its pid, also when a check fails.
 #include <boost/test/unit_test.hpp>
 
 #include <cstdlib>
@@ -9,6 +9,8 @@
 #include <iterator>
 
 #include "actors/cluster/member.hpp"
+#include "actors/session.hpp"
+#include "ops/all.hpp"
 #include "test/support/child_process.hpp"
 #include "test/support/expect_error.hpp"
 #include "test/support/free_port.hpp"
@@ -62,10 +64,12 @@ BOOST_AUTO_TEST_CASE(a_node_publishes_its_worker_says_who_it_is_and_stops_on_sig
   BOOST_TEST(contains(node->out(), fmt::format("(incarnation {:#x},", who.incarnation)), node->out());
   BOOST_TEST(contains(who.devices, "/job:worker/task:0/device:CPU:0"), who.devices);
 
-  // The port is taken: a second node for the task says so and exits 1.
+  // The port is taken: a second node for the task says so, and by whom, and exits 1.
   auto second = c.node("worker:0", "second");
   BOOST_TEST_REQUIRE(second->wait_exit(30s).value_or(-1) == 1, second->err());
-  BOOST_TEST(contains(second->err(), "task worker:0 cannot listen on 127.0.0.1:" + std::to_string(c.worker_port)),
+  BOOST_TEST(contains(second->err(), "task worker:0 cannot listen on 127.0.0.1:" + std::to_string(c.worker_port) +
+                                         ": the address is in use, by pid " + std::to_string(node->pid()) +
+                                         " (" + TROUPE_NODE_BINARY),
              second->err());
 
   node->signal(SIGTERM);
@@ -97,4 +101,31 @@ BOOST_AUTO_TEST_CASE(a_task_the_spec_lacks_or_a_misspelt_spec_is_refused_with_ex
                    c.dir.file("bad.err"));
   BOOST_TEST_REQUIRE(bad.wait_exit(30s).value_or(-1) == 2, bad.err());
   BOOST_TEST(contains(bad.err(), "unknown key 'clustr'"), bad.err());
+}
+
+BOOST_AUTO_TEST_CASE(hosts_whose_specs_differ_are_refused_at_once_naming_both_tasks_and_the_first_difference) {
+  Cluster c;
+  // ps:0 was given a spec with a worker:1 the others do not have.
+  const std::string other = c.dir.file("other.json");
+  std::ofstream(other) << "{\"cluster\": {\"worker\": [\"127.0.0.1:" << c.worker_port << "\", \"127.0.0.1:"
+                       << free_port() << "\"], \"ps\": [\"127.0.0.1:" << c.ps_port << "\"]}}";
+  auto worker = c.node("worker:0", "worker");
+  ChildProcess ps({TROUPE_NODE_BINARY, "--cluster", other, "--task", "ps:0", "--threads", "1"}, c.dir.file("ps.out"),
+                  c.dir.file("ps.err"));
+  BOOST_TEST_REQUIRE(worker->wait_for_output("started on", 30s), worker->err());
+  BOOST_TEST_REQUIRE(ps.wait_for_output("started on", 30s), ps.err());
+  auto root = Scope::root();
+  ops::constant(root, 1.0f);
+  SessionOptions options;
+  options.target = fmt::format("troupe://127.0.0.1:{}", c.worker_port);
+  options.cluster_startup_timeout = 60s;
+  const auto start = std::chrono::steady_clock::now();
+  auto e = error_of([&] { Session session(root, options); }, ErrorCode::failed_precondition);
+  const bool at_once = std::chrono::steady_clock::now() - start < 20s;
+  BOOST_TEST(at_once, "a disagreement was retried until the startup bound");
+  BOOST_TEST(contains(e, fmt::format("task ps:0 at 127.0.0.1:{}: its cluster spec differs from that of worker:0 (this "
+                                     "session's target): worker:1 at 127.0.0.1:",
+                                     c.ps_port)),
+             e);
+  BOOST_TEST(contains(e, "is only in ps:0's spec"), e);
 }

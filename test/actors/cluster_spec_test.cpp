@@ -79,9 +79,14 @@ BOOST_AUTO_TEST_CASE(each_mistake_in_a_spec_is_named) {
                       "task: unknown key 'idx'"));
 }
 
-BOOST_AUTO_TEST_CASE(task_ids_parse_in_both_forms) {
+BOOST_AUTO_TEST_CASE(task_ids_parse_in_both_forms_and_with_tensorflows_replica) {
   BOOST_TEST(parse_task_id("worker:3").to_string() == "worker:3");
   BOOST_TEST(parse_task_id("/job:ps/task:1").to_string() == "ps:1");
+  BOOST_TEST(parse_task_id("/job:worker/replica:0/task:2").to_string() == "worker:2");
+  BOOST_TEST(contains(error_of([] { parse_task_id("/job:worker/replica:1/task:2"); }, ErrorCode::invalid_argument),
+                      "replica '1': each task of a Troupe cluster is one replica, replica:0"));
+  BOOST_TEST(contains(error_of([] { parse_task_id("/job:worker/device:CPU:0/task:2"); }, ErrorCode::invalid_argument),
+                      "'device:CPU:0' is not part of a task's name"));
   BOOST_TEST(contains(error_of([] { parse_task_id("worker"); }, ErrorCode::invalid_argument), "neither job:index"));
   BOOST_TEST(contains(error_of([] { parse_task_id("worker:x"); }, ErrorCode::invalid_argument),
                       "index 'x' is not a non-negative number"));

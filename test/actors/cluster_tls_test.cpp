@@ -13,9 +13,11 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 #include "actors/cluster/tls.hpp"
+#include "actors/cluster/tls_watch.hpp"
 #include "actors/session.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
@@ -174,6 +176,52 @@ BOOST_AUTO_TEST_CASE(peers_without_a_certificate_of_the_cluster_are_refused_and_
   auto [code, out] = status_of(cluster, "ps:0", cluster.spec(), "member");
   BOOST_TEST(code == 0, out);
   BOOST_TEST_MESSAGE("ps:0 logged:\n" << ps.out());
+}
+
+BOOST_AUTO_TEST_CASE(a_peer_of_another_ca_that_keeps_retrying_is_logged_once_then_counted_on_both_sides) {
+  NodeCluster cluster({{"ps", 1}}, {}, /*tls=*/true);
+  ChildProcess& ps = cluster.node("ps:0");
+  const std::string other = make_cluster_certificates(cluster.spec(), cluster.dir().file("other"));
+  std::mutex mutex;
+  std::vector<std::string> tls_lines, waiting_lines;
+  set_tls_event_log([&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mutex);
+    tls_lines.push_back(line);
+  });
+  SessionOptions options;
+  options.target = fmt::format("troupe://127.0.0.1:{}", cluster.port("ps:0"));
+  options.tls = ClusterSpec::from_file(other).tls_client();
+  options.cluster_startup_timeout = 12s;  // it retries every 100 ms meanwhile
+  options.on_waiting = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(mutex);
+    waiting_lines.push_back(line);
+  };
+  auto root = Scope::root();
+  ops::constant(root, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  auto e = troupe::testing::error_of([&] { Session session(root, options); }, ErrorCode::unavailable);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  set_tls_event_log({});
+  BOOST_TEST_MESSAGE(e);
+  BOOST_TEST(contains(e, "did not answer within 1"), e);  // 12.x s, the time it waited in all
+  BOOST_TEST(waited >= 11.9);
+  // The node: one line in full, then counts (at most one per 10 s), not one per attempt.
+  std::istringstream out(ps.out());
+  int refusals = 0, counted = 0;
+  for (std::string line; std::getline(out, line);) {
+    if (contains(line, "refused a TLS connection from 127.0.0.1")) ++refusals;
+    if (contains(line, "more time(s) in the last")) ++counted;
+  }
+  BOOST_TEST(refusals >= 1, ps.out());
+  BOOST_TEST(refusals <= 3, ps.out());
+  BOOST_TEST(counted >= 1, ps.out());
+  std::lock_guard<std::mutex> lock(mutex);
+  BOOST_TEST(tls_lines.size() >= 1u);
+  BOOST_TEST(tls_lines.size() <= 3u, fmt::format("{}", fmt::join(tls_lines, "\n")));
+  BOOST_TEST(waiting_lines.size() >= 1u);
+  BOOST_TEST(waiting_lines.size() <= 3u, fmt::format("{}", fmt::join(waiting_lines, "\n")));
+  BOOST_TEST(contains(waiting_lines.front(), "waiting for the session's target member at 127.0.0.1:"),
+             waiting_lines.front());
 }
 
 BOOST_AUTO_TEST_CASE(a_member_that_dies_leaves_the_other_tls_connections_of_its_peers_working) {
