@@ -239,11 +239,15 @@ void tell_waiting(Shard* self, const ParamShardState::StepBarrier& b, const std:
     if (w.node) self->send(w.node, wait_note_atom::value, w.token, text);
 }
 
+// A timer due `after` from now, unless one due no later is on its way already.
 void arm_vote_timer(Shard* self, ParamShardState::StepBarrier& b, const std::string& name,
                     std::chrono::milliseconds after) {
-  if (b.timer || b.bound.count() <= 0) return;
-  b.timer = true;
-  self->delayed_send(self, std::max(after, std::chrono::milliseconds(1)), sync_deadline_atom::value, name);
+  if (b.bound.count() <= 0) return;
+  after = std::max(after, std::chrono::milliseconds(1));
+  const auto due = std::chrono::steady_clock::now() + after;
+  if (b.timer_due && *b.timer_due <= due) return;
+  b.timer_due = due;
+  self->delayed_send(self, after, sync_deadline_atom::value, name);
 }
 
 // A replica's vote that it has sent its gradients of global step local_step.
@@ -279,7 +283,10 @@ caf::result<ShardReply> sync_step(Shard* self, const std::string& name, int64_t 
     auto promise = self->make_response_promise();
     barrier.waiting.push_back({promise, std::move(voter), vote.token});
     tell_waiting(self, barrier, name, needed);
-    arm_vote_timer(self, barrier, name, barrier.bound);
+    // Due a bound after the step's first vote.
+    arm_vote_timer(self, barrier, name,
+                   std::chrono::ceil<std::chrono::milliseconds>(barrier.first_vote + barrier.bound -
+                                                                std::chrono::steady_clock::now()));
     return promise;
   }
   return ShardReply{next_global_step(state, name), ErrorCode::ok, {}};
@@ -292,7 +299,7 @@ void sync_deadline(Shard* self, const std::string& name) {
   auto b = state.barriers.find(name);
   if (b == state.barriers.end()) return;
   auto& barrier = b->second;
-  barrier.timer = false;
+  barrier.timer_due.reset();
   if (barrier.waiting.empty() || barrier.stopped || barrier.bound.count() <= 0) return;
   const auto waited = std::chrono::steady_clock::now() - barrier.first_vote;
   if (waited < barrier.bound) {

@@ -42,7 +42,7 @@
 // step is answered at once; a replica's second vote for a step counts once. While replicas wait,
 // every vote tells each of them (wait_note_atom to the node that voted, with the vote's token)
 // which replicas have voted and which are missing, so a hung step's report names them; a timer
-// of the shard's own (one per global step at a time) fails the waiting replicas once a step's
+// of the shard's own (armed for the earliest deadline) fails the waiting replicas once a step's
 // votes have taken SyncVote::bound_ms since the first, naming the missing ones. Re-assigning a
 // variable (its initializer, a restore) drops its accumulator; re-assigning the global step fails
 // the replicas waiting on it (and undoes a stop).
@@ -62,6 +62,7 @@
 #include <set>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -126,7 +127,8 @@ struct ParamShardState {
     int total = 0;
     std::map<int, std::string> tasks;
     std::chrono::milliseconds bound{0};
-    bool timer = false;  // a sync_deadline_atom is on its way
+    // When the earliest sync_deadline_atom on its way is due, if one is (a later one may be too).
+    std::optional<std::chrono::steady_clock::time_point> timer_due;
     // The next step: no votes yet (the replicas waiting are the caller's to answer or keep).
     void begin(int64_t next) {
       step = next;

@@ -37,6 +37,7 @@
 #include "ops/data/pipeline.hpp"
 #include "ops/layers/layers.hpp"
 #include "apps/fashion_mnist.hpp"
+#include "core/checkpoint.hpp"
 
 using namespace troupe;
 
@@ -60,7 +61,11 @@ Args parse_args(int argc, char** argv) {
   app.add_option("--prefetch", a.prefetch, "batches read ahead on a thread of their own (0: read in the loop)")
       ->check(troupe::cli::non_negative);
   app.add_option("--shuffle-buffer", a.shuffle_buffer, "examples the shuffle draws from")->check(troupe::cli::positive);
-  app.add_option("--checkpoint-dir", a.checkpoint_dir, "save checkpoints here and resume from the newest");
+  app.add_option("--checkpoint-dir", a.checkpoint_dir,
+                 "save checkpoints here and resume from the newest (checked to be writable before training starts)");
+  app.add_option("--restore-from", a.restore_from,
+                 "resume from this checkpoint of --checkpoint-dir (ckpt-N, e.g. an older one when the newest is "
+                 "damaged) instead of the newest");
   app.add_option("--save-every-steps", a.save_every_steps, "steps between checkpoints (-1: 500 with a checkpoint dir; 0: only at the end)")
       ->check(CLI::Range(int64_t(-1), std::numeric_limits<int64_t>::max()));
   app.add_option("--stop-after-epochs", a.stop_after_epochs, "save and stop after this epoch (0: train every epoch)")
@@ -109,6 +114,12 @@ Args parse_args(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str()
       ->group("Cluster");
+  app.add_option("--startup-timeout-s", a.startup_timeout_s,
+                 "how long this worker waits for every task of the cluster to answer at its start (it says whom it "
+                 "waits for every 10 s)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str()
+      ->group("Cluster");
   app.add_flag("--rejoin", a.rejoin,
                "this worker was started again mid-job: join at the current global step (the chief too: no "
                "initialisation, no restore)")
@@ -126,6 +137,11 @@ Args parse_args(int argc, char** argv) {
   else refuse("--trace-steps: '" + a.trace_steps + "' is not a range of steps A-B (1 <= A <= B)");
   if (a.save_every_steps == -1) a.save_every_steps = a.checkpoint_dir.empty() ? 0 : 500;
   if (a.save_every_steps > 0 && a.checkpoint_dir.empty()) refuse("--save-every-steps needs --checkpoint-dir");
+  if (!a.restore_from.empty() && a.checkpoint_dir.empty()) refuse("--restore-from needs --checkpoint-dir");
+  if (!a.restore_from.empty() && !checkpoint::checkpoint_step(a.restore_from))
+    refuse("--restore-from: '" + a.restore_from + "' is not the name of a checkpoint (ckpt-N, as troupe-checkpoint ls "
+           "DIR/ckpt-N shows it)");
+  if (a.rejoin && !a.restore_from.empty()) refuse("--restore-from: a worker that rejoins restores nothing");
   if (!a.cluster.empty() && a.task.empty()) refuse("--cluster needs --task worker:K");
   if (a.cluster.empty() && (a.backup_workers > 0 || a.delay_ms > 0 || a.steps > 0))
     refuse("--backup-workers, --delay-ms and --steps are for a cluster run (--cluster)");
@@ -167,6 +183,39 @@ void build_model(layers::Sequential& model, const std::string& kind) {
 std::string data_file(const std::string& dir, const char* stem) {
   std::string gz = dir + "/" + stem + ".gz";
   return ::access(gz.c_str(), R_OK) == 0 ? gz : dir + "/" + stem;
+}
+
+std::optional<std::string> checkpoint_to_resume(const Args& a) {
+  if (a.checkpoint_dir.empty()) return std::nullopt;
+  if (!a.restore_from.empty()) return named_checkpoint(a.checkpoint_dir, a.restore_from);
+  try {
+    return latest_checkpoint(a.checkpoint_dir);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::data_loss) throw;
+    throw Error(e.code(), std::string(e.what()) + restore_hint(a, std::nullopt));
+  }
+}
+
+std::string restore_hint(const Args& a, const std::optional<std::string>& failed) {
+  auto name_of = [](const std::string& path) { return path.substr(path.find_last_of('/') + 1); };
+  std::optional<int64_t> below;
+  if (failed) below = checkpoint::checkpoint_step(name_of(*failed));
+  const auto intact = checkpoint::newest_intact_checkpoint(a.checkpoint_dir, below);
+  if (!intact)
+    return fmt::format("; no intact checkpoint {}is left in {}: move it aside to train from the start",
+                       failed ? "before it " : "", a.checkpoint_dir);
+  return fmt::format("; to resume from {}, the newest intact one{}, run again with --restore-from {}", *intact,
+                     failed ? " before it" : "", name_of(*intact));
+}
+
+std::string SavedCheckpoints::summary(const std::string& dir) const {
+  if (written == 0) return fmt::format("no checkpoint written into {}", dir);
+  return fmt::format("{} checkpoint(s) written into {}, the newest {}", written, dir, newest);
+}
+
+void SavedCheckpoints::check_some(const std::string& dir) const {
+  if (written == 0 && newest.empty())
+    fail(ErrorCode::data_loss, "asked to save checkpoints into {} (--checkpoint-dir), and none was written", dir);
 }
 
 std::string clock_text(double seconds) {
@@ -233,8 +282,9 @@ int main(int argc, char** argv) {
     std::optional<Saver> saver;
     if (!a.checkpoint_dir.empty()) {
       saver.emplace(session, SaverOptions{.max_to_keep = 5});
-      if (auto latest = latest_checkpoint(a.checkpoint_dir)) {
-        global_step = saver->restore(*latest).global_step;
+      saver->check_directory(a.checkpoint_dir);  // before the first step, not at the first save
+      if (auto latest = checkpoint_to_resume(a)) {
+        global_step = restore_checkpoint(a, *latest, [&](const std::string& p) { return saver->restore(p); }).global_step;
         std::printf("resumed from step %lld (epoch %lld, batch %lld) of %s\n", (long long)global_step,
                     (long long)(global_step / steps + 1), (long long)(global_step % steps), latest->c_str());
         std::fflush(stdout);
@@ -254,12 +304,13 @@ int main(int argc, char** argv) {
     // save's error surfaces at the next save or at the end.
     std::future<std::string> saving;
     int64_t saved_step = global_step;  // the newest step in the checkpoint dir (when resumed)
+    SavedCheckpoints saved;
     auto save = [&](bool wait) {
-      if (saving.valid()) saving.get();
+      if (saving.valid()) saved.add(saving.get());
       if (global_step != saved_step || !latest_checkpoint(a.checkpoint_dir))
         saving = saver->save_async(a.checkpoint_dir, global_step);
       saved_step = global_step;
-      if (wait && saving.valid()) saving.get();
+      if (wait && saving.valid()) saved.add(saving.get());
     };
     // One training step on the next batch, from the queue or read here and fed.
     // Steps --trace-steps of this run are traced, and the trace written after the last.
@@ -352,7 +403,18 @@ int main(int argc, char** argv) {
       }
       std::fflush(stdout);
     }
-    if (saver) save(true);  // the end (or the stop); a step saved already is not saved again
+    if (saver) {
+      save(true);  // the end (or the stop); a step saved already is not saved again
+      // A run resumed at the step it stops at saves nothing new: the checkpoint it resumed from is the one.
+      if (saved.written == 0 && global_step == saved_step)
+        if (auto latest = latest_checkpoint(a.checkpoint_dir)) saved.newest = *latest;
+      saved.check_some(a.checkpoint_dir);
+      const std::string line = saved.written > 0 || saved.newest.empty()
+                                   ? saved.summary(a.checkpoint_dir)
+                                   : "no new checkpoint: the newest is " + saved.newest + ", the step this run ends at";
+      if (a.json) std::fprintf(stderr, "troupe-fashion-mnist: %s\n", line.c_str());
+      else std::printf("checkpoints: %s\n", line.c_str());
+    }
     if (global_step < int64_t(a.epochs) * steps) {
       // Stopped inside the training: evaluated here (a cluster run's examples compare with this).
       double hits = 0;

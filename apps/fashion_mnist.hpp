@@ -2,7 +2,10 @@
 // troupe-fashion-mnist's options and the pieces its single-process run (fashion_mnist.cpp) and
 // its cluster runs (fashion_mnist_cluster.cpp) share.
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "core/error.hpp"
 
 #include "ops/layers/layers.hpp"
 #include "ops/state/optimizer.hpp"
@@ -31,6 +34,7 @@ struct Args {
   // locally, which lost a point of test accuracy (docs/performance.md, issue 12).
   int64_t shuffle_buffer = 60000;
   std::string checkpoint_dir;      // empty: no checkpoints
+  std::string restore_from;        // a checkpoint of checkpoint_dir by name (ckpt-N); empty: the newest
   int64_t save_every_steps = -1;   // -1: 500 with a checkpoint dir; 0: only at the end
   int stop_after_epochs = 0;       // 0: run every epoch; N: save and stop after epoch N
   int64_t stop_after_steps = 0;    // 0: no stop; N: save and stop at global step N (mid-epoch too)
@@ -45,6 +49,7 @@ struct Args {
   int warmup_steps = 20;           // global steps before the timing starts
   bool float16 = false;            // allreduce: float16 on the wire
   double recovery_grace_s = 30;    // how long a lost task may take to come back before a spare takes it over
+  double startup_timeout_s = 60;   // how long a worker waits for every task of the cluster at its start
   bool rejoin = false;             // started again mid-job: take the variables as the ps tasks hold them
 };
 
@@ -56,9 +61,43 @@ Optimizer make_optimizer(const Args& a);
 void build_model(layers::Sequential& model, const std::string& kind);
 // DIR/STEM.gz when it exists, else DIR/STEM.
 std::string data_file(const std::string& dir, const char* stem);
+
+// The checkpoint to resume from: --restore-from's (which must be there) or the newest in
+// --checkpoint-dir; nullopt when there is none. Its restore with `restore`; a damaged checkpoint's
+// error then says which checkpoint to start again from, and with which flag.
+std::optional<std::string> checkpoint_to_resume(const Args& a);
+template <class Restore>
+auto restore_checkpoint(const Args& a, const std::string& path, Restore&& restore) -> decltype(restore(path));
+
+// What a run that saves checkpoints wrote: the count and the newest, for its summary. A run
+// asked to checkpoint that has none to show fails (check_some()).
+struct SavedCheckpoints {
+  int64_t written = 0;
+  std::string newest;  // written by this run, or the one it resumed from at its last step
+  void add(const std::string& path) {
+    ++written;
+    newest = path;
+  }
+  std::string summary(const std::string& dir) const;
+  void check_some(const std::string& dir) const;
+};
 std::string clock_text(double seconds);
 
 // The run of one worker of a cluster job (--cluster): returns the exit code.
 int run_cluster(const Args& a);
+
+// The hint a damaged checkpoint's error gets: the flag that restores the newest intact one
+// (before `failed`, when given).
+std::string restore_hint(const Args& a, const std::optional<std::string>& failed);
+
+template <class Restore>
+auto restore_checkpoint(const Args& a, const std::string& path, Restore&& restore) -> decltype(restore(path)) {
+  try {
+    return restore(path);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::data_loss) throw;
+    throw Error(e.code(), std::string(e.what()) + restore_hint(a, path));
+  }
+}
 
 }  // namespace troupe::app

@@ -155,7 +155,7 @@ void print_progress(const Job& job, const Progress& p) {
 
 // The chief's summary: one JSON line with --json, else a sentence.
 void print_summary(const Args& a, const Job& job, int64_t global, int64_t timed_steps, double seconds, double loss,
-                   double accuracy, const std::vector<int64_t>& dropped) {
+                   double accuracy, const std::vector<int64_t>& dropped, const SavedCheckpoints& saved) {
   const double steps_per_s = seconds > 0 ? double(timed_steps) / seconds : 0;
   int64_t total = 0;
   for (auto d : dropped) total += d;
@@ -163,16 +163,18 @@ void print_summary(const Args& a, const Job& job, int64_t global, int64_t timed_
     std::printf("{\"system\":\"troupe\",\"mode\":\"%s\",\"model\":\"%s\",\"workers\":%d,\"ps\":%d,\"backup_workers\":%d,"
                 "\"batch\":%d,\"global_steps\":%lld,\"timed_steps\":%lld,\"seconds\":%.3f,\"global_steps_per_s\":%.2f,"
                 "\"examples_per_s\":%.1f,\"train_loss\":%.6g,\"test_accuracy\":%.4f,\"dropped_gradients\":%lld,"
-                "\"dropped_per_worker\":[%s]}\n",
+                "\"dropped_per_worker\":[%s],\"checkpoints_written\":%lld,\"newest_checkpoint\":\"%s\"}\n",
                 a.mode.c_str(), a.model.c_str(), job.workers, job.ps, a.backup_workers, a.batch, (long long)global,
                 (long long)timed_steps, seconds, steps_per_s, steps_per_s * a.batch * job.replicas_per_step, loss,
-                accuracy, (long long)total, fmt::format("{}", fmt::join(dropped, ",")).c_str());
+                accuracy, (long long)total, fmt::format("{}", fmt::join(dropped, ",")).c_str(), (long long)saved.written,
+                saved.newest.c_str());
   } else {
     std::printf("done: %s on %d workers, %lld global steps, %.1f global steps/s (%.0f examples/s), test accuracy %.4f",
                 a.mode.c_str(), job.workers, (long long)global, steps_per_s,
                 steps_per_s * a.batch * job.replicas_per_step, accuracy);
     if (a.mode == "sync") std::printf(", dropped gradients per worker [%s]", fmt::format("{}", fmt::join(dropped, ", ")).c_str());
     std::printf("\n");
+    if (!a.checkpoint_dir.empty()) std::printf("checkpoints: %s\n", saved.summary(a.checkpoint_dir).c_str());
   }
   std::fflush(stdout);
 }
@@ -212,13 +214,30 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
   auto dropped_now = [&] {
     return t.dropped_per_worker ? t.supervised(t.dropped_per_worker) : std::vector<int64_t>{};
   };
-  // A checkpoint that a lost ps task kept from being written is skipped (the next one is on time).
-  auto saved = [&](const std::function<void()>& save) {
+  // Checkpoints (the chief's). A save that fails in a way no recovery mends (a directory that
+  // cannot be written, a full disk: permission_denied, resource_exhausted, ...) fails the job. One
+  // a lost ps task explains (unavailable; failed_precondition: its variables not yet restored) is
+  // tried again at the next step, while the supervisor recovers the task, for at most
+  // save_retry_bound; past it, the job fails too.
+  SavedCheckpoints saved;
+  std::optional<Clock::time_point> save_failing_since;
+  const auto save_retry_bound = 2 * std::chrono::duration<double>(a.recovery_grace_s) + std::chrono::seconds(10);
+  auto try_save = [&](const std::function<void()>& save) -> bool {
     try {
       save();
+      save_failing_since.reset();
+      return true;
     } catch (const Error& e) {
       if (!t.supervisor || (e.code() != ErrorCode::unavailable && e.code() != ErrorCode::failed_precondition)) throw;
-      std::printf("worker:%d: a checkpoint was not written, training goes on: %s\n", job.me.index, e.what());
+      if (!save_failing_since) save_failing_since = Clock::now();
+      const double failing = seconds_since(*save_failing_since);
+      if (failing > save_retry_bound.count())
+        fail(e.code(), "worker:{}: no checkpoint could be written into {} for {:.1f} s (a lost task did not come back "
+             "within {:.0f} s): {}", job.me.index, a.checkpoint_dir, failing, save_retry_bound.count(), e.what());
+      std::printf("worker:%d: a checkpoint was not written (it is tried again at the next step): %s\n", job.me.index,
+                  e.what());
+      std::fflush(stdout);
+      return false;
     }
   };
   ReadAhead input(input_of(a, job));
@@ -237,6 +256,7 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
     log.emplace(a, fmt::format("troupe-fashion-mnist {} on a cluster: {} mode, {} worker(s), {} ps, {} lr {}, batch {}",
                                a.model, a.mode, job.workers, job.ps, a.optimizer, a.lr, a.batch));
   int64_t saved_step = global;
+  bool save_again = false;  // the last save failed: the next step tries again
   std::future<std::string> saving;
   while (global < job.steps) {
     if (straggler) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
@@ -261,9 +281,10 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
       timed_from = Clock::now();
       timed_from_step = global;
     }
-    if (t.saver && a.save_every_steps > 0 && global / a.save_every_steps != saved_step / a.save_every_steps) {
-      if (saving.valid()) saved([&] { saving.get(); });
-      saved([&] { saving = t.saver->save_async(a.checkpoint_dir, global); });
+    if (t.saver && a.save_every_steps > 0 &&
+        (save_again || global / a.save_every_steps != saved_step / a.save_every_steps)) {
+      if (saving.valid()) try_save([&] { saved.add(saving.get()); });
+      save_again = !try_save([&] { saving = t.saver->save_async(a.checkpoint_dir, global); });
       saved_step = global;
     }
     const double since = seconds_since(last_report);
@@ -284,12 +305,15 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
   }
   const double seconds = timed_from ? seconds_since(*timed_from) : 0;
   if (t.saver) {
-    if (saving.valid()) saved([&] { saving.get(); });
-    if (saved_step != global) t.supervised([&] { t.saver->save(a.checkpoint_dir, global); });
+    if (saving.valid() && !try_save([&] { saved.add(saving.get()); })) save_again = true;
+    // The last step's checkpoint, through the supervisor: a lost task is waited for and restored.
+    if (saved_step != global || save_again)
+      saved.add(t.supervised([&] { return t.saver->save(a.checkpoint_dir, global); }));
+    saved.check_some(a.checkpoint_dir);
   }
   const double accuracy = t.supervised([&] { return test_accuracy(*t.session, t.correct); });
   log->accuracy(global, accuracy);
-  print_summary(a, job, global, global - timed_from_step, seconds, loss_avg, accuracy, dropped_now());
+  print_summary(a, job, global, global - timed_from_step, seconds, loss_avg, accuracy, dropped_now(), saved);
   log->finish(fmt::format("done at global step {}: test accuracy {:.4f}, {:.1f} global steps/s after the warm-up", global,
                           accuracy, seconds > 0 ? double(global - timed_from_step) / seconds : 0.0));
   return 0;
@@ -341,13 +365,19 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
   options.target = "troupe://" + job.spec.address(job.me).to_string();
   options.threads = a.threads;
   options.operation_timeout = kStepTimeout;
-  options.cluster_startup_timeout = std::chrono::seconds(60);  // the other processes may still be starting
+  // The other processes may still be starting.
+  options.cluster_startup_timeout = std::chrono::milliseconds(int64_t(a.startup_timeout_s * 1000));
   options.tls = job.spec.tls_for(job.me);
+  options.on_waiting = [who = a.task](const std::string& line) {
+    std::fprintf(stderr, "troupe-fashion-mnist %s: %s\n", who.c_str(), line.c_str());
+  };
   if (job.chief) options.trace.file = a.trace;
   Session session(root, options);
 
+  // The chief's: it restores a restarted ps task's variables (with --checkpoint-dir) and saves.
   std::optional<Saver> saver;
-  if (job.chief && !a.checkpoint_dir.empty()) saver.emplace(session, SaverOptions{.max_to_keep = 5});
+  if (job.chief) saver.emplace(session, SaverOptions{.max_to_keep = 5});
+  if (job.chief && !a.checkpoint_dir.empty()) saver->check_directory(a.checkpoint_dir);
   std::vector<TensorName> counters;
   if (sync)
     for (auto& c : sync_train->dropped_counters) counters.push_back(c);
@@ -358,18 +388,25 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
     return out;
   };
 
-  // With checkpoints, a ps task that dies and comes back (troupe-launch --restart-ps) gets its
-  // variables back from the chief's newest checkpoint, and every worker goes on.
-  // In sync mode the chief's supervisor also watches the replicas: while fewer than m are
-  // alive (a worker lost, no backup to cover it), steps complete with the gradients of those alive.
+  // Every worker runs its steps under a supervisor, whatever its flags, so that the job's recovery
+  // does not depend on each worker's command line: a ps task that dies and comes back
+  // (troupe-launch --restart-ps) gets its variables back from the chief's newest checkpoint (with
+  // --checkpoint-dir; without one the job fails naming the task whose variables are lost), and
+  // every worker goes on. In sync mode the chief's supervisor also watches the replicas: while
+  // fewer than m are alive (a worker lost, no backup to cover it), steps complete with the
+  // gradients of those alive.
   std::optional<Supervisor> supervisor;
-  if (!a.checkpoint_dir.empty()) {
+  {
     SupervisorOptions options{.checkpoint_dir = job.chief ? a.checkpoint_dir : std::string(),
                               .grace = std::chrono::milliseconds(int64_t(a.recovery_grace_s * 1000)),
                               .on_recovery = [&](const Recovery& r) {
                                 std::printf("worker:%d: %s\n", job.me.index, r.describe().c_str());
                                 std::fflush(stdout);
                               }};
+    options.on_waiting = [&](const std::string& line) {
+      std::printf("worker:%d: %s\n", job.me.index, line.c_str());
+      std::fflush(stdout);
+    };
     if (sync && job.chief) {
       SupervisorOptions::SyncReplicas replicas{.replicas_to_aggregate = job.replicas_per_step,
                                                .aggregate = sync_train->aggregate,
@@ -392,9 +429,8 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
   int64_t global = 0;
   auto read_global = [&] { return session.run({global_step.value})[0].scalar_value<int64_t>(); };
   if (job.chief && !a.rejoin) {
-    std::optional<std::string> latest = a.checkpoint_dir.empty() ? std::nullopt : latest_checkpoint(a.checkpoint_dir);
-    if (latest) {
-      global = saver->restore(*latest).global_step;
+    if (std::optional<std::string> latest = checkpoint_to_resume(a)) {
+      global = restore_checkpoint(a, *latest, [&](const std::string& p) { return saver->restore(p); }).global_step;
       std::printf("resumed from global step %lld of %s\n", (long long)global, latest->c_str());
     } else {
       std::vector<Output> all;
@@ -403,18 +439,26 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
       session.run({}, {}, {ops::variables_initializer(root.sub("init"), all)});
       session.run({}, {}, {global_step.init});
     }
-  } else if (job.chief && supervisor) {
+  } else if (job.chief) {
     global = supervisor->run(read_global);
   } else {
-    const auto deadline = Clock::now() + kInitTimeout;
+    const auto start = Clock::now();
+    const auto deadline = start + kInitTimeout;
+    std::optional<Clock::time_point> told;  // the wait is told when it begins and every 10 s
     for (;;) {
       try {
-        global = supervisor ? supervisor->run(read_global) : read_global();  // (a ps task lost meanwhile is waited for)
+        global = supervisor->run(read_global);  // (a ps task lost meanwhile is waited for)
         break;
       } catch (const Error& e) {
         if (e.code() != ErrorCode::failed_precondition || Clock::now() > deadline)
-          fail(e.code(), "worker:{} waited {} s for the chief (worker:0) to initialise the variables: {}", job.me.index,
-               kInitTimeout.count(), e.what());
+          fail(e.code(), "worker:{} waited {:.1f} s (at most {} s) for the chief (worker:0) to initialise the variables: {}",
+               job.me.index, seconds_since(start), kInitTimeout.count(), e.what());
+        if (!told || Clock::now() - *told >= kWaitingNotice) {
+          std::printf("worker:%d: %swaiting for the chief (worker:0) to initialise the variables (%.0f s of at most %lld)\n",
+                      job.me.index, told ? "still " : "", seconds_since(start), (long long)kInitTimeout.count());
+          std::fflush(stdout);
+          told = Clock::now();
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
@@ -423,8 +467,8 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
   Trainer t;
   t.session = &session;
   t.correct = correct;
-  t.saver = saver ? &*saver : nullptr;
-  t.supervisor = supervisor ? &*supervisor : nullptr;
+  t.saver = saver && !a.checkpoint_dir.empty() ? &*saver : nullptr;
+  t.supervisor = &*supervisor;
   t.step = [&, sync](FeedList feeds, int64_t& dropped, const RunOptions& run) -> std::pair<float, int64_t> {
     if (sync) {
       auto out = session.run(feeds, {loss, sync_train->next_step, sync_train->dropped}, {train}, run);
@@ -479,12 +523,13 @@ int run_with_allreduce(const Args& a, const Job& job, ClusterMember& member) {
   Session session(root, options);
   std::optional<Saver> saver;
   if (!a.checkpoint_dir.empty()) saver.emplace(session, SaverOptions{.max_to_keep = 5});
+  if (saver && job.chief) saver->check_directory(a.checkpoint_dir);  // the chief saves
   // Every worker restores the newest checkpoint (slots included) or initialises; then the chief's
   // weights go to everyone, so all start from the same bits whatever their seeds.
   int64_t global = 0;
-  std::optional<std::string> latest = saver ? latest_checkpoint(a.checkpoint_dir) : std::nullopt;
+  std::optional<std::string> latest = checkpoint_to_resume(a);
   if (latest) {
-    global = saver->restore(*latest).global_step;
+    global = restore_checkpoint(a, *latest, [&](const std::string& p) { return saver->restore(p); }).global_step;
     std::printf("worker:%d: resumed from global step %lld of %s\n", job.me.index, (long long)global, latest->c_str());
   } else {
     session.run({}, {}, {ops::global_variables_initializer(root)});

@@ -378,8 +378,8 @@ Master::Master(const std::string& target, const MasterOptions& options) : impl_(
         const auto now = Clock::now();
         const double waited = std::chrono::duration<double>(now - started).count();
         if (now >= deadline)
-          fail(e.code(), "{} did not answer within {:.1f} s (the session's cluster_startup_timeout): {}", who, waited,
-               e.what());
+          fail(e.code(), "{} did not answer: this session waited {:.1f} s for it, past its cluster_startup_timeout of "
+               "{:.1f} s: {}", who, waited, std::chrono::duration<double>(options.startup_timeout).count(), e.what());
         if (!told) {
           tell(fmt::format("waiting for {} ({:.0f} s): {}", who, waited, e.what()));
           told = now;
