@@ -10,6 +10,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <thread>
 
 #include "actors/session.hpp"
 #include "actors/supervisor.hpp"
@@ -140,8 +141,17 @@ BOOST_AUTO_TEST_CASE(a_killed_replica_fails_the_step_at_the_vote_bound_naming_it
   BOOST_TEST(together.get() == 1);
   cluster.node("worker:1").signal(SIGKILL);  // replica 1's process dies
   const auto start = std::chrono::steady_clock::now();
-  auto e = error_of([&] { s0.run({{bounded.x, Tensor::from_vector<float>({1, 1})}}, {bounded.train.next_step}, {bounded.train.op}); },
+  auto step = std::async(std::launch::async, [&] {
+    return error_of([&] { s0.run({{bounded.x, Tensor::from_vector<float>({1, 1})}}, {bounded.train.next_step}, {bounded.train.op}); },
                     ErrorCode::deadline_exceeded);
+  });
+  // While it waits, troupe-node --status's report names the missing replica too.
+  std::this_thread::sleep_for(1500ms);
+  troupe::testing::ChildProcess status({TROUPE_NODE_BINARY, "--status", fmt::format("127.0.0.1:{}", cluster.port("ps:0"))},
+                                       cluster.dir().file("status.out"), cluster.dir().file("status.err"));
+  BOOST_TEST(status.wait_exit(20s).value_or(-1) == 0, status.err());
+  BOOST_TEST(contains(status.out(), "missing worker:1"), status.out());
+  const std::string e = step.get();
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   BOOST_TEST_MESSAGE(e);
   BOOST_TEST(contains(e, "1 of the 2 needed are in (worker:0), missing worker:1"), e);

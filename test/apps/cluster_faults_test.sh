@@ -166,14 +166,15 @@ echo "5: a worker whose ps never comes names it while it waits and when it gives
 # 3. Only the chief has --checkpoint-dir; ps:0 is killed and started again: both workers recover.
 spec_of 2 "$work/3.json"
 start_ps "$work/3.json" 3-ps
-start 3-w0 "$app" "${common[@]}" --cluster "$work/3.json" --task worker:0 --mode async --steps 1500 \
+start 3-w0 "$app" "${common[@]}" --cluster "$work/3.json" --task worker:0 --mode async --steps 3000 \
   --checkpoint-dir "$work/3-ckpt" --save-every-steps 100
 w0=$started
-start 3-w1 "$app" "${common[@]}" --cluster "$work/3.json" --task worker:1 --mode async --steps 1500
+start 3-w1 "$app" "${common[@]}" --cluster "$work/3.json" --task worker:1 --mode async --steps 3000
 w1=$started
-until [[ -d $work/3-ckpt/ckpt-200 || -d $work/3-ckpt/ckpt-300 ]]; do
+# The chief's checkpoints are named by the global step it saw (ckpt-201, ...): the second one.
+until (( $(find "$work/3-ckpt" -maxdepth 1 -name 'ckpt-*' 2>/dev/null | wc -l) >= 2 )); do
   kill -0 "$w0" 2>/dev/null || { cat "$work/3-w0.out"; fail "3: the chief ended before its second checkpoint"; }
-  sleep 0.1
+  sleep 0.05
 done
 kill -KILL "$ps_pid"
 sleep 0.5
@@ -191,16 +192,16 @@ echo "3: a worker without --checkpoint-dir recovers from a killed ps as the chie
 # 2. Sync without --checkpoint-dir or backups: worker:1 killed; the chief goes on with the replica alive.
 spec_of 2 "$work/2.json"
 start_ps "$work/2.json" 2-ps
-start 2-w0 "$app" "${common[@]}" --cluster "$work/2.json" --task worker:0 --mode sync --steps 600
+start 2-w0 "$app" "${common[@]}" --cluster "$work/2.json" --task worker:0 --mode sync --steps 1200
 w0=$started
-start 2-w1 "$app" "${common[@]}" --cluster "$work/2.json" --task worker:1 --mode sync --steps 600
+start 2-w1 "$app" "${common[@]}" --cluster "$work/2.json" --task worker:1 --mode sync --steps 1200
 w1=$started
 wait_for "$work/2-w0.out" "progress: global step [1-9][0-9]" 60 "$w0"
 kill -KILL "$w1"
 finished "$w0" 120
 [[ $code -eq 0 ]] || { cat "$work/2-w0.out"; fail "2: the chief did not finish after worker:1 was killed"; }
 has "$work/2-w0.out" "replica task(s) worker:1 lost: synchronous steps now complete with the gradients of the 1 replica(s) alive"
-has "$work/2-w0.out" "done: sync on 2 workers, 600 global steps"
+has "$work/2-w0.out" "done: sync on 2 workers, 1200 global steps"
 kill -TERM "$ps_pid"
 echo "2: a killed replica of a sync job without checkpoints: the chief goes on with the one alive"
 if [[ -n ${skipped:-} ]]; then
