@@ -48,6 +48,17 @@ if(TARGET troupe_cuda)
   install(TARGETS troupe_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endif()
 
+# `programs`: everything `cmake --install` installs and nothing else (not the tests): what
+# tools/run.sh builds, so that every program the docs name exists and the install works.
+add_custom_target(programs)
+add_dependencies(programs ${_troupe_programs} ${_troupe_libraries})
+if(TARGET troupe_cuda)
+  add_dependencies(programs troupe_cuda)
+endif()
+
+# The license, where the package's other documents would go.
+install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/troupe)
+
 set(_troupe_cmake_dir ${CMAKE_INSTALL_LIBDIR}/cmake/Troupe)
 install(EXPORT TroupeTargets NAMESPACE Troupe:: DESTINATION ${_troupe_cmake_dir})
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/TroupeConfig.cmake.in

@@ -6,6 +6,9 @@
 # (troupe-node, 1 by default; none for --mode allreduce) and N workers, each one
 # troupe-fashion-mnist --cluster SPEC --task worker:K (--tls: every connection mutual TLS), e.g.
 #   bash tools/run.sh --workers 3 --ps 1 --mode sync --backup-workers 1 --model mlp
+# It says what it does, a line per stage, and builds every program (CMake target `programs`: what
+# `cmake --install` installs, not the tests), so every command of README.md and docs/ works after
+# it. A second run with nothing to rebuild starts the job within seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workers="" ps="" backup="" mode="" tls="" args=()
@@ -22,17 +25,25 @@ while [[ $# -gt 0 ]]; do
     *) args+=("$1"); shift ;;
   esac
 done
-bash tools/setup.sh
-source tools/env.sh
 if [[ -z $workers && -z $ps ]]; then
   [[ -z $backup ]] || { echo "tools/run.sh: --backup-workers needs --workers" >&2; exit 2; }
   [[ -z $tls ]] || { echo "tools/run.sh: --tls needs --workers" >&2; exit 2; }
-  troupe_configure_and_build --target troupe-fashion-mnist >/dev/null
+fi
+
+echo "[1/4] packages: the Debian packages Troupe needs (tools/setup.sh; only those missing are installed)"
+bash tools/setup.sh
+source tools/env.sh
+echo "[2/4] configure: CMake and Ninja into $TROUPE_BUILD_DIR/"
+troupe_configure
+echo "[3/4] build: every program and library (the first time several minutes on 2 cores; ccache keeps later ones short)"
+troupe_build_with_progress --target programs
+if [[ -z $workers && -z $ps ]]; then
+  echo "[4/4] run: $TROUPE_BUILD_DIR/apps/troupe-fashion-mnist ${args[*]}"
   exec "$TROUPE_BUILD_DIR/apps/troupe-fashion-mnist" "${args[@]}"
 fi
-troupe_configure_and_build --target troupe-fashion-mnist troupe-launch troupe-node >/dev/null
 [[ -n $ps ]] || { if [[ $mode == allreduce ]]; then ps=0; else ps=1; fi; }
 launch=("$TROUPE_BUILD_DIR/apps/troupe-launch" --ps "$ps" --workers "${workers:-2}")
 [[ -z $backup ]] || launch+=(--backup-workers "$backup")
 [[ -z $tls ]] || launch+=(--tls)
+echo "[4/4] run: ${launch[*]} -- $TROUPE_BUILD_DIR/apps/troupe-fashion-mnist ${args[*]}"
 exec "${launch[@]}" -- "$TROUPE_BUILD_DIR/apps/troupe-fashion-mnist" "${args[@]}"

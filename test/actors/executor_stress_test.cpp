@@ -1,7 +1,7 @@
 // The executor's fast path under load: a random DAG with while loops (some nesting a cond) and
 // conds, run in many concurrent steps from many threads, some of which fail in a kernel, every
 // result checked against a sequential reference evaluator that walks the same nodes in order
-// with plain arithmetic. Run under the sanitizer builds too (README, "Build options").
+// with plain arithmetic. Run under the sanitizer builds too (docs/building.md, "Sanitizer builds").
 #include <boost/test/unit_test.hpp>
 
 #include <array>
