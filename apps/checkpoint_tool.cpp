@@ -20,8 +20,8 @@ namespace ck = troupe::checkpoint;
 
 namespace {
 
-void usage() {
-  std::fprintf(stderr,
+void usage(FILE* out = stderr) {
+  std::fprintf(out,
                "usage: troupe-checkpoint ls DIR|CKPT\n"
                "       troupe-checkpoint verify DIR|CKPT\n"
                "DIR: a checkpoint directory (its latest checkpoint); CKPT: one checkpoint\n");
@@ -77,6 +77,10 @@ void list(const std::string& path, const ck::Index& index) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h")) {
+    usage(stdout);
+    return 0;
+  }
   if (argc != 3) {
     usage();
     return 2;

@@ -1,7 +1,8 @@
 // troupe-demo: builds a small graph (a linear model y = x W + b with its variables), runs it
-// through a Session, and prints what it computed. The main job until the training app lands.
+// through a Session, and prints what it computed: the smallest program on the C++ API.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "actors/session.hpp"
 #include "devices/device.hpp"
@@ -9,7 +10,14 @@
 
 using namespace troupe;
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1) {
+    const bool help = std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h";
+    std::fprintf(help ? stdout : stderr,
+                 "troupe-demo: runs a small linear model (y = x W + b) through a Session and prints its devices and "
+                 "values; it takes no options\n");
+    return help ? 0 : 2;
+  }
   try {
     for (auto& d : DeviceRegistry::instance().devices())
       std::printf("device %s: %s\n", d->name().c_str(), d->description().c_str());

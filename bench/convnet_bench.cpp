@@ -23,6 +23,7 @@
 #include "devices/device.hpp"
 #include "graph/prune.hpp"
 #include "ops/all.hpp"
+#include "ops/kernel.hpp"
 #include "ops/layers/convnets.hpp"
 
 namespace troupe::bench {
@@ -38,7 +39,9 @@ void add_options(CLI::App& app, Args& a) {
   add_common_flags(app, a, /*traced=*/true);
   app.add_option("--model", a.model, "the convnet")->check(CLI::IsMember({"alexnet", "overfeat", "vgg", "googlenet"}));
   app.add_option("--batch", a.batch, "images per step")->check(troupe::cli::positive);
-  app.add_option("--device", a.device, "where the step runs")->check(CLI::IsMember({"cpu", "gpu"}));
+  app.add_option("--device", a.device,
+                 "where the step runs (gpu is refused while the model has ops without a GPU kernel: today every op)")
+      ->check(CLI::IsMember({"cpu", "gpu"}));
 }
 
 // 2 x multiply-adds of the convolutions and matrix products among `needed` nodes.
@@ -81,13 +84,7 @@ int convnet_main(int argc, char** argv) {
   if (a.steps < 1) fail(ErrorCode::invalid_argument, "--steps must be positive");
   const auto& info = layers::convnet_info(a.model);
   const auto& registry = DeviceRegistry::instance();
-  const Device* device = &registry.cpu();
-  if (a.device == "gpu") {
-    if (registry.gpu_count() == 0) fail(ErrorCode::unavailable, "--device gpu: {}", registry.gpu_status());
-    device = registry.matching(DeviceSpec::parse("/device:GPU:0")).front();
-  }
-
-  auto root = Scope::root().with_device(device->name());
+  auto root = Scope::root().with_device(a.device == "gpu" ? "/device:GPU:0" : registry.cpu().name());
   const Shape image_shape{a.batch, 3, info.image_size, info.image_size};
   auto images = ops::variable(root.with_op_name("images"), image_shape, DType::float32, {.trainable = false});
   auto labels = ops::variable(root.with_op_name("labels"), Shape{a.batch}, DType::int32, {.trainable = false});
@@ -107,6 +104,21 @@ int convnet_main(int argc, char** argv) {
 
   const Graph& g = root.graph();
   const double flops = step_flops(g, needed_nodes(g, {}, {Endpoint{loss.node()->id, loss.port()}}, {train->id}));
+  const Device* device = &registry.cpu();
+  if (a.device == "gpu") {
+    // Soft placement would run every op without a GPU kernel on the CPU while this reported a
+    // GPU: refused instead, naming the first such op.
+    for (int id = 0; id < g.size(); ++id) {
+      const Node& n = g.node(id);
+      if (KernelRegistry::global().has(n.op, DeviceType::cpu) && !KernelRegistry::global().has(n.op, DeviceType::gpu))
+        fail(ErrorCode::unimplemented,
+             "--device gpu: op {} ({}) has no GPU kernel, and Troupe has no GPU kernels yet: the convnets run on the "
+             "CPU (--device cpu)",
+             n.op, n.describe());
+    }
+    if (registry.gpu_count() == 0) fail(ErrorCode::unavailable, "--device gpu: {}", registry.gpu_status());
+    device = registry.matching(DeviceSpec::parse("/device:GPU:0")).front();
+  }
 
   SessionOptions options;
   options.threads = a.threads;

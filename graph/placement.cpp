@@ -3,11 +3,14 @@
 #include <cstdlib>
 #include <deque>
 #include <map>
+#include <mutex>
+#include <set>
 #include <numeric>
 #include <optional>
 #include <span>
 #include <string_view>
 
+#include "core/report.hpp"
 #include "devices/device_name.hpp"
 
 namespace troupe {
@@ -220,6 +223,7 @@ class Placer {
       merge_requests(graph_, edges, groups, group, options_.single_process);
       find_candidates(group);
     }
+    tell_soft_placed();
     std::vector<int> device_of(n, -1);
     bool open = false;  // a node with several candidates
     for (std::size_t id = 0; id < n; ++id) {
@@ -279,7 +283,7 @@ class Placer {
 
   // The devices matching the group's request on which every member has a kernel; else, with
   // soft placement, the CPUs of the requested job and task.
-  void find_candidates(Group& group) const {
+  void find_candidates(Group& group) {
     DeviceSpec request = group.request;
     if (options_.single_process) request.job.reset(), request.task.reset();
     if (!request.job && !request.task) request.task = options_.default_task;
@@ -305,6 +309,34 @@ class Placer {
     for (int d = 0; d < int(devices_.size()); ++d)
       if (cpu.matches(devices_[d].spec) && all_run_on("CPU")) group.candidates.push_back(d);
     if (group.candidates.empty()) no_device_error(group, request, matching);
+    if (request.type && *request.type != "CPU") {
+      const int by = group.requester();
+      const Node& requester = graph_.node(by >= 0 ? by : group.members[0]);
+      soft_placed_.emplace(requester.op, fmt::format("{} asked for '{}'{}", requester.describe(),
+                                                     requester.requested_device,
+                                                     matching.empty() ? ", which this cluster does not have" : ""));
+    }
+  }
+
+  // Nodes that asked for a device of another type and run on a CPU (soft placement) are told,
+  // once per op type in the process, on standard error: the program meant them elsewhere (and
+  // today no op has a GPU kernel, so every GPU request ends here).
+  void tell_soft_placed() const {
+    if (soft_placed_.empty()) return;
+    static std::mutex mutex;
+    static std::set<std::string> told;  // op types, guarded by mutex
+    std::vector<std::string> fresh;
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      for (auto& [op, what] : soft_placed_)
+        if (told.insert(op).second) fresh.push_back(what);
+    }
+    if (fresh.empty()) return;
+    report_to_stderr(fmt::format(
+        "soft placement runs {} op type(s) on a CPU instead of the device they asked for, which has no kernel for "
+        "them or is not here: {}{}",
+        fresh.size(), fmt::join(fresh.begin(), fresh.begin() + std::ptrdiff_t(std::min<std::size_t>(fresh.size(), 3)), "; "),
+        fresh.size() > 3 ? fmt::format("; and {} more", fresh.size() - 3) : std::string()));
   }
 
   [[noreturn]] void no_device_error(const Group& group, const DeviceSpec& request,
@@ -342,6 +374,7 @@ class Placer {
   const PlacementOptions& options_;
   std::vector<Device> devices_;
   std::vector<Group> groups_;
+  std::map<std::string, std::string> soft_placed_;  // op type -> a node of it that asked elsewhere
 };
 
 }  // namespace

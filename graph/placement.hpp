@@ -21,7 +21,8 @@
 //  3. Candidates: the devices matching the group's request on which every member has a kernel
 //     (`has_kernel`). None (no such device, or none with a kernel): with soft placement the
 //     group goes to the CPU devices of the requested job and task (TensorFlow's
-//     allow_soft_placement), so "/device:GPU:0" runs on a CPU where there is no GPU. Still
+//     allow_soft_placement), so "/device:GPU:0" runs on a CPU where there is no GPU or no GPU
+//     kernel for the op (today, every op), told on standard error once per op type. Still
 //     none: if no device matches the request, an error naming the node, the request and the
 //     devices there are; else one naming the node, the device and the op without a kernel.
 //  4. Choice: a group with one candidate (a request naming one device) goes there. Otherwise,

@@ -50,6 +50,7 @@ refused "$bench nosuch" nosuch
 refused "$bench convnet --no-such-option" --no-such-option
 refused "$bench convnet --batch abc" "--batch: 'abc' is not a number"
 refused "$bench convnet --model lenet" --model
+refused "$bench convnet --device gpu --steps 1" "has no GPU kernel, and Troupe has no GPU kernels yet"
 refused "$bench loop --parallel 1,0" --parallel
 refused "$bench loop --trace /tmp/unwritten.json" "--trace writes one loop's steps"
 refused "$bench loop --body trivial --parallel 1 --pair --trace /tmp/unwritten.json" "no --pair"

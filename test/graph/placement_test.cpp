@@ -2,7 +2,14 @@
 // the cost and alternate choices, over a made-up cluster of devices (no GPU needed).
 #include <boost/test/unit_test.hpp>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 
@@ -10,6 +17,7 @@
 #include "graph/placement.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
+#include "test/support/scratch_dir.hpp"
 
 using namespace troupe;
 using troupe::testing::contains;
@@ -144,6 +152,33 @@ BOOST_AUTO_TEST_CASE(a_request_for_a_device_with_no_kernel_soft_places_on_the_cp
   // Among the CPUs of the task, the one its input is on.
   BOOST_TEST(device_of(placed, local) == kCpu2);
   BOOST_TEST(device_of(placed, missing) == kCpu2);
+}
+
+BOOST_AUTO_TEST_CASE(a_node_soft_placed_on_a_cpu_is_told_once_per_op_type_on_standard_error) {
+  auto root = Scope::root();
+  auto x = matrix(root, "x");
+  ops::abs(root.with_device("/device:GPU:0").with_op_name("first"), x);
+  ops::abs(root.with_device("/device:GPU:0").with_op_name("second"), x);
+  troupe::testing::ScratchDir dir;
+  const std::string path = dir.file("stderr");
+  auto placed_with_stderr_in = [&](const std::string& file) {
+    std::fflush(stderr);
+    const int saved = ::dup(2);
+    const int fd = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 2);
+    ::close(fd);
+    place(root.graph(), options());
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+    std::ifstream in(file);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  const std::string told = placed_with_stderr_in(path);
+  BOOST_TEST(contains(told, "soft placement runs 1 op type(s) on a CPU instead of the device they asked for"), told);
+  BOOST_TEST(contains(told, "asked for '/device:GPU:0'"), told);
+  BOOST_TEST(std::count(told.begin(), told.end(), '\n') == 1, told);
+  BOOST_TEST(placed_with_stderr_in(path + "2").empty(), "told again");
 }
 
 BOOST_AUTO_TEST_CASE(without_soft_placement_it_fails_naming_the_node_device_and_op) {
