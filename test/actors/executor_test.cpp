@@ -19,6 +19,7 @@
 #include "devices/cpu_threads.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
+#include "test/support/skip.hpp"
 #include "test/support/settles.hpp"
 #include "test/support/spread.hpp"
 
@@ -395,11 +396,12 @@ void run_chain_of(int n) {
 std::size_t handled() { return huge_pages::counts().collapsed + huge_pages::counts().refused; }
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_large_graphs_node_state_goes_into_huge_pages_and_small_ones_are_left_alone) {
-  if (!huge_pages::enabled()) {
-    BOOST_TEST_MESSAGE("skipped: huge pages are off (TROUPE_HUGE_PAGES=0 or a kernel without MADV_COLLAPSE)");
-    return;
-  }
+BOOST_AUTO_TEST_CASE(a_large_graphs_node_state_goes_into_huge_pages_and_small_ones_are_left_alone,
+                     *troupe::testing::runs_here([] {
+                       return huge_pages::enabled()
+                                  ? std::string()
+                                  : "huge pages are off (TROUPE_HUGE_PAGES=0 or a kernel without MADV_COLLAPSE)";
+                     })) {
   const std::size_t before = handled();
   run_chain_of(100);
   BOOST_TEST(handled() == before);

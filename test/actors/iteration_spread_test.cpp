@@ -24,6 +24,8 @@
 #include "ops/all.hpp"
 #include "test/support/scratch_dir.hpp"
 #include "test/support/settles.hpp"
+#include "test/support/skip.hpp"
+#include "test/support/spread.hpp"
 
 using namespace troupe;
 using troupe::testing::ScratchDir;
@@ -33,6 +35,17 @@ using json = nlohmann::json;
 namespace {
 
 using Vars = std::vector<Output>;
+
+// The preconditions: a loop within one partition (the *_spread runs place its nodes on three
+// devices, and a loop that spans devices does not spread), and a second worker thread.
+std::string why_the_loop_spans_devices() {
+  return troupe::testing::spread() ? "the graphs are spread over several devices (TROUPE_PLACEMENT=alternate): the "
+                                     "loop spans devices, and only a loop within one partition spreads"
+                                   : "";
+}
+std::string why_one_worker() {
+  return Runtime::get(0)->threads() < 2 ? "one worker thread: nothing to spread over or hand anything to" : "";
+}
 
 // A loop of n iterations whose body works on a 32x32 matrix: from the counter alone
 // (independent iterations), or from the matrix the last iteration made (carried).
@@ -145,13 +158,11 @@ TROUPE_REGISTER_KERNEL("TestBusy", DeviceType::cpu, MarkKernel<20>);
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_loop_that_carries_a_large_value_marks_the_work_its_next_iteration_does_not_wait_for_as_side_work) {
+BOOST_AUTO_TEST_CASE(a_loop_that_carries_a_large_value_marks_the_work_its_next_iteration_does_not_wait_for_as_side_work,
+                     *troupe::testing::runs_here(why_the_loop_spans_devices)) {
   WorkLoop carried(true, 10), carried_one_at_a_time(true, 1), independent(false, 10);
   const auto side = side_ops(carried);
-  if (!side) {
-    BOOST_TEST_MESSAGE("the loop spans devices: side work is marked within one partition only");
-    return;
-  }
+  BOOST_TEST_REQUIRE(side.has_value(), "the loop spans devices, unspread");
   // tanh(X) is the next iteration's X: the chain; its square and their sum are beside it (the
   // sum, the body's one sink, is the iteration's gate that iteration k + parallel_iterations
   // waits for: it is still side work).
@@ -160,31 +171,24 @@ BOOST_AUTO_TEST_CASE(a_loop_that_carries_a_large_value_marks_the_work_its_next_i
   BOOST_TEST(side_ops(independent)->empty(), "a loop that spreads its iterations spreads that work with them");
 }
 
-BOOST_AUTO_TEST_CASE(only_a_loop_that_lets_iterations_overlap_and_carries_small_values_spreads_them) {
+BOOST_AUTO_TEST_CASE(only_a_loop_that_lets_iterations_overlap_and_carries_small_values_spreads_them,
+                     *troupe::testing::runs_here(why_the_loop_spans_devices)) {
   WorkLoop independent(false, 10), one_at_a_time(false, 1), carried(true, 10);
   const auto independent_spreads = spreads(independent);
-  if (!independent_spreads) {
-    BOOST_TEST_MESSAGE("the loop spans devices: checked that no partition spreads it");
-    return;
-  }
+  BOOST_TEST_REQUIRE(independent_spreads.has_value(), "the loop spans devices, unspread");
   BOOST_TEST(*independent_spreads);
   BOOST_TEST(!*spreads(one_at_a_time), "parallel_iterations 1: nothing to spread");
   BOOST_TEST(!*spreads(carried), "a 4 KiB matrix carried to the next iteration stays on one core");
 }
 
-BOOST_AUTO_TEST_CASE(each_iteration_of_a_spread_loop_runs_on_one_worker_and_the_iterations_on_every_worker) {
+BOOST_AUTO_TEST_CASE(each_iteration_of_a_spread_loop_runs_on_one_worker_and_the_iterations_on_every_worker,
+                     *troupe::testing::runs_here(why_one_worker) *
+                         troupe::testing::runs_here(why_the_loop_spans_devices)) {
   auto runtime = Runtime::get(0);
-  if (runtime->threads() < 2) {
-    BOOST_TEST_MESSAGE("skipped: one worker thread, nothing to spread over");
-    return;
-  }
   SpreadAlways always;
   ScratchDir dir;
   WorkLoop l(false, 10);
-  if (!spreads(l)) {
-    BOOST_TEST_MESSAGE("skipped: the loop spans devices, and does not spread");
-    return;
-  }
+  BOOST_TEST_REQUIRE(spreads(l).has_value(), "the loop spans devices, unspread");
   constexpr int kIterations = 64;
   {
     Session s(l.root, {.trace = {.file = dir.file("trace.json"), .first_step = 2, .last_step = 2}});
@@ -276,17 +280,15 @@ BOOST_AUTO_TEST_CASE(a_spread_loops_kernels_get_an_actor_per_worker_and_every_it
   }
 }
 
-BOOST_AUTO_TEST_CASE(a_loops_expensive_node_stays_on_the_worker_that_made_its_input_while_nothing_else_waits_there) {
+BOOST_AUTO_TEST_CASE(a_loops_expensive_node_stays_on_the_worker_that_made_its_input_while_nothing_else_waits_there,
+                     *troupe::testing::runs_here(why_one_worker) *
+                         troupe::testing::runs_here(why_the_loop_spans_devices)) {
   // A loop carries a 256 KiB state through an expensive kernel, one iteration at a time. With
   // nothing else waiting on the worker that made the kernel's input, the kernel runs there: on
   // the other worker it would read the state from this core's cache, and the loop's chain went
   // on over there (measured: an RNN's chain went from core to core every iteration, each 1.5
   // times as long as on one core).
   auto runtime = Runtime::get(0);
-  if (runtime->threads() < 2) {
-    BOOST_TEST_MESSAGE("skipped: one worker thread, no other worker to hand anything to");
-    return;
-  }
   Scope root = Scope::root();
   Output n = ops::placeholder(root.with_op_name("n"), DType::int32, Shape{});
   Output x0 =
@@ -305,10 +307,7 @@ BOOST_AUTO_TEST_CASE(a_loops_expensive_node_stays_on_the_worker_that_made_its_in
                    [&](const std::string&) { return shard; }, {.runtime = runtime.get()});
     const bool one_part = exe.parts().size() == 1;
     caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
-    if (!one_part) {
-      BOOST_TEST_MESSAGE("skipped: the loop spans devices, and its state crosses them anyway");
-      return;
-    }
+    BOOST_TEST_REQUIRE(one_part, "the loop spans devices, unspread");
   }
   // Handed over, the kernel went to the other worker only when that one was awake looking for
   // work, and from then on in every iteration: many steps, so that some step meets it awake.

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/thread_heap.hpp"
+#include "test/support/skip.hpp"
 #include "test/support/smaps.hpp"
 
 using namespace troupe;
@@ -63,6 +64,28 @@ std::pair<std::size_t, std::size_t> around_a_reserve(std::size_t extra) {
   return out;
 }
 
+constexpr std::size_t kExtra = std::size_t(16) << 20;
+
+// Why a reserve of kExtra cannot be seen here, "" if it can: another malloc, strict overcommit
+// (glibc then makes a shrunk heap inaccessible again), or a new thread's heap already so large
+// that kExtra more would pass what reserve() makes.
+std::string why_no_reserve_is_seen() {
+  if (!thread_heap::glibc_malloc()) return "malloc is not glibc's here (a sanitizer's or a preloaded one)";
+  std::ifstream overcommit("/proc/sys/vm/overcommit_memory");
+  int mode = 0;
+  if (overcommit >> mode && mode == 2)
+    return "strict overcommit (mode 2), where glibc makes a shrunk heap inaccessible again";
+  std::size_t before = 0;
+  std::thread([&] {
+    void* p = std::malloc(64);
+    before = writable_bytes_around(p);
+    std::free(p);
+  }).join();
+  if (before + kExtra > thread_heap::kMaxReserve)
+    return "a new thread's heap is " + std::to_string(before) + " bytes already";
+  return "";
+}
+
 // Why a reserve in huge pages cannot be seen here, "" if it can.
 std::string why_no_huge_reserve() {
   if (!thread_heap::glibc_malloc()) return "malloc is not glibc's here (a sanitizer's or a preloaded one)";
@@ -94,34 +117,19 @@ void pieces_after_a_huge_reserve(int count, Look&& look) {
 
 }  // namespace
 
-BOOST_AUTO_TEST_CASE(a_threads_heap_reserved_ahead_is_writable_for_what_was_asked) {
-  if (!thread_heap::glibc_malloc()) {
-    BOOST_TEST_MESSAGE("skipped: malloc is not glibc's here (a sanitizer's or a preloaded one)");
-    return;
-  }
-  constexpr std::size_t extra = std::size_t(16) << 20;
+BOOST_AUTO_TEST_CASE(a_threads_heap_reserved_ahead_is_writable_for_what_was_asked,
+                     *troupe::testing::runs_here(why_no_reserve_is_seen)) {
+  constexpr std::size_t extra = kExtra;
   const auto [before, after] = around_a_reserve(extra);
   BOOST_TEST_REQUIRE(before > 0u);  // a small allocation lies in writable memory
-  if (before + extra > thread_heap::kMaxReserve) {
-    BOOST_TEST_MESSAGE("skipped: this thread's heap was grown past " << before << " bytes already");
-    return;
-  }
-  std::ifstream overcommit("/proc/sys/vm/overcommit_memory");
-  int mode = 0;
-  if (overcommit >> mode && mode == 2) {
-    BOOST_TEST_MESSAGE("skipped: strict overcommit (mode 2), where glibc makes a shrunk heap inaccessible again");
-    return;
-  }
+  BOOST_TEST_REQUIRE(before + extra <= thread_heap::kMaxReserve, "the thread's heap is " << before << " bytes already");
   // Without the reserve the heap would stay about as it was: a few pages past `before`.
   BOOST_TEST(after >= before + extra);
   BOOST_TEST(after < before + extra + thread_heap::kMaxReserve);
 }
 
-BOOST_AUTO_TEST_CASE(a_threads_heap_reserved_in_huge_pages_gives_its_small_allocations_huge_pages) {
-  if (const std::string why = why_no_huge_reserve(); !why.empty()) {
-    BOOST_TEST_MESSAGE("skipped: " << why);
-    return;
-  }
+BOOST_AUTO_TEST_CASE(a_threads_heap_reserved_in_huge_pages_gives_its_small_allocations_huge_pages,
+                     *troupe::testing::runs_here(why_no_huge_reserve)) {
   // 8 MiB in 2 KiB pieces.
   long huge_kib = -1;
   pieces_after_a_huge_reserve(4096, [&](const std::vector<char*>& pieces, long) {
@@ -133,11 +141,8 @@ BOOST_AUTO_TEST_CASE(a_threads_heap_reserved_in_huge_pages_gives_its_small_alloc
   BOOST_TEST(huge_kib >= 3 * 2048);
 }
 
-BOOST_AUTO_TEST_CASE(the_first_two_mib_after_a_reserve_in_huge_pages_take_a_few_faults_not_one_a_page) {
-  if (const std::string why = why_no_huge_reserve(); !why.empty()) {
-    BOOST_TEST_MESSAGE("skipped: " << why);
-    return;
-  }
+BOOST_AUTO_TEST_CASE(the_first_two_mib_after_a_reserve_in_huge_pages_take_a_few_faults_not_one_a_page,
+                     *troupe::testing::runs_here(why_no_huge_reserve)) {
   // The room starts inside a 2 MiB range that already holds small pages (a new heap's header,
   // or what the thread had allocated): 2 MiB of small allocations written there fault once a
   // huge page, not once a 4 KiB page (about 500).

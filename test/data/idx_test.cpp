@@ -6,6 +6,7 @@
 #include "ops/data/idx.hpp"
 #include "test/data/idx_files.hpp"
 #include "test/support/expect_error.hpp"
+#include "test/support/skip.hpp"
 
 using namespace troupe;
 using namespace troupe::data;
@@ -164,13 +165,12 @@ BOOST_AUTO_TEST_CASE(fashion_mnist_refuses_a_label_outside_0_to_9) {
   BOOST_TEST(message == "labels file '" + labels + "' holds label 10 at index 1, outside 0..9");
 }
 
-BOOST_AUTO_TEST_CASE(
-    the_installed_fashion_mnist_has_60000_training_and_10000_test_images_of_10_classes) {
-  if (!std::filesystem::exists(kFashionMnistDir)) {
-    BOOST_TEST_MESSAGE("skipped: " << kFashionMnistDir
-                                   << " is missing (apt-get install dataset-fashion-mnist)");
-    return;
-  }
+BOOST_AUTO_TEST_CASE(the_installed_fashion_mnist_has_60000_training_and_10000_test_images_of_10_classes,
+                     *troupe::testing::runs_here([] {
+                       return std::filesystem::exists(kFashionMnistDir)
+                                  ? std::string()
+                                  : std::string(kFashionMnistDir) + " is missing (apt-get install dataset-fashion-mnist)";
+                     })) {
   for (auto [split, n] : {std::pair{Split::train, 60000}, std::pair{Split::test, 10000}}) {
     LabeledImages data = fashion_mnist(split);
     BOOST_TEST(data.images.shape() == (Shape{n, 28, 28}));
