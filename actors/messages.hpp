@@ -1,5 +1,6 @@
 #pragma once
-// The messages that flow between Troupe's actors (ARCHITECTURE.md, "The message that flows").
+// The messages that flow between Troupe's actors (docs/architecture.md, "The message that
+// flows").
 // Internal to actors/: includes CAF, so keep it out of public headers.
 #include <caf/all.hpp>
 

@@ -16,7 +16,7 @@ namespace troupe {
 
 // CAF's network layer (the middleman), for a process that talks to other processes: heartbeats
 // every `heartbeat`, and a peer silent for `connection_timeout` is taken as gone (a hung peer is
-// seen only so; ../shared/docs/caf-0.17.md §4).
+// seen only so).
 // With `tls` (actors/cluster/tls.hpp) every connection is mutual TLS through CAF's openssl
 // module: published and connected through it, automatic connections off.
 struct NetworkOptions {
@@ -28,8 +28,8 @@ struct NetworkOptions {
 
 // CAF's network layer as every networked Troupe process sets it up: the middleman, the message
 // types tensors cross in (actors/cluster/tensor_transfer.hpp), heartbeats and the connection
-// timeout, and deserializing in the middleman's own thread (middleman.workers=0: half the round
-// trip of a small message; docs/performance.md, "Bytes between two processes"). The TLS files
+// timeout, and deserializing in the middleman's own thread (middleman.workers=0: no hop to a
+// worker thread per message; docs/performance.md, "Bytes between two processes"). The TLS files
 // are checked first (check_tls_files): CAF's own failure at a bad file leaves the process hanging at exit.
 void configure_network(caf::actor_system_config& config, const NetworkOptions& network);
 // TROUPE_CAF_OPTIONS="key=integer,..." sets integer CAF options for tuning experiments, e.g.

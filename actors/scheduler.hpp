@@ -98,9 +98,8 @@ class SchedulingPolicy : public caf::policy::unprofiled {
 
   // Queues `job` at worker `index` of the scheduler of `unit` (a worker of this policy's),
   // waking it if it sleeps. The job is that worker's: no other worker steals it (a spread
-  // loop's node sent to its iteration's worker, which a thief would only send back: measured,
-  // the first kernel of each iteration went back and forth about four times an iteration
-  // while its worker was busy, each time through the node's mailbox and both queues' locks).
+  // loop's node sent to its iteration's worker, which a thief would only send back, each time
+  // through the node's mailbox and both queues' locks).
   static void send_to(caf::execution_unit* unit, std::size_t index, caf::resumable* job) {
     hand(d(static_cast<OurWorker*>(unit)->parent()->worker_by_id(index)), job, /*own=*/true);
   }
@@ -135,8 +134,8 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   // CAF's worker loop notes each job's actor id in the logger's table, under one process-wide
   // spin lock, twice a job (CAF_PUSH_AID) while the thread has a current logger: the worker's
   // start makes the system's logger current, and so does every spawn on the thread. A CAF
-  // built to log nothing (Debian's) never reads the table; the job's turn waited for that lock's
-  // line whenever the other worker held it. No current logger, no lock.
+  // built to log nothing (Debian's) never reads the table, yet the job's turn waits for that
+  // lock's line whenever another worker holds it. No current logger, no lock.
   static void forget_logger() {
     if (caf::logger::current_logger()) caf::logger::set_current_actor_system(nullptr);
   }
@@ -146,9 +145,8 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     bool counted = false;  // this worker is counted in coordinator_data::idle
     // Yields only in the spin right after work or a wake-up: a worker whose sleep timed out
     // spins through the queues again without yielding (microseconds), then sleeps again. A
-    // yield is a trip through the kernel's scheduler; an idle process yielding 128 times a
-    // millisecond per worker took a fifth of the CPU from the busy processes beside it (4
-    // all-reduce processes on 2 cores).
+    // yield is a trip through the kernel's scheduler: an idle process whose workers yielded
+    // after every timed-out sleep would take CPU from the busy processes beside it.
     auto& looking = d(self).idle;
     for (bool slept = false;;) {
       for (int round = 0; round < kSpinRounds; ++round) {

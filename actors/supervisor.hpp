@@ -1,5 +1,5 @@
 #pragma once
-// Training that outlives a lost parameter server (docs/cluster.md, "When a ps task dies"). Every
+// Training that outlives a lost parameter server (docs/cluster.md, "When a parameter server dies"). Every
 // process of a job runs its training steps through a Supervisor. When a step fails because a task
 // was lost (unavailable) or a variable it uses is not initialised (failed_precondition: the task
 // came back empty), the supervisor finds which tasks run a new process (their incarnation changed;

@@ -31,7 +31,7 @@ struct Args {
   int prefetch = 8;  // batches read ahead; 0: read in the training loop
   // Examples; the whole training set by default, so each epoch is a uniform reshuffle as in
   // PyTorch's recipe (bench/peers/fashion_mnist_torch.py). A smaller buffer shuffles only
-  // locally, which lost a point of test accuracy (docs/performance.md, issue 12).
+  // locally, which lost a point of test accuracy (docs/performance.md, "Fashion-MNIST training").
   int64_t shuffle_buffer = 60000;
   std::string checkpoint_dir;      // empty: no checkpoints
   std::string restore_from;        // a checkpoint of checkpoint_dir by name (ckpt-N); empty: the newest

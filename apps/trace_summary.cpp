@@ -15,8 +15,8 @@ namespace troupe::app {
 namespace {
 
 // The strings of a trace's slices, each kept once: a long run's trace names the same few
-// thousand ops, nodes and tasks millions of times (a slice holding its own copies took 200
-// bytes, 0.5 GB for a 127 MB trace).
+// thousand ops, nodes and tasks millions of times (a slice holding its own copies would take
+// several times the trace's size in memory).
 class Names {
  public:
   const std::string* intern(std::string&& s) { return &*names_.insert(std::move(s)).first; }

@@ -1,4 +1,4 @@
-// troupe-launch: a local cluster in one command (issue 15; docs/cluster.md, "A local cluster in one
+// troupe-launch: a local cluster in one command (docs/cluster.md, "A local cluster in one
 // command").
 //   troupe-launch [--ps N] [--workers N] [--backup-workers K] [--node PATH] [--dir DIR] -- COMMAND [ARGS...]
 // Picks free ports on 127.0.0.1 for ps:0..N-1 and worker:0..N-1, writes the cluster spec

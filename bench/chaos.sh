@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The chaos run (issue 16): a local cluster (2 ps, 3 workers, 1 spare) trains the Fashion-MNIST CNN in sync
+# The chaos run: a local cluster (2 ps, 3 workers, 1 spare) trains the Fashion-MNIST CNN in sync
 # mode with one backup worker, by troupe-launch with every recovery on (--restart-ps,
 # --restart-workers, --hang-timeout 3; the spare stands by, since every ps task is started
 # again), while this script sends a random ps or worker SIGKILL or

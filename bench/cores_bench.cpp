@@ -2,9 +2,8 @@
 // to one CPU, hand a counter back and forth on a line of its own; reports the round trip (two
 // transfers) per batch, median and least. The executor's node actors pay such transfers for
 // every message that crosses cores (a mailbox, a value's reference count), so a run's figures
-// for work spread over the cores swing with it (docs/performance.md, "A spread loop's
-// iterations to the worker with fewer unfinished": on this project's VM it doubles or triples
-// for stretches of seconds). bench/loop_ceiling.sh prints it beside each round.
+// for work spread over the cores swing with it (docs/performance.md, "The independent loop's
+// gain from the second core"). bench/loop_ceiling.sh prints it beside each round.
 //   troupe-bench cores [--cpus 0,1] [--rounds N] [--batches B] [--json]
 #include <pthread.h>
 #include <sched.h>

@@ -18,9 +18,9 @@
 // runs both, N iterations each; reported per iteration of the two, "pair":true): iterations that
 // share nothing, on the same runtime and, with --interleave, in the same minutes: P1 over it is
 // what the runtime gets from two cores when no iteration waits for another core's, at that
-// minute (on this project's VM a lone busy vCPU, P1's, runs up to 40% faster in some minutes
-// than in others, P10's two less so: docs/performance.md), and it over P10 how much of that the
-// spread iterations keep.
+// minute (a virtual machine's lone busy vCPU, P1's, may run faster in some minutes than in
+// others: docs/performance.md, "The independent loop's gain from the second core"), and it over
+// P10 how much of that the spread iterations keep.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What two cores can give a loop's independent iterations on this machine, beside what the
-# runtime gets (issue 18's target: parallel_iterations 10 at least 1.8x parallel_iterations 1).
+# runtime gets (the target: parallel_iterations 10 at least 1.8x parallel_iterations 1).
 # Per round, one after the other:
 #   alone:    one process, the independent body, parallel_iterations 1, 1 scheduler thread;
 #   together: two such processes at once (two streams of the same iterations that share nothing,
@@ -15,7 +15,7 @@
 #   pair:     in the same process, its steps in turn with theirs (--pair), two loops of
 #             parallel_iterations 1 side by side, per iteration of the two: P1 / pair is what the
 #             runtime gets from the two cores, in the same seconds, for iterations that wait for
-#             nothing on the other core (this VM's lone busy vCPU runs up to 40% faster in some
+#             nothing on the other core (a VM's lone busy vCPU runs up to 40% faster in some
 #             minutes than in others, and P1 with it: P1 / P10 swings with the minute, pair / P10
 #             less);
 #   cpu:      the CPU time of an iteration at P10 over that at P1 (all threads): the work that

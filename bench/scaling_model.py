@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Predicts global steps/s of data-parallel training from 2 to 256 workers (issue 15).
+"""Predicts global steps/s of data-parallel training from 2 to 256 workers.
 
 An analytic model, not a simulation and not a measurement. It takes figures measured on this
 machine (bench/measure_for_scaling.sh writes them; without --measured, the ones recorded in

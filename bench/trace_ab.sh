@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What tracing costs (issue 17, docs/performance.md "Tracing: what it costs"): the executor chain
+# What tracing costs (docs/performance.md, "Tracing: what it costs"): the executor chain
 # and Fashion-MNIST CNN steps, A/B in one run, alternating: OLD (a troupe build from before
 # tracing: its build/ folder), this build untraced, and this build tracing every timed step.
 # Usage: bench/trace_ab.sh OLD_BUILD_DIR [ROUNDS]   (run from the repository root after building)

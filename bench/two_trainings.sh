@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Two trainings on the same cores (issue 14: several Troupe processes on one host): AlexNet,
+# Two trainings on the same cores (several Troupe processes on one host): AlexNet,
 # batch 16, alone and then two at once, with Troupe's default (OpenMP spinning bounded,
 # devices/cpu_threads.hpp) and with libgomp's own default (GOMP_SPINCOUNT=300000) for comparison.
 # Each shared step should take about twice a lone one, and none more than 3x the lone median.

@@ -43,11 +43,10 @@ class Allocator {
  private:
   // The count is kept in stripes, one cache line each, a thread always using the same one (the
   // threads of a process take them in turn): every tensor's allocation and release changes it,
-  // from every thread, and one shared line moving between the cores with each of them cost a
-  // loop spread over two workers 2.5% of its iteration at P10 (docs/performance.md). A
-  // stripe's count goes into flushed_ when it reaches kFlushBytes either way, so the peak
-  // (taken at each allocation from flushed_ and the allocating thread's stripe) reads lines
-  // that seldom change.
+  // from every thread, and one shared line would move between the cores with each of them
+  // (docs/performance.md, "Measured settings and kernels"). A stripe's count goes into
+  // flushed_ when it reaches kFlushBytes either way, so the peak (taken at each allocation from
+  // flushed_ and the allocating thread's stripe) reads lines that seldom change.
   struct alignas(64) Stripe {
     std::atomic<int64_t> bytes{0};
   };
@@ -62,14 +61,13 @@ class Allocator {
 //
 // A block of up to 512 KiB is handed out again preferably to the thread that freed it: that
 // thread read it last, so its lines are in that core's cache, and writing them there costs no
-// transfer from another core's (with two workers taking turns, the other's freshly freed block
-// cost a kernel writing 64 KiB twice its time). Among the few blocks of a size freed last, the
-// caller's latest is taken; else the latest of all.
+// transfer from another core's. Among the few blocks of a size freed last, the caller's latest
+// is taken; else the latest of all.
 class FreeBlocks {
  public:
   // The largest block handed back preferably to the thread that freed it: one that fits a
-  // core's cache (a larger one has left it by the time it is reused; preferring them cost
-  // GoogLeNet's step 2-4%).
+  // core's cache (a larger one has left it by the time it is reused, so preferring it gains
+  // nothing).
   static constexpr std::size_t kWarmBytes = std::size_t(512) << 10;
   // A cached block of `size` bytes, or nullptr; `thread`: the caller's thread_token().
   void* take(std::size_t size, const void* thread = nullptr);
@@ -98,18 +96,17 @@ class FreeBlocks {
 //
 // Large blocks (kLargeBlock and more, rounded up to 4 KiB) are cached when freed and handed out
 // again for the same rounded size: a training step allocates the same sizes every step, and a
-// fresh large block costs glibc an mmap and the kernel a page fault per page on first touch
-// (a tenth of a CNN step here). At most `cache_limit` bytes stay cached; past that, blocks are
-// returned to the system. bytes_in_use() counts blocks handed out, not cached ones. Safe to
-// call from any thread.
+// fresh large block costs glibc an mmap and the kernel a page fault per page on first touch. At
+// most `cache_limit` bytes stay cached; past that, blocks are returned to the system.
+// bytes_in_use() counts blocks handed out, not cached ones. Safe to call from any thread.
 //
 // A thread that runs kernels (a scheduler worker, keep_blocks_on_this_thread()) also keeps the
-// last few blocks of up to 512 KiB it freed aside for itself, taken again without the mutex:
-// the next kernel there writes a block still in that core's cache, and two workers do not meet
-// at the mutex six times per small firing (measured: a loop spread over two workers, 6.6 ->
-// 5.8 us per iteration). At most kThreadBlocks per thread, freed when the thread ends, not
-// among bytes_cached() nor given back by release_cached(); any host allocator's block serves
-// any other (all are aligned_alloc'd), so the aside is one per thread, not per allocator.
+// last few blocks of up to 512 KiB it freed aside for itself, taken again without the mutex: the
+// next kernel there writes a block still in that core's cache, and two workers do not meet at
+// the mutex several times per small firing. At most kThreadBlocks per thread, freed when the
+// thread ends, not among bytes_cached() nor given back by release_cached(); any host allocator's
+// block serves any other (all are aligned_alloc'd), so the aside is one per thread, not per
+// allocator.
 class HostAllocator final : public Allocator {
  public:
   static constexpr std::size_t kLargeBlock = std::size_t(64) << 10;

@@ -3,8 +3,7 @@
 // plans, kernels and edges over tens of MiB of heap; a step visits them in the order of the
 // graph's edges, not of their addresses, so with 4 KiB pages nearly every node costs a TLB miss
 // and a page walk (in a virtual machine a two-level one). Backed by 2 MiB pages the same memory
-// takes a few dozen TLB entries: executor_bench's random DAG of 10,000 nodes went from 1.2 to
-// 0.45 us per node on this project's VM (docs/performance.md).
+// takes a few dozen TLB entries (docs/performance.md, "The fast path").
 //
 // The ranges are collapsed by the kernel (madvise MADV_COLLAPSE, Linux 6.1 and later) on a
 // thread of this module's, so building a graph does not wait for it: the memory is copied into

@@ -22,8 +22,8 @@ class Buffer {
   void add_ref() { refs_.fetch_add(1, std::memory_order_relaxed); }
   // Drops a reference; the last one frees the buffer (out of line). A holder that finds itself
   // the only one frees it without the atomic exchange (no other thread can add a reference
-  // without holding one): most values die with one holder, and the exchange was a third of
-  // a chain node's firing outside its kernel (measured, perf).
+  // without holding one): most values die with one holder, and the exchange is a large part
+  // of a chain node's firing outside its kernel.
   void release() {
     if (refs_.load(std::memory_order_acquire) == 1 || refs_.fetch_sub(1, std::memory_order_acq_rel) == 1)
       destroy();

@@ -1,8 +1,8 @@
 #pragma once
-// TFRecord framing, the container of TensorFlow's record files and of TensorBoard's event files
-// (issue 17): per record, its length (uint64, little endian), the masked CRC-32C of those 8
-// bytes, the data, and the masked CRC-32C of the data. Masking (rotate right by 15, add
-// 0xa282ead8) keeps a CRC stored in data that is itself checksummed from cancelling out.
+// TFRecord framing, the container of TensorFlow's record files and of TensorBoard's event files:
+// per record, its length (uint64, little endian), the masked CRC-32C of those 8 bytes, the data,
+// and the masked CRC-32C of the data. Masking (rotate right by 15, add 0xa282ead8) keeps a CRC
+// stored in data that is itself checksummed from cancelling out.
 #include <cstdint>
 #include <cstdio>
 #include <string>

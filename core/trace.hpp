@@ -29,8 +29,8 @@ namespace detail {
 extern bool use_tsc;  // the CPU's time-stamp counter runs at a constant rate (constant_tsc, nonstop_tsc)
 }  // namespace detail
 
-// The time events are recorded in: the time-stamp counter where it is invariant (7 ns to read
-// here, against 16 for the steady clock; on the path of every traced kernel), else now_ns().
+// The time events are recorded in: the time-stamp counter where it is invariant (cheaper to
+// read than the steady clock, and on the path of every traced kernel), else now_ns().
 // take() turns it into now_ns() time, by the line through two readings of both clocks.
 inline int64_t now() {
 #if defined(__x86_64__)

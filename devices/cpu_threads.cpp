@@ -138,16 +138,15 @@ struct Cores {
   //
   // Seated leases: even that one atomic count is a cache line that every single-core kernel
   // writes, passed between the cores at every firing when two workers run kernels side by side
-  // (a spread loop's iterations: 3% of its CPU time, docs/performance.md). While no lease is
-  // counted (no team leases or waits, nor any single core is counted) and no more threads lease
-  // single cores than the budget has (each with a `Seat`), the single cores cannot run out: a
-  // thread then marks its lease on its own seat's line (`held`), and nothing shared is written.
-  // `counted` is nonzero while that does not hold: each counted lease adds one while it waits
-  // and while it is held, too many threads one (`crowded`). A counted lease takes from `free`
-  // only when no seat is held; a thread that marks its seat looks at `counted` after marking
-  // (both sequentially consistent: one of the two sees the other) and counts its lease instead
-  // if it is nonzero. So seated and counted leases never overlap, and the seated ones are at
-  // most the budget.
+  // (a spread loop's iterations). While no lease is counted (no team leases or waits, nor any
+  // single core is counted) and no more threads lease single cores than the budget has (each
+  // with a `Seat`), the single cores cannot run out: a thread then marks its lease on its own
+  // seat's line (`held`), and nothing shared is written. `counted` is nonzero while that does
+  // not hold: each counted lease adds one while it waits and while it is held, too many threads
+  // one (`crowded`). A counted lease takes from `free` only when no seat is held; a thread that
+  // marks its seat looks at `counted` after marking (both sequentially consistent: one of the
+  // two sees the other) and counts its lease instead if it is nonzero. So seated and counted
+  // leases never overlap, and the seated ones are at most the budget.
   std::mutex mutex;
   std::condition_variable freed;
   std::atomic<int> budget{hardware_threads()};

@@ -4,15 +4,14 @@
 //
 // Intra-op threads are how many threads one kernel may use (oneDNN's OpenMP team, OpenBLAS'
 // pool). The cores are leased: a kernel that runs a team takes as many cores as its team has,
-// any other kernel with real work one core, and a kernel waits until its cores are free. Why:
-// a team splits its work evenly and meets at barriers, so a single-threaded kernel (or a second
-// team) on one of its cores holds the whole team up for a scheduler time slice; here that cost
-// 15% of a CNN step, more than the overlap gained. Teams are served before single cores, so a
-// stream of small kernels cannot starve them. Thread-safe: the core count is atomic (a single
-// core is taken and given back without a lock while no team waits, and without writing a line
-// another thread writes while no team is about and each leasing thread has a core of its own),
-// waiting for cores and the team threads' queue are each under one mutex in cpu_threads.cpp,
-// taken alone.
+// any other kernel with real work one core, and a kernel waits until its cores are free. Why: a
+// team splits its work evenly and meets at barriers, so a single-threaded kernel (or a second
+// team) on one of its cores holds the whole team up for a scheduler time slice, which costs more
+// than the overlap gains. Teams are served before single cores, so a stream of small kernels
+// cannot starve them. Thread-safe: the core count is atomic (a single core is taken and given
+// back without a lock while no team waits, and without writing a line another thread writes
+// while no team is about and each leasing thread has a core of its own), waiting for cores and
+// the team threads' queue are each under one mutex in cpu_threads.cpp, taken alone.
 #include <atomic>
 #include <cstddef>
 #include <functional>
@@ -31,15 +30,13 @@ std::optional<int> cores_from_cpu_max(const std::string& line);
 
 // oneDNN's kernel teams are OpenMP teams (libgomp), whose threads spin at every barrier by
 // default (GOMP_SPINCOUNT 300000). Alone on its cores that is fine; with another process on them
-// the spinning threads keep the descheduled ones from running: two AlexNet trainings on this
-// 2-core machine took 3.7x a lone one's step each instead of 2x. libgomp reads its settings when
+// the spinning threads keep the descheduled ones from running. libgomp reads its settings when
 // it is loaded, before main(), so a program that wants them bounded must start with them set:
 // call this first thing in main(). If neither GOMP_SPINCOUNT nor OMP_WAIT_POLICY is set, it sets
-// GOMP_SPINCOUNT=10000 (two AlexNet trainings share the cores at 2.1x a lone step; 1000 shared
-// them at 1.9x but made the MLP's small kernels, which wait at many barriers, 20-30% slower, and
-// libgomp's default 300000 at 3.6x) and executes the
-// program again (the file /proc/self/exe names, same arguments, same process id and name);
-// otherwise, or if that fails, it returns.
+// GOMP_SPINCOUNT=10000 (short enough for processes that share the cores, long enough for small
+// kernels that wait at many barriers; docs/performance.md, "Two trainings on the same cores")
+// and executes the program again (the file /proc/self/exe names, same arguments, same process id
+// and name); otherwise, or if that fails, it returns.
 void bound_openmp_spinning(char** argv);
 
 // intra_op >= 1 threads per kernel team, cores >= 1 threads that may compute at once. Takes
@@ -70,7 +67,7 @@ class CoreLease {
 // process's team threads and waits for it (rethrowing what it threw). All teams start from
 // these few threads, so there is one OpenMP pool per concurrent team rather than one per
 // scheduler thread: an idle pool's threads spin for a while after each team, and a second pool
-// spinning beside a running team cost 10% of a CNN step here.
+// spinning beside a running team takes its cores.
 void run_as_team(const std::function<void()>& kernel);
 
 // Below this many bytes of input a single-threaded kernel runs without a lease: it is over in

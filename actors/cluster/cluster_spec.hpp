@@ -8,7 +8,7 @@
 // cannot appear in a device name, a port that is not a number from 1 to 65535, a task of a job
 // the spec lacks or an index out of range, and any key that is not one of TF_CONFIG's (a typo).
 // An optional "tls" section makes every connection of the cluster mutual TLS (docs/cluster.md,
-// "Only members get in"):
+// "Only members get in (mutual TLS)"):
 //   "tls": {"ca": "ca.pem",
 //           "tasks": {"ps:0": {"certificate": "ps-0.pem", "key": "ps-0.key"}, ...},
 //           "client": {"certificate": "client.pem", "key": "client.key"}}
@@ -57,7 +57,7 @@ std::string first_difference(const std::vector<std::string>& a, const std::strin
 // programs binding ports at that moment. Throws unavailable when none can be had.
 std::vector<uint16_t> free_loopback_ports(int count);
 
-// The spec of a cluster on this machine, in TF_CONFIG's JSON form: each job of `jobs` (name,
+// The spec of a cluster on the local host, in TF_CONFIG's JSON form: each job of `jobs` (name,
 // tasks) with its tasks on free loopback ports, e.g. {"cluster": {"ps": ["127.0.0.1:41233"], ...}}.
 std::string local_cluster_json(const std::vector<std::pair<std::string, int>>& jobs);
 

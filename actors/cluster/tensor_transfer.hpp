@@ -1,11 +1,11 @@
 #pragma once
-// A tensor crossing processes: its bytes cut into chunks of at most kTransferChunk (4 MiB, which
-// measured best over CAF's middleman: docs/performance.md, "Bytes between two processes"), each a
-// message of raw bytes. A chunk refers to its sender's tensor (no copy: CAF's serializer copies
-// the bytes straight from it into the connection's buffer), and the receiver's deserializer
-// puts the bytes of a tensor that fits in one chunk straight into a tensor allocated for it
-// (ChunkBytes), so a tensor up to 4 MiB is copied once on each side, by CAF, and never element
-// by element.
+// A tensor crossing processes: its bytes cut into chunks of at most kTransferChunk (4 MiB, the
+// size that moves bytes fastest over CAF's middleman: docs/performance.md, "Bytes between two
+// processes"), each a message of raw bytes. A chunk refers to its sender's tensor (no copy:
+// CAF's serializer copies the bytes straight from it into the connection's buffer), and the
+// receiver's deserializer puts the bytes of a tensor that fits in one chunk straight into a
+// tensor allocated for it (ChunkBytes), so a tensor up to 4 MiB is copied once on each side, by
+// CAF, and never element by element.
 // The first chunk of a transfer says the dtype, shape and total size; the receiver's
 // TensorAssembler allocates the tensor once then and copies each chunk in where its offset says,
 // in whatever order chunks come. A tensor of at most one chunk is one message.

@@ -1,5 +1,5 @@
 #pragma once
-// Mutual TLS for a cluster (docs/cluster.md, "Only members get in"): the files a spec's "tls"
+// Mutual TLS for a cluster (docs/cluster.md, "Only members get in (mutual TLS)"): the files a spec's "tls"
 // section names, made and checked here; actors/runtime.cpp builds the network layer with them
 // (CAF's openssl module), so every connection of the process is TLS and a peer must present a
 // certificate issued by the cluster's CA.

@@ -3,7 +3,7 @@
 // module drops a refused peer without a word (its log is compiled out in Debian's build) and
 // gives no hook, and a peer that connects to a TLS port and stays silent (or a TLS client of a
 // plain listener) keeps its multiplexer thread spinning for as long as the peer stays (CAF
-// #1060; ../shared/docs/distributed-notes.md), and it never empties OpenSSL's per-thread error
+// #1060, fixed only in CAF 0.18.4), and it never empties OpenSSL's per-thread error
 // queue, so the error a closed connection leaves makes the next read of any other connection in
 // that thread fail: one member leaving dropped every TLS connection of the process with it
 // (found here; CAF 0.17.6's session::do_some). So this library defines SSL_accept,

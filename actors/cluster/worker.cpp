@@ -171,10 +171,9 @@ WorkerState::Peer& peer_of(Worker* self, const TaskPeer& p) {
   // and brings the inbox handle to use. The registration's handle came through the master's
   // process, before this member had a route of its own to the peer: CAF may have found no route
   // for that proxy and killed it, and whatever is sent to a dead proxy is dropped without a word
-  // (measured: a sync job's step hung in about 1 run in 25 under load, every value of one
-  // worker -> ps connection gone). A hello that does not come within the connect bound is not
-  // waited for any longer (a backstop: the peer is then watched, and values sent, through the
-  // registration's handle, and the log says so).
+  // (a step would hang, every value of that connection gone). A hello that does not come within
+  // the connect bound is not waited for any longer (a backstop: the peer is then watched, and
+  // values sent, through the registration's handle, and the log says so).
   if (!peer.watched)
     self->delayed_send(self, s.context->connect_timeout, peer_hello_atom::value, p.task, p.incarnation);
   return s.peers[p.task] = std::move(peer);

@@ -29,7 +29,7 @@ constexpr std::size_t kHugePageNodes = 2048;
 
 // Spawning a node's actor writes about 2.5 KiB of fresh heap (CAF's actor, the node's state,
 // its mailbox's room), and each fresh page costs a fault, which in a virtual machine takes
-// microseconds: the faults, not the constructors, were most of spawning a 10,000-node graph's
+// microseconds: the faults, not the constructors, are most of spawning a large graph's
 // actors. So a large partition's actors are spawned by several threads at once (each faults
 // its own pages, from its own malloc arena), one slice of at least this many active nodes each.
 constexpr std::size_t kSpawnSliceNodes = 2048;
@@ -428,8 +428,9 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
   };
   // A gated Exit learns that every iteration has finished from the NextIterations its loop's
   // gate tells (they free their gate state then, NextIterationNode), once per frame, not from
-  // the gate itself every iteration: on two workers, that was a message from the worker that
-  // ran the iteration to the one that ran the Exit last, and a turn of the Exit, each iteration.
+  // the gate itself every iteration: on two workers, that would be a message from the worker
+  // that ran the iteration to the one that ran the Exit last, and a turn of the Exit, each
+  // iteration.
   // So the gate's edge to it is not wired below (loop_end_signals).
   std::optional<std::map<int, std::vector<int>>> gated;  // made at the first Exit with a control input
   for (int id = 0; id < g.size(); ++id) {
@@ -764,8 +765,8 @@ Executable::~Executable() {
   // A fast node first stops taking from its mailbox in its turn, after which no thread touches
   // its state any more and its actor may exit: the turn that stops it sends its exit (from the
   // workers, beside one another); another node's exit goes from here. Each node's actor counts
-  // `cleaned_up` down once its cleanup has run (NodeActor::count_down_at_cleanup: a monitor
-  // per node, and a message back per node to this thread, took as long again as the rest).
+  // `cleaned_up` down once its cleanup has run (NodeActor::count_down_at_cleanup), not through
+  // a monitor per node: a message back per node to this thread would double the teardown.
   std::vector<std::pair<NodeActor*, const caf::actor*>> nodes;
   for (auto& p : plan_->parts)
     for (auto& a : p->actors)  // inactive nodes have none

@@ -49,13 +49,14 @@ struct Target {
   bool drop_true = false;
   // A node with one actor per worker (NodePlan::replicas): iteration k goes to the replica of
   // the worker it runs on (node.hpp, deliver()) instead of `node`, which is replicas[0]. (The
-  // count sits in what was padding: a Target is 32 bytes.)
+  // count sits in padding, so a Target stays 32 bytes.)
   uint16_t replica_count = 0;
   NodeActor* node = nullptr;  // the actor's, when it is a node on the fast path (node.hpp)
   NodeActor* const* replicas = nullptr;
   // The replica that takes the inputs of iterations on worker `r` (deliver(), prefetch_mailbox()).
   NodeActor* replica(int r) const { return replicas[std::size_t(r) % replica_count]; }
 };
+static_assert(sizeof(Target) == 32, "a Target stays 32 bytes: two to a cache line");
 
 // The values StackPush nodes save for a loop's gradient, per step, stack and iteration path
 // (the iterations of every frame the push ran in, outermost first); shared by the node actors

@@ -15,12 +15,12 @@
 
 namespace troupe {
 
-// Which of a kernel's firings KernelNode times (reads the clock before and after): every
-// firing of a kernel that is not cheap, the first two of any (the second forgets the first's
-// cold caches), and after them one in kEvery of a cheap one. Reading the clock twice costs 35-40
-// ns on this VM (rdtsc, 18-20 ns each), a sixth of a chain node's whole turn, and a cheap
-// kernel's cost moves little from firing to firing; one that turns expensive (a larger input)
-// is known for it within kEvery firings and timed at each from then on.
+// Which of a kernel's firings KernelNode times (reads the clock before and after): every firing
+// of a kernel that is not cheap, the first two of any (the second forgets the first's cold
+// caches), and after them one in kEvery of a cheap one. Reading the clock twice is a sizeable
+// part of a chain node's whole turn, and a cheap kernel's cost moves little from firing to
+// firing; one that turns expensive (a larger input) is known for it within kEvery firings and
+// timed at each from then on.
 class FiringTimer {
  public:
   static constexpr int kEvery = 8;
@@ -78,9 +78,8 @@ class KernelNode final : public NodeActor {
     // Into the loop's sum when it has moved by more than an eighth since last reported, and by
     // more than kReportTicks (by the node's own actor only: its replicas run the same kernel on
     // other iterations). The floor keeps the jitter of the loop's cheap nodes (its counter,
-    // condition, Switch: 100-300 ticks, an eighth of which every other firing) out: each
-    // report is a write to the line every node of the loop reads (measured, 0.43 reports an
-    // iteration of the benchmark's independent loop without it), and the sum is compared with
+    // condition, Switch: a few hundred ticks, an eighth of which every other firing) out: each
+    // report is a write to the line every node of the loop reads, and the sum is compared with
     // thousands of ticks.
     if (me_->spread && replica_ == 0 && std::abs(cost - reported_) * 8 > reported_ &&
         std::abs(cost - reported_) > kReportTicks) {

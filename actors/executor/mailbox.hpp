@@ -47,9 +47,9 @@ class NodeMailbox {
   // gate of one frame: `*tag` is that frame's oldest iteration not yet finished. The gate's
   // signal of any other iteration of the frame waits: until that one's has come, it changes
   // nothing the node does. (A signal sent from another worker than the loop's control's so
-  // claims the node only when it may let an iteration start or end the loop: each claim moved
+  // claims the node only when it may let an iteration start or end the loop: each claim moves
   // the node's state, and the frame state it tells of finished iterations, to that worker and
-  // back, about once an iteration at parallel_iterations 10.)
+  // back.)
   static constexpr uint32_t kGate = UINT32_MAX;
   // At most this many inputs wait unclaimed (their items' room is the mailbox's for good).
   static constexpr std::size_t kMaxDeferred = 16;
@@ -130,11 +130,13 @@ class NodeMailbox {
   std::atomic<bool> locked_{false};
   bool claimed_ = false;  // under the lock: someone runs the node or has scheduled it
   // Under the lock, set when the claim was given up: the Deferral. (The calls, seldom any, are
-  // kept behind a pointer: with the Deferral the mailbox is 48 bytes, smaller than before it.)
+  // kept behind a pointer, so that with the Deferral the mailbox is 48 bytes: it lies among the
+  // node's hot fields.)
   uint32_t defer_left_ = 0;
   const Tag* defer_tag_ = nullptr;
   std::vector<Item> items_;
   std::unique_ptr<std::vector<Call>> calls_;
 };
+static_assert(sizeof(NodeMailbox) == 48, "the mailbox lies among a node's hot fields");
 
 }  // namespace troupe

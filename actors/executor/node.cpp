@@ -91,15 +91,15 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
     // for them in huge pages (executable.cpp), while a vector grown in a step takes fresh 4 KiB
     // pages of a worker's heap, a fault each. Room for two items for a node of two inputs or
     // more (its inputs of a tag may wait together: deferral()), one for any other; the two
-    // vectors are swapped at each take, so each grows in a step of its own, and growing them in
-    // the first steps of a 10,000-node random DAG made its second step fault 700 times (its
-    // steps two to seven 0.76-0.81 of their time with the room, docs/performance.md). An item
-    // is 136 bytes; more room (up to 16 items, tried) made the set-up slower.
+    // vectors are swapped at each take, so each would grow in a step of its own, faulting in a
+    // large graph's first steps. An item is 136 bytes (below), so room beyond two items costs the
+    // set-up more than it saves.
+    static_assert(sizeof(NodeMailbox::Item) == 136);
     const std::size_t room = std::size_t(std::clamp(expected_, 1, 2));
     mailbox_.reserve(room);
     taken_.reserve(room);
   }
-  // A kernel node's firings are measured (kernel_node.hpp); until then it is expensive unless
+  // A kernel node's firings are timed (kernel_node.hpp); until then it is expensive unless
   // its inputs and outputs are known to be tiny (NodePlan::tiny).
   cheap_ = me_->kind != NodeKind::kernel || me_->tiny;
   spreads_ = fast_ && me_->spread;
@@ -107,8 +107,8 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
   // A kernel node takes its inputs into a Pending slot and keeps nothing else; one of a spread
   // loop may move to another worker with an input (drain()) and takes each as it comes, unless
   // it is on the way to the next iteration (carried: the loop's condition and Switch), which
-  // stays on the loop's chain whatever its cost (spreads_now()). (Each input its own turn, the
-  // condition and the Switch took 1.6 and 2 turns an iteration, not 1.)
+  // stays on the loop's chain whatever its cost (spreads_now()): deferring, it takes one turn
+  // an iteration, not one per input.
   defers_ = fast_ && (!spreads_ || me_->carried) && me_->kind == NodeKind::kernel && expected_ >= 2;
   for (int s = 0; s < me_->num_inputs; ++s) {
     if (!me_->is_fixed(s)) {
@@ -195,22 +195,22 @@ bool NodeActor::spreads_now() const {
   if (!me_->spread) return false;
   const int64_t set = spread_ticks.load(std::memory_order_relaxed);
   const int64_t above = set ? set - 1 : kSpreadTicks;
-  // Spread only while an iteration costs more than a trip to another core, and most of it does
-  // not feed the next iteration (else the iterations run one after the other anyway, each on
+  // Spread only while an iteration costs more than a trip to another core, and at most a quarter
+  // of it (kCarriedShare) feeds the next iteration (else the iterations run one after the other anyway, each on
   // another core than its values); and only a node whose turn costs more than the trip (a cheap
   // one, such as the loop's own Merge, Switch or counter, runs where it is made ready: handed
-  // between the workers every iteration, it cost more in trips than it saved). Never a node on
-  // the way to the next iteration (carried: the loop's Switch, condition, counter): iteration
-  // k + 1's turn waits for k's, so going with each iteration's worker only moves the chain from
-  // core to core. (Judged by its cost alone, such a node spread after one slow firing, and
-  // moved, each firing ran on a cold core and stayed slow enough to keep it spreading: measured,
-  // the counter's Switch moved between the workers two to four times an iteration for whole
-  // runs, docs/performance.md.) The node's own reasons are looked at first: the loop's sums
-  // are a line that another core writes now and then, a miss to read, and this is asked at
-  // every input posted to a node of the loop.
+  // between the workers every iteration, it would cost more in trips than it saves). Never a
+  // node on the way to the next iteration (carried: the loop's Switch, condition, counter):
+  // iteration k + 1's turn waits for k's, so going with each iteration's worker only moves the
+  // chain from core to core. (Judged by its cost alone, such a node would spread after one slow
+  // firing and, each firing then on a cold core, stay slow enough to keep spreading.) The
+  // node's own reasons are looked at first: the loop's sums are a line that another core
+  // writes now and then, a miss to read, and this is asked at every input posted to a node of
+  // the loop.
   if (above > 0 && (me_->carried || cost_ < kSpreadNodeTicks)) return false;
   const int64_t cost = me_->spread->cost.load(std::memory_order_relaxed);
-  if (cost < above || (above > 0 && me_->spread->carried.load(std::memory_order_relaxed) * 4 > cost) ||
+  constexpr int64_t kCarriedShare = 4;  // 1/kCarriedShare of an iteration's cost, carried, still spreads
+  if (cost < above || (above > 0 && me_->spread->carried.load(std::memory_order_relaxed) * kCarriedShare > cost) ||
       !tls_running || !ours(tls_unit))
     return false;
   return SchedulingPolicy::worker_count(tls_unit) >= 2;
@@ -297,18 +297,17 @@ void NodeActor::schedule(caf::execution_unit* unit) {
       // and condition, an iteration's end, which the next iterations wait for) goes to a
       // worker that has nothing to do, else first: run behind the kernels here, it would take
       // one step per kernel, and the other worker would wait for iterations. (Run here first
-      // while the other waited, the loop's control stayed with the worker that had iterations
-      // queued, and that worker fell further behind: measured, one worker idle 50% of the
-      // time in some runs.)
+      // while the other waits, the loop's control stays with the worker that has iterations
+      // queued, and that worker falls further behind.)
       if (ready.pinned > 0) [[unlikely]] {
         if (offer(tls_unit)) return;
         push_first(ready, this);
       } else if (side_ && cost_ >= kSideTicks && cost_ > move_ticks() && offer(tls_unit)) [[unlikely]] {
         // Work beside a loop's chain (NodePlan::side) that is worth a trip: the other worker
         // does it while the chain goes on here (run here, it ran before the next iteration).
-        // Not when reading its inputs over there costs more than the node itself: an RNN's
-        // Square of its 64 KiB state took the other core 2.5 times as long, and the blocks it
-        // freed there came back to this core's next kernel cold.
+        // Not when reading its inputs over there costs more than the node itself: the other
+        // core reads them from this one's cache, and the blocks it frees there come back to
+        // this core's next kernel cold.
         return;
       } else {
         ready.nodes.push_back(this);
@@ -376,9 +375,9 @@ NodeActor::Drained NodeActor::drain() {
       // A node that goes with its iteration takes one input in a turn that made a node ready
       // here (the next node of that iteration, put first: spread()); the rest wait behind it.
       // Each worker so takes its oldest iteration to its end before the next. (Taking every
-      // input at once, it ran a stage at a time over all its iterations: they all ended late,
-      // together, the window of parallel_iterations, which waits for the oldest, drained, and
-      // both workers waited while the loop's control started the next ten.)
+      // input at once, it would run a stage at a time over all its iterations: they would all
+      // end late, together, and the window of parallel_iterations, which waits for the oldest,
+      // would drain.)
       if (spreading && i + 1 < taken_.size() && ready.nodes.size() - ready.head > waiting) {
         mailbox_.put_back(taken_, i + 1);
         if (!taken_calls_.empty() && run_calls()) return Drained::stopped;  // what was put back never runs
@@ -449,8 +448,8 @@ class NodeActor::Batch final : public caf::resumable {
   resume_result resume(caf::execution_unit* unit, std::size_t) override {
     OnFastPath here(unit);
     LocalReady& ready = local_ready();
-    // Copied in, not swapped: the thread's list keeps its room (a swap gave it the batch's
-    // few slots, and it grew again, allocation by allocation, after every batch).
+    // Copied in, not swapped: the thread's list keeps its room (a swap would give it the
+    // batch's few slots, to grow again, allocation by allocation, after every batch).
     ready.nodes.insert(ready.nodes.end(), nodes_.begin(), nodes_.end());
     for (NodeActor* node : nodes_) {
       ready.cost += node->ready_cost();
@@ -472,11 +471,10 @@ class NodeActor::Batch final : public caf::resumable {
 void NodeActor::end_turn(caf::execution_unit* unit) {
   // The expensive node made ready goes to a worker that has nothing to do, unless this worker
   // has nothing else queued and moving the node's inputs there costs more than what waits on
-  // this thread's list before it: its inputs are in this core's cache (an RNN's Tanh on a 64
-  // KiB state, handed to the idle worker every iteration, moved the loop's chain from core to
-  // core, and the state with it: each iteration 1.5 times as long as on this core alone). Else
-  // it runs here if nothing cheap is waiting, or waits in this worker's queue (where an idle
-  // worker may yet steal it).
+  // this thread's list before it: its inputs are in this core's cache (a loop's expensive node
+  // handed to the idle worker every iteration would move the loop's chain from core to core,
+  // and its state with it). Else it runs here if nothing cheap is waiting, or waits in this
+  // worker's queue (where an idle worker may yet steal it).
   if (NodeActor* e = std::exchange(tls_expensive, nullptr)) {
     LocalReady& ready = local_ready();
     const bool stays =
@@ -496,9 +494,9 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
   const bool can_offer = ours(unit);
   for (int ran = 0; !ready.empty(); ++ran) {
     // A spread loop's node handed to this worker (its queue), such as the first node of this
-    // worker's next iteration, waits until the nodes on this list have run. (Run first, it took
-    // the rest of the list into a batch queued behind it, a heap object and two more passes
-    // through the queue's mutex: measured, P10 2.4% slower, its kernels as fast.)
+    // worker's next iteration, waits until the nodes on this list have run: run first, it
+    // would take the rest of the list into a batch queued behind it, a heap object and two more
+    // passes through the queue's mutex.
     if (ran == kInlineTurns) {
       // Enough in a row: the rest waits behind what this worker has queued (a step actor's
       // deadline, another step), as a job that used up its turn does.
@@ -665,10 +663,10 @@ bool says_true(const Tensor& t) { return t.dtype() == DType::boolean && t.num_el
 
 void NodeActor::prefetch_mailbox(const Target& t, int replica) {
   // The mailbox deliver() posts to. A consumer with replicas gets the input in the replica of
-  // the iteration's worker; its own actor is replica 0, worker 0's: prefetched from worker 1 as
-  // before, its line went to worker 1 at every firing there, and worker 0's next post to it
-  // missed (measured: 250-315 ticks a post to replica 0 against 67-87 to replica 1). A producer
-  // that is not a replica would need the lookup deliver() makes (place()): no prefetch.
+  // the iteration's worker; its own actor is replica 0, worker 0's: prefetched from worker 1,
+  // its line would go to worker 1 at every firing there, and worker 0's next post to it would
+  // miss. A producer that is not a replica would need the lookup deliver() makes (place()): no
+  // prefetch.
   if (t.replicas) {
     if (replica >= 0) __builtin_prefetch(&t.replica(replica)->mailbox_);
   } else if (t.node) {
@@ -724,8 +722,7 @@ void NodeActor::emit_for(const NodePlan& node, const Tag& tag, Tensor* outputs, 
 
 void NodeActor::emit_merged(const Tag& tag, Tensor&& value, uint32_t slot) {
   outputs_[0] = std::move(value);
-  // Not a tensor made and freed at every firing for no reader (a trivial loop's iteration 3.5%
-  // cheaper without it).
+  // Not a tensor made and freed at every firing for no reader: a Merge fires every iteration.
   if (!me_->outputs[1].empty()) outputs_[1] = Tensor::scalar<int32_t>(int32_t(slot));
   emit_owned(tag, outputs_.data());
 }

@@ -244,7 +244,7 @@ class NodeActor : public caf::event_based_actor {
   // wide graph larger than the cache has, each a miss to memory or more whichever core runs it,
   // so the trip costs the other core little (a loop's few cheap nodes seldom count as many).
   // Eight: a list holds only nodes that can fire (their inputs wait in their mailboxes until
-  // then), about half as many as when each input was a turn of its own.
+  // then), each a whole firing, not one input.
   static constexpr std::size_t kOfferNodes = 8;
   static constexpr int64_t kOfferNodesTicks = 2000;
   // The cost of an expensive node for which a sleeping worker is woken (a wake-up takes tens of
@@ -255,8 +255,7 @@ class NodeActor : public caf::event_based_actor {
   // inputs there, move_ticks()).
   static constexpr int64_t kSideTicks = 2000;
   // Inputs read on another core than the one that wrote them cost about a tick per this many
-  // bytes (measured on this project's VM: Square's firing on a 64 KiB tensor written on the
-  // other core took 13,600 ticks against 5,300 on its own core).
+  // bytes, each line fetched from the writing core's cache.
   static constexpr int64_t kBytesPerMoveTick = 8;
   // The cost of an iteration of a loop (its kernels') above which its iterations spread over
   // the workers (spread()): several times what handing one to another core costs.

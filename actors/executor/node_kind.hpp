@@ -1,7 +1,7 @@
 #pragma once
-// The actor kind of a node: how its actor treats the messages of a tag (ARCHITECTURE.md, "The
-// message that flows"). Chosen once, when the executable's plan is built, together with the
-// request a variable or queue op makes, so that no actor compares op names while it fires.
+// The actor kind of a node: how its actor treats the messages of a tag (docs/architecture.md,
+// "The message that flows"). Chosen once, when the executable's plan is built, together with
+// the request a variable or queue op makes, so that no actor compares op names while it fires.
 // Each kind is a class of its own under actors/executor/ (spawn_node.hpp picks it).
 #include "graph/graph.hpp"
 

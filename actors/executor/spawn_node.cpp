@@ -22,8 +22,8 @@ namespace {
 // CAF's launch notes the new actor's id as the thread's in the logger's table and puts the old
 // one back, each under the table's process-wide spin lock (CAF_PUSH_AID, even in a build that
 // logs nothing, as Debian's is): the threads that spawn a large graph's slices at once
-// (executable.cpp) spent about a quarter of their time on that lock's line. On a thread that
-// has never spawned through the system (those threads) there is none, and nothing is noted.
+// (executable.cpp) would meet at that lock's line for every actor. On a thread that has never
+// spawned through the system (those threads) there is none, and nothing is noted.
 template <class C, class... Ts>
 SpawnedNode spawn_lazily(caf::actor_system& system, Ts&&... xs) {
 #ifdef CAF_ENABLE_ACTOR_PROFILER

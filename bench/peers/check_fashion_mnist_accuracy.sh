@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Guards the main job's accuracy (issue 12): trains the CNN for 3 epochs with the app's default
+# Guards the main job's accuracy: trains the CNN for 3 epochs with the app's default
 # recipe (the same as bench/peers/fashion_mnist_torch.py's) and checks the test accuracy against
 # the target, 0.885 (PyTorch's same recipe reaches 0.887). Prints the accuracy of each epoch and a
 # last line PASS: ... or FAIL: ...; exits 0 on PASS, 1 on FAIL, 2 when the app fails to run.

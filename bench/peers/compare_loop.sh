@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Troupe's while loop against TensorFlow's, in one run, one after the other (issue 18): the cost
+# Troupe's while loop against TensorFlow's, in one run, one after the other: the cost
 # of an iteration of a trivial body, an independent one and one that carries a matrix to the next
 # iteration (dependent), parallel_iterations 1 and 10.
 # Usage: bench/peers/compare_loop.sh [iterations] [steps] [rounds]

@@ -1,6 +1,6 @@
 #pragma once
-// TensorBoard event files (issue 17): scalars (loss, accuracy, examples/s, ...) per step, in the
-// files TensorBoard reads from a log directory: DIR/events.out.tfevents.<seconds>.<host>, TFRecord
+// TensorBoard event files: scalars (loss, accuracy, examples/s, ...) per step, in the files
+// TensorBoard reads from a log directory: DIR/events.out.tfevents.<seconds>.<host>, TFRecord
 // framing (core/tfrecord.hpp) of protobuf Event messages, the first of which says the file's
 // version ("brain.Event:2"). Scalars are buffered and flushed (written and fsynced) at flush(),
 // every `flush_every` scalars, and at the end.

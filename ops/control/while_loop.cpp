@@ -1,5 +1,5 @@
 // Loops in the dataflow graph: the frame primitives Enter, Exit, NextIteration and LoopCond,
-// and the while_loop() builder (ARCHITECTURE.md, "The message that flows"). Node actors of
+// and the while_loop() builder (docs/architecture.md, "The message that flows"). Node actors of
 // their own run Enter, Exit and NextIteration (actors/executor/); LoopCond has a kernel.
 #include <algorithm>
 #include <map>
@@ -249,9 +249,9 @@ void trigger_each_iteration(Graph& g, const LoopNodes& l) {
 // remain: it has fired for iteration k before iteration k + 1 starts (k + 1 takes its value),
 // so long before k + parallel_iterations may, and in the last iteration its dead value is what
 // tells its NextIteration that the loop is over, which the Exits wait for (executable.cpp,
-// NodePlan::loop_end). Waiting for it, the gate waited for the loop's control every iteration:
-// on two workers, a message from the worker running the control to the one running the
-// iteration's work.
+// NodePlan::loop_end). Waiting for it, the gate would wait for the loop's control every
+// iteration: on two workers, a message from the worker running the control to the one running
+// the iteration's work.
 int gate_iterations(const Scope& s, const LoopNodes& l) {
   Graph& g = s.graph();
   auto edges = g.out_edges();

@@ -1,20 +1,19 @@
 #pragma once
 // The elementwise kernels' float32 loops, compiled for x86-64-v3 (AVX2 with FMA) besides the
 // baseline (SSE2), the one the CPU has chosen at load time (GCC's target_clones). Compiled for
-// the baseline alone, a 128x128 Square stored 16 bytes an instruction and cost 11,000-14,000
-// TSC ticks here; the AVX2 clone 4,200-4,500 (docs/performance.md). The baseline also keeps a
-// ?: on floats (Relu, Maximum) as a branch, which stops vectorization; AVX has the blend.
-// F::f is the op's scalar function, the same one the other dtypes use, and no fast-math: the
-// clones give the baseline's results, except that where F::f multiplies and then adds (the
-// gradient of tanh, g (1 - y y)) the AVX2 clone may fuse the two into one FMA, one rounding
-// fewer.
+// the baseline alone, a loop stores 16 bytes an instruction, the AVX2 clone 32
+// (docs/performance.md, "Measured settings and kernels"). The baseline also keeps a ?: on floats
+// (Relu, Maximum) as a branch, which stops vectorization; AVX has the blend. F::f is the op's
+// scalar function, the same one the other dtypes use, and no fast-math: the clones give the
+// baseline's results, except that where F::f multiplies and then adds (the gradient of tanh,
+// g (1 - y y)) the AVX2 clone may fuse the two into one FMA, one rounding fewer.
 #include <cstdint>
 
 // A function compiled for each of the x86-64 levels named, the CPU's choice made at load time
 // (GCC's target_clones: an IFUNC the loader resolves). A ThreadSanitizer build
 // (-DTROUPE_SANITIZE=thread, which defines TROUPE_NO_CLONES) compiles it once, for the
-// baseline: the loader ran the resolvers before TSan's runtime was up, and every test binary
-// crashed before main.
+// baseline: the loader runs the resolvers before TSan's runtime is up, and every test binary
+// would crash before main.
 #if defined(TROUPE_NO_CLONES)
 #define TROUPE_CLONES(...)
 #else

@@ -27,11 +27,11 @@ void matmul_shape(InferenceContext& c) {
 
 TROUPE_REGISTER_OP(OpDef{.name = "MatMul", .num_inputs = 2, .shape_fn = matmul_shape});
 
-// float32 products go through oneDNN's matmul primitive (its AVX-512 brgemm kernels: 380-420
-// GFLOP/s on the shapes of a dense layer on this machine's two cores, against 160-230 for
-// OpenBLAS 0.3.21's SGEMM, whose idle threads also spin in sched_yield and take cores from the
-// other kernels). Transposes are strides of the memory descriptors, not copies. The primitive
-// is kept for the shapes it was made for. float64 goes to OpenBLAS (oneDNN has no f64).
+// float32 products go through oneDNN's matmul primitive (its AVX-512 brgemm kernels outrun
+// OpenBLAS's SGEMM on a dense layer's shapes, and OpenBLAS's idle threads spin in sched_yield
+// and take cores from the other kernels; docs/performance.md, "Fashion-MNIST training").
+// Transposes are strides of the memory descriptors, not copies. The primitive is kept for the
+// shapes it was made for. float64 goes to OpenBLAS (oneDNN has no f64).
 class SgemmPrimitive {
  public:
   void run(const Tensor& a, bool ta, const Tensor& b, bool tb, Tensor& out) {

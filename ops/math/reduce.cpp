@@ -80,8 +80,8 @@ inline Acc widen(T x) {
 // R over `len` contiguous elements, in kLanes independent accumulators folded into `acc` at
 // the end: the additions of one chain wait for each other, and sixteen chains are what the
 // compiler turns into vector registers (a float32 sum's float64 lanes: eight SSE2 registers, or
-// four AVX2 ones in the clone an AVX2 CPU gets at load time). Four scalar chains took 4-5 us to
-// sum a 128x128 float32 here, sixteen 1.6-1.9 (docs/performance.md).
+// four AVX2 ones in the clone an AVX2 CPU gets at load time; docs/performance.md, "Measured
+// settings and kernels").
 template <Reduction R, class T, class Acc>
 TROUPE_CLONES("avx2", "default") Acc fold_run(Acc acc, const T* p, int64_t len) {
   constexpr int kLanes = 16;

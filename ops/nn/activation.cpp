@@ -38,9 +38,9 @@ inline float select(bool pick, float a, float b) {
 // h is a degree-4 polynomial fitted to (expm1(r) - r) / r^2 on [0, ln 2] (least squares
 // reweighted toward the largest error: 1.3e-8 relative in expm1). Within 4 float32 ulps of
 // libm's tanhf over every float32 in [0, 10] (checked exhaustively, with and without FMA; the
-// test sweeps its ranges); NaN stays NaN, -0 stays -0. One path for every element, where the
-// last form computed a series for small |x| and an exponential for the rest and picked one: a
-// 128x128 tanh 22 -> 16 us here, 11 with FMA (docs/performance.md).
+// test sweeps its ranges); NaN stays NaN, -0 stays -0. One path for every element, not a series
+// for small |x| and an exponential for the rest with a pick between them: vectorized, every
+// element would pay for both (docs/performance.md, "Measured settings and kernels").
 inline float tanh_float32(float x) {
   const float a = std::fabs(x);
   const float t = 2.0f * select(a < 9.0f, a, 9.0f);  // NaN: 18, so the conversion below is defined
@@ -58,7 +58,7 @@ inline float tanh_float32(float x) {
 // tanh over n float32s, in blocks: a block whose every |x| is 9 or more (or NaN) is +-1 (NaN)
 // without the exponential, as libm's tanhf returns at once for large arguments. Compiled for
 // x86-64-v4 (AVX-512) and x86-64-v3 (AVX2 and FMA) besides the baseline, the one the CPU has
-// chosen at load time: the baseline's 4-wide division made a 128x128 tanh cost 32 us.
+// chosen at load time: the baseline's 4-wide division is most of a tanh's cost.
 // The blocks' loop, for both entry points below: x and y apart, or the same (in place: each
 // block's elements are read for its least |x| before any is written, and y[i] reads only x[i]).
 template <class In, class Out>

@@ -102,8 +102,8 @@ TROUPE_REGISTER_OP(OpDef{
     }});
 
 // The three convolution primitives share their descriptors. oneDNN chooses the layouts
-// (format_tag::any: blocked layouts such as nChw16c, where its direct AVX-512 kernels run, 2-3x
-// faster here than the im2col GEMM it falls back to on plain NCHW); Layout bridges each plain
+// (format_tag::any: blocked layouts such as nChw16c, where its direct AVX-512 kernels run, far
+// faster than the im2col GEMM it falls back to on plain NCHW); Layout bridges each plain
 // tensor to the chosen layout. Each kernel keeps its primitive and bridges for the input shapes
 // it last saw and rebuilds them only when those change.
 class ConvKernelBase : public OpKernel {

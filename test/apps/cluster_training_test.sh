@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# troupe-fashion-mnist on a local cluster made by troupe-launch (issue 15): the MLP trained for
+# troupe-fashion-mnist on a local cluster made by troupe-launch: the MLP trained for
 # the same number of examples (38,400: 600 steps of 64) in one process, asynchronously on
 # 1 ps + 2 workers (600 global steps) and synchronously on 1 ps + 2 workers (300 global steps of
 # 2 x 64) and by all-reduce on 2 workers (300 global steps of 2 x 64) reaches the single-process

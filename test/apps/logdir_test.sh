@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# troupe-fashion-mnist --logdir (issue 17): TensorBoard event files with the run's scalars, from a
+# troupe-fashion-mnist --logdir: TensorBoard event files with the run's scalars, from a
 # single process (every 20 steps, and the test accuracy at the end) and from a cluster's chief
 # (at its progress reports and the end), read back with event_file_dump (read_event_file).
 # Usage: logdir_test.sh TROUPE_FASHION_MNIST TROUPE_LAUNCH EVENT_FILE_DUMP

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tasks killed or stopped mid-training (issue 16) and the job goes on: troupe-launch --restart-ps
+# Tasks killed or stopped mid-training and the job goes on: troupe-launch --restart-ps
 # starts a killed ps again, the chief's Supervisor restores that task's variables alone from its
 # newest checkpoint, and the job finishes. Async on 2 ps + 2 workers (ps:1 killed) ends with a
 # test accuracy within MARGIN of the same job undisturbed, and the chief reports the recovery (the

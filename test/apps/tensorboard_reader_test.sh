@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# TensorBoard's own reader parses troupe-fashion-mnist --logdir's event files (issue 17): the
+# TensorBoard's own reader parses troupe-fashion-mnist --logdir's event files: the
 # tensorboard package from PyPI, in a virtual environment this script makes once
 # (TROUPE_TENSORBOARD_VENV, default ~/.cache/troupe/tensorboard-venv), reads them with its
 # EventAccumulator and finds every scalar at the steps written. Exits 77 (skipped) where the

@@ -17,7 +17,7 @@
 # Exit codes: 0 pass, 1 fail, 77 skipped (namespaces, veth pairs or bridges cannot be made here:
 # not root, no iproute2, a kernel without them).
 # Usage: three_hosts_test.sh PATH_TO_troupe-node PATH_TO_troupe-cluster-demo
-# (about 0.3 s besides the demo's own time; docs/cluster.md, "Several hosts on one machine")
+# (about 0.3 s besides the demo's own time; docs/cluster.md, "Several hosts on one machine (network namespaces)")
 set -euo pipefail
 node=$1
 demo=$2

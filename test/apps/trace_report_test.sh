@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# troupe-fashion-mnist --trace and its report (issue 17): a single-process CNN run traces steps
+# troupe-fashion-mnist --trace and its report: a single-process CNN run traces steps
 # 10-12 and writes LOGDIR/report.html; troupe-trace summary's totals and critical paths match the
 # trace's slices; the report names the run and holds one point per logged step; a cluster run's
 # trace has a process row per task, the values that crossed as flows from one task to the other,
