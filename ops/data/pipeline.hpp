@@ -16,8 +16,10 @@
 // buffer, its order is data::permutation(count, seed, epoch) (ops/data/dataset.hpp): a uniform
 // reshuffle each epoch, the order of Dataset's Order::shuffled(seed, epoch). batch stacks
 // elements along a new first dimension; the last, smaller, batch is kept unless
-// drop_remainder. A Prefetcher (actors/prefetch.hpp) runs a pipeline on its own thread into a
-// queue that the graph dequeues from, so reading overlaps the training steps.
+// drop_remainder. prefetch(n) runs the stages before it on a thread of its own, at most n
+// elements ahead of whatever consumes the iterator (a loop that feeds each batch to a step); a
+// Prefetcher (actors/prefetch.hpp) runs a pipeline on its own thread into a queue that the graph
+// dequeues from. Either way reading overlaps the training steps.
 // Errors (a bad file, elements that cannot be stacked, a map that throws) come out of next().
 //
 // A run can start part-way, at the elements a run from the start would yield from there on:
@@ -36,6 +38,24 @@
 namespace troupe::data {
 
 using Element = std::vector<Tensor>;
+
+// One component of a CSV row: `count` columns from column `first` (columns count from 0), each
+// read as `dtype` (float32, float64, int32, int64 or uint8) and, for a floating dtype,
+// multiplied by `scale`. One column gives a scalar; more give a rank-1 tensor of `count`.
+struct CsvColumns {
+  int64_t first = 0;
+  int64_t count = 1;
+  DType dtype = DType::float32;
+  double scale = 1.0;
+};
+
+// How from_csv reads a file. Its rows hold numbers only: no quoted fields, one delimiter between
+// fields, spaces around a field ignored; blank lines and columns no component names are skipped.
+struct CsvOptions {
+  std::vector<CsvColumns> components;  // an element's tensors, in this order
+  bool header = false;                 // the first line names the columns: skipped
+  char delimiter = ',';
+};
 
 class Iterator {
  public:
@@ -63,12 +83,26 @@ class Pipeline {
   // The examples of an IDX images/labels pair (ops/data/idx.hpp): {float32 [1, rows, cols]
   // scaled to [0, 1], int32 label}, read from the files as the pipeline runs.
   static Pipeline from_idx(std::string images_path, std::string labels_path);
+  // The rows of a CSV file of numbers, read anew each pass, one element per row: e.g. a
+  // Fashion-MNIST row, its 784 pixels and then its label, with
+  //   {.components = {{.first = 0, .count = 784, .scale = 1.0 / 255}, {.first = 784, .dtype = DType::int32}}}
+  // gives {float32 [784], int32 []}. A file that cannot be opened is not_found (from begin());
+  // a field that is not a number of its dtype (or is out of its range), or a row without a
+  // column a component names, is data_loss naming the file, the line (from 1) and the column
+  // (from 0).
+  static Pipeline from_csv(std::string path, CsvOptions options);
 
   Pipeline shard(int64_t num_shards, int64_t index) const;  // every num_shards-th, from index
   Pipeline shuffle(int64_t buffer, uint64_t seed) const;
   Pipeline map(std::function<Element(Element)> fn) const;
   Pipeline batch(int64_t size, bool drop_remainder = false) const;
   Pipeline repeat(int64_t epochs) const;  // -1: forever
+  // The same elements, read by the stages before it on a thread of its own, at most n (>= 1)
+  // ahead of next(). Their errors come out of next() where they occur, after the elements before
+  // them, and the elements after follow. Skipping before the first next() is the stages' own
+  // skip; after, it takes what next() would. The thread starts at the first next(); destroying
+  // the iterator stops it once the element it is reading is read.
+  Pipeline prefetch(int64_t n) const;
 
   std::unique_ptr<Iterator> begin() const { return source_(0); }
   // Starts at `from`; refuses (out_of_range) a pass with fewer than from.elements elements.

@@ -1,9 +1,13 @@
-// Input pipelines: shard, shuffle, map, batch, repeat over tensors and streamed IDX files, and
-// a Prefetcher feeding a queue that a graph dequeues from.
+// Input pipelines: shard, shuffle, map, batch, repeat, prefetch over tensors and streamed IDX
+// and CSV files, and a Prefetcher feeding a queue that a graph dequeues from.
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <fstream>
 #include <numeric>
+#include <thread>
 
 #include "actors/prefetch.hpp"
 #include "ops/all.hpp"
@@ -41,6 +45,35 @@ std::vector<int32_t> drain(const data::Pipeline& p, std::vector<int64_t>* sizes 
     out.insert(out.end(), t.data<int32_t>(), t.data<int32_t>() + t.num_elements());
   }
   return out;
+}
+
+// What next() gives, one string each, `count` times: the first component's values, an error's
+// code and message, or "end".
+std::vector<std::string> outcomes(data::Iterator& it, int count) {
+  std::vector<std::string> out;
+  for (int i = 0; i < count; ++i) {
+    try {
+      auto e = it.next();
+      if (!e) {
+        out.push_back("end");
+        continue;
+      }
+      const Tensor& t = (*e)[0];
+      std::string values;
+      for (int64_t j = 0; j < t.num_elements(); ++j) values += std::to_string(t.data<int32_t>()[j]) + " ";
+      out.push_back(values);
+    } catch (const Error& e) {
+      out.push_back(std::string("error ") + to_string(e.code()) + ": " + e.what());
+    }
+  }
+  return out;
+}
+
+std::string write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  if (!out) throw std::runtime_error("cannot write " + path);
+  return path;
 }
 
 }  // namespace
@@ -228,4 +261,200 @@ BOOST_AUTO_TEST_CASE(a_pipeline_element_the_queue_does_not_take_fails_the_prefet
   BOOST_TEST(contains(step, "component 0 is int32, the queue takes float32"), step);
   auto m = error_of([&] { prefetch.join(); }, ErrorCode::invalid_argument);
   BOOST_TEST(contains(m, "component 0 is int32, the queue takes float32"), m);
+}
+
+BOOST_AUTO_TEST_CASE(a_prefetched_pipeline_yields_what_the_pipeline_yields_and_its_errors_in_place) {
+  const auto plain = numbers(37).shuffle(10, 3).batch(4).repeat(3);
+  const std::vector<data::Pipeline> prefetched = {
+      plain.prefetch(1), plain.prefetch(3), plain.prefetch(1000),
+      numbers(37).prefetch(2).shuffle(10, 3).batch(4).repeat(3),  // its skip is the batch's and shuffle's
+      numbers(37).shuffle(10, 3).prefetch(5).batch(4).prefetch(1).repeat(3)};
+  const auto all = drain(plain);
+  BOOST_REQUIRE(all.size() == 3 * 37u);
+  for (std::size_t k = 0; k < prefetched.size(); ++k) {
+    BOOST_TEST((drain(prefetched[k]) == all), "pipeline " << k);
+    for (data::Position from : {data::Position{0, 0}, data::Position{0, 3}, data::Position{1, 0}, data::Position{1, 9},
+                                data::Position{2, 5}}) {
+      auto expected = plain.begin(from), got = prefetched[k].begin(from);
+      BOOST_TEST(outcomes(*got, 35) == outcomes(*expected, 35), boost::test_tools::per_element());
+    }
+    auto m = error_of([&] { prefetched[k].begin({.epoch = 2, .elements = 11}); }, ErrorCode::out_of_range);
+    BOOST_TEST(contains(m, "epoch 2 ends after 10 elements, before the 11 to skip"), m);
+  }
+
+  // Skipping before the first next() is the stages' own: no map runs on a skipped element.
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  auto counted = numbers(20).map([calls](data::Element e) {
+    ++*calls;
+    return e;
+  });
+  auto resumed = counted.prefetch(2).batch(4).begin({.epoch = 0, .elements = 3});
+  BOOST_TEST(*calls == 0);
+  BOOST_TEST(drain(*resumed) == (std::vector<int32_t>{12, 13, 14, 15, 16, 17, 18, 19}),
+             boost::test_tools::per_element());
+  BOOST_TEST(*calls == 8);
+
+  // Skipping once it reads ahead passes over the elements next() would give.
+  auto expected = plain.begin(), got = plain.prefetch(4).begin();
+  BOOST_TEST(outcomes(*got, 2) == outcomes(*expected, 2), boost::test_tools::per_element());
+  BOOST_TEST(got->skip(7) == 7);
+  BOOST_TEST(expected->skip(7) == 7);
+  BOOST_TEST(outcomes(*got, 30) == outcomes(*expected, 30), boost::test_tools::per_element());
+
+  // An error comes out where it occurs, and the elements after it follow, as without prefetch.
+  auto broken = numbers(6).map([](data::Element e) {
+    if (e[0].scalar_value<int32_t>() == 3) fail(ErrorCode::data_loss, "element 3 is corrupt");
+    return e;
+  });
+  auto plain_outcomes = outcomes(*broken.begin(), 8);
+  BOOST_TEST(plain_outcomes[3] == "error data loss: element 3 is corrupt");
+  BOOST_TEST(plain_outcomes[4] == "4 ");
+  BOOST_TEST(plain_outcomes[7] == "end");
+  for (int64_t n : {1, 2, 10})
+    BOOST_TEST(outcomes(*broken.prefetch(n).begin(), 8) == plain_outcomes, boost::test_tools::per_element());
+  BOOST_TEST(outcomes(*broken.prefetch(2).begin({.epoch = 0, .elements = 4}), 3) ==
+                 (std::vector<std::string>{"4 ", "5 ", "end"}),
+             boost::test_tools::per_element());
+
+  auto n = error_of([] { numbers(3).prefetch(0); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(n, "prefetch: it must read at least one element ahead, got 0"), n);
+}
+
+BOOST_AUTO_TEST_CASE(a_prefetched_iterator_reads_at_most_n_ahead_and_its_destruction_stops_a_reader_waiting_for_room) {
+  auto read = std::make_shared<std::atomic<int>>(0);
+  auto counted = numbers(10).repeat(-1).map([read](data::Element e) {
+    ++*read;
+    return e;
+  });
+  auto it = counted.prefetch(2).begin();
+  BOOST_TEST(it->next()->at(0).scalar_value<int32_t>() == 0);
+  // The consumer took one; the reader fills its two places and then waits for room, for good.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (*read < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  BOOST_TEST(*read == 3, "one taken and two read ahead");
+
+  auto seconds_to_destroy = [](std::unique_ptr<data::Iterator>& i) {
+    const auto start = std::chrono::steady_clock::now();
+    i.reset();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  BOOST_TEST(seconds_to_destroy(it) < 1.0);
+  BOOST_TEST(*read == 3, "and read nothing more");
+
+  // Also when it is destroyed while the reader is inside a slow element: after that element.
+  auto slow = numbers(100).map([](data::Element e) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return e;
+  });
+  auto reading = slow.prefetch(50).begin();
+  reading->next();
+  BOOST_TEST(seconds_to_destroy(reading) < 1.0);
+}
+
+BOOST_AUTO_TEST_CASE(from_csv_reads_rows_as_their_components_and_names_the_file_line_and_column_of_a_bad_field) {
+  testing::ScratchDir dir;
+  // A header, another delimiter, spaces around a field, a blank line, a CRLF line end and an
+  // unnamed last column.
+  auto file = write_text(dir.file("rows.csv"),
+                         "x0;x1;x2;label;big;note\n"
+                         "2;4;6;7;5000000000;a\n"
+                         "\n"
+                         " 1.5 ;-3e1;0;8;-1;b\r\n"
+                         "10;11;12;9;2;c\n");
+  const data::CsvOptions options{.components = {{.first = 0, .count = 3, .scale = 0.5},
+                                                {.first = 3, .dtype = DType::int32},
+                                                {.first = 4, .dtype = DType::int64},
+                                                {.first = 0, .count = 2, .dtype = DType::float64}},
+                                 .header = true,
+                                 .delimiter = ';'};
+  auto it = data::Pipeline::from_csv(file, options).repeat(2).begin();
+  std::vector<int32_t> labels;
+  std::vector<float> features;
+  while (auto e = it->next()) {
+    BOOST_REQUIRE(e->size() == 4u);
+    BOOST_TEST((*e)[0].dtype() == DType::float32);
+    BOOST_TEST((*e)[0].shape() == Shape({3}));
+    BOOST_TEST((*e)[1].dtype() == DType::int32);
+    BOOST_TEST((*e)[1].shape() == Shape({}));
+    BOOST_TEST((*e)[2].dtype() == DType::int64);
+    BOOST_TEST((*e)[3].dtype() == DType::float64);
+    BOOST_TEST((*e)[3].shape() == Shape({2}));
+    labels.push_back((*e)[1].scalar_value<int32_t>());
+    if (labels.size() <= 3) features.insert(features.end(), (*e)[0].data<float>(), (*e)[0].data<float>() + 3);
+  }
+  BOOST_TEST(labels == (std::vector<int32_t>{7, 8, 9, 7, 8, 9}), boost::test_tools::per_element());
+  BOOST_TEST(features == (std::vector<float>{1, 2, 3, 0.75f, -15, 0, 5, 5.5f, 6}), boost::test_tools::per_element());
+  auto first = data::Pipeline::from_csv(file, options).begin()->next();
+  BOOST_TEST((*first)[2].scalar_value<int64_t>() == 5000000000);
+  BOOST_TEST((*first)[3].data<double>()[1] == 4.0);
+  auto third = data::Pipeline::from_csv(file, options).begin({.epoch = 0, .elements = 2})->next();
+  BOOST_TEST((*third)[1].scalar_value<int32_t>() == 9, "skipped to the third row");
+  const data::CsvOptions no_header{.components = {{.first = 0, .count = 3}}, .delimiter = ';'};
+  auto header = error_of([&] { data::Pipeline::from_csv(file, no_header).begin()->next(); }, ErrorCode::data_loss);
+  BOOST_TEST(contains(header, "CSV file '" + file + "', line 1, column 0: 'x0' is not a number of type float32"),
+             header);
+
+  // The rows before a bad one come out first; then its error, naming the file, line and column.
+  auto bad = write_text(dir.file("bad.csv"), "1,2,3\n4,x,6\n7,8\n9,10,300\n11,12.5,13\n");
+  const data::CsvOptions three{.components = {{.first = 0, .count = 2}, {.first = 2, .dtype = DType::uint8}}};
+  auto rows = data::Pipeline::from_csv(bad, three).begin();
+  BOOST_TEST(rows->next()->at(1).scalar_value<uint8_t>() == 3);
+  auto m = error_of([&] { rows->next(); }, ErrorCode::data_loss);
+  BOOST_TEST(contains(m, "CSV file '" + bad + "', line 2, column 1: 'x' is not a number of type float32"), m);
+  m = error_of([&] { rows->next(); }, ErrorCode::data_loss);
+  BOOST_TEST(contains(m, "CSV file '" + bad + "', line 3, column 2: the row ends after 2 fields"), m);
+  m = error_of([&] { rows->next(); }, ErrorCode::data_loss);
+  BOOST_TEST(contains(m, "line 4, column 2: '300' is out of range for uint8"), m);
+  BOOST_TEST(rows->next()->at(0).data<float>()[1] == 12.5f);
+  BOOST_TEST(!rows->next(), "the end");
+  auto ints = data::Pipeline::from_csv(bad, {.components = {{.first = 1, .dtype = DType::int32}}}).begin();
+  BOOST_TEST(ints->next()->at(0).scalar_value<int32_t>() == 2);
+  error_of([&] { ints->next(); }, ErrorCode::data_loss);
+  BOOST_TEST(ints->next()->at(0).scalar_value<int32_t>() == 8, "the row after a bad one");
+  BOOST_TEST(ints->next()->at(0).scalar_value<int32_t>() == 10);
+  m = error_of([&] { ints->next(); }, ErrorCode::data_loss);
+  BOOST_TEST(contains(m, "line 5, column 1: '12.5' is not a number of type int32"), m);
+
+  m = error_of([&] { data::Pipeline::from_csv(dir.file("none.csv"), three).begin(); }, ErrorCode::not_found);
+  BOOST_TEST(contains(m, "cannot open CSV file '" + dir.file("none.csv") + "'"), m);
+  m = error_of([&] { data::Pipeline::from_csv(bad, {.components = {{.dtype = DType::int32, .scale = 2}}}); },
+               ErrorCode::invalid_argument);
+  BOOST_TEST(contains(m, "component 0 is int32, which is not scaled (by 2)"), m);
+  error_of([&] { data::Pipeline::from_csv(bad, {}); }, ErrorCode::invalid_argument);
+  error_of([&] { data::Pipeline::from_csv(bad, {.components = {{.dtype = DType::boolean}}}); },
+           ErrorCode::invalid_argument);
+}
+
+BOOST_AUTO_TEST_CASE(from_csv_composes_with_shuffle_batch_and_prefetch) {
+  testing::ScratchDir dir;
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += std::to_string(i) + "," + std::to_string(2 * i) + "\n";
+  auto file = write_text(dir.file("pairs.csv"), text);
+  const data::CsvOptions options{.components = {{.first = 0, .dtype = DType::int32}, {.first = 1}}};
+  auto batches = data::Pipeline::from_csv(file, options).shuffle(50, 7).batch(8).prefetch(2).repeat(2);
+  std::vector<int64_t> sizes;
+  std::vector<int32_t> firsts;
+  auto it = batches.begin();
+  while (auto e = it->next()) {
+    const Tensor& a = (*e)[0];
+    const Tensor& b = (*e)[1];
+    BOOST_TEST(b.dtype() == DType::float32);
+    BOOST_TEST(b.shape() == a.shape());
+    sizes.push_back(a.num_elements());
+    for (int64_t j = 0; j < a.num_elements(); ++j) {
+      BOOST_TEST(b.data<float>()[j] == 2.0f * float(a.data<int32_t>()[j]));
+      firsts.push_back(a.data<int32_t>()[j]);
+    }
+  }
+  BOOST_TEST(sizes == (std::vector<int64_t>{8, 8, 8, 8, 8, 8, 2, 8, 8, 8, 8, 8, 8, 2}),
+             boost::test_tools::per_element());
+  BOOST_TEST(firsts == drain(numbers(50).shuffle(50, 7).repeat(2)), boost::test_tools::per_element());
+  auto resumed = batches.begin({.epoch = 1, .elements = 6});
+  auto last = resumed->next();
+  BOOST_TEST(std::vector<int32_t>(last->at(0).data<int32_t>(), last->at(0).data<int32_t>() + 2) ==
+                 std::vector<int32_t>(firsts.end() - 2, firsts.end()),
+             boost::test_tools::per_element());
+  BOOST_TEST(!resumed->next());
 }
