@@ -85,11 +85,13 @@ Args parse_args(int argc, char** argv) {
                  "the chief's steps, every task's share)");
   app.add_option("--trace-steps", a.trace_steps, "the training steps traced, A-B, counted from 1 (on a cluster: "
                                                  "the chief's own steps)");
-  auto* cluster = app.add_option("--cluster", a.cluster, "cluster spec (JSON): train as one worker of a cluster job")
-                      ->check(CLI::ExistingFile)
-                      ->group("Cluster");
-  app.add_option("--task", a.task, "this process's task in the spec, worker:K (worker:0 is the chief)")
-      ->needs(cluster)
+  app.add_option("--cluster", a.cluster,
+                 "cluster spec (JSON, TF_CONFIG's form): train as one worker of a cluster job (default: $TF_CONFIG, "
+                 "else one process)")
+      ->check(CLI::ExistingFile)
+      ->group("Cluster");
+  app.add_option("--task", a.task, "this process's task in the spec, worker:K (worker:0 is the chief; default: the "
+                                   "spec's \"task\")")
       ->group("Cluster");
   app.add_option("--mode", a.mode, "async (parameter servers), sync (parameter servers, synchronous replicas) or allreduce (no ps)")
       ->check(CLI::IsMember({"async", "sync", "allreduce"}))
@@ -142,11 +144,15 @@ Args parse_args(int argc, char** argv) {
     refuse("--restore-from: '" + a.restore_from + "' is not the name of a checkpoint (ckpt-N, as troupe-checkpoint ls "
            "DIR/ckpt-N shows it)");
   if (a.rejoin && !a.restore_from.empty()) refuse("--restore-from: a worker that rejoins restores nothing");
-  if (!a.cluster.empty() && a.task.empty()) refuse("--cluster needs --task worker:K");
-  if (a.cluster.empty() && (a.backup_workers > 0 || a.delay_ms > 0 || a.steps > 0))
-    refuse("--backup-workers, --delay-ms and --steps are for a cluster run (--cluster)");
+  try {
+    a.where = train::where_am_i(a.cluster, a.task);
+  } catch (const Error& e) {
+    refuse(e.what());
+  }
+  if (a.where.local() && (a.backup_workers > 0 || a.delay_ms > 0 || a.steps > 0))
+    refuse("--backup-workers, --delay-ms and --steps are for a cluster run (--cluster or TF_CONFIG)");
   if (a.backup_workers > 0 && a.mode != "sync") refuse("--backup-workers needs --mode sync");
-  if (a.rejoin && a.cluster.empty()) refuse("--rejoin is for a worker of a cluster job (--cluster)");
+  if (a.rejoin && a.where.local()) refuse("--rejoin is for a worker of a cluster job (--cluster or TF_CONFIG)");
   if (a.rejoin && a.mode == "allreduce")
     refuse("--rejoin: an all-reduce job's ring is formed once, so a worker cannot rejoin it; start the job again "
            "(it resumes from its checkpoint)");
@@ -231,7 +237,7 @@ int main(int argc, char** argv) {
   troupe::bound_openmp_spinning(argv);  // another program on the same cores must not stall it
   try {
     Args a = parse_args(argc, argv);
-    if (!a.cluster.empty()) return run_cluster(a);
+    if (!a.where.local()) return run_cluster(a);
     const bool tty = ::isatty(STDOUT_FILENO) && !a.json;
     auto root = Scope::root();
     auto train_files = data::fashion_mnist_files(a.data, data::Split::train);

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 
 #include "ops/layers/layers.hpp"
+#include "train/cluster_config.hpp"
 #include "ops/state/optimizer.hpp"
 
 namespace troupe::app {
@@ -39,8 +40,9 @@ struct Args {
   int stop_after_epochs = 0;       // 0: run every epoch; N: save and stop after epoch N
   int64_t stop_after_steps = 0;    // 0: no stop; N: save and stop at global step N (mid-epoch too)
   // A cluster run (docs/cluster.md, "Training on a cluster").
-  std::string cluster;             // the spec; empty: one process
-  std::string task;                // this process's task, worker:K
+  std::string cluster;             // --cluster: the spec's file; empty: TF_CONFIG, else one process
+  std::string task;                // --task: this process's task, worker:K; empty: the spec's
+  train::ClusterConfig where;      // what the two (or TF_CONFIG) say
   std::string mode = "async";      // async | sync | allreduce
   int backup_workers = 0;          // sync: m = workers - backup_workers gradients per step
   int64_t steps = 0;               // global steps to train; 0: epochs' worth for the whole job

@@ -33,6 +33,8 @@
 #include "actors/supervisor.hpp"
 #include "apps/fashion_mnist.hpp"
 #include "apps/run_log.hpp"
+#include "core/dtype_visit.hpp"
+#include "core/fingerprint.hpp"
 #include "devices/cpu_threads.hpp"
 #include "graph/gradients.hpp"
 #include "ops/all.hpp"
@@ -69,18 +71,17 @@ struct Job {
 
 Job job_of(const Args& a) {
   Job job;
-  job.spec = ClusterSpec::from_file(a.cluster);
-  job.me = parse_task_id(a.task);
-  job.spec.set_this_task(job.me);  // throws naming the spec's tasks when it lacks this one
+  job.spec = a.where.spec();
+  job.me = a.where.task();
   if (job.me.job != "worker")
-    fail(ErrorCode::invalid_argument, "--task {}: troupe-fashion-mnist runs worker tasks (the ps tasks run troupe-node)",
-         a.task);
+    fail(ErrorCode::invalid_argument, "task {}: troupe-fashion-mnist runs worker tasks (the ps tasks run troupe-node)",
+         job.me.to_string());
   const auto& jobs = job.spec.jobs();
   job.workers = int(jobs.at("worker").size());
   job.ps = jobs.count("ps") ? int(jobs.at("ps").size()) : 0;
   if (a.mode != "allreduce" && job.ps == 0)
-    fail(ErrorCode::invalid_argument, "--mode {} needs parameter servers, and {} has no ps job (troupe-launch --ps 1)",
-         a.mode, a.cluster);
+    fail(ErrorCode::invalid_argument, "--mode {} needs parameter servers, and the spec of {} has no ps job "
+         "(troupe-launch --ps 1)", a.mode, a.where.source());
   if (a.mode == "sync") {
     job.replicas_per_step = job.workers - a.backup_workers;
     if (job.replicas_per_step < 1)
@@ -97,7 +98,8 @@ Job job_of(const Args& a) {
 }
 
 // This worker's shard of the training set, reshuffled each pass, for as many passes as the job
-// could need from it (a worker alone could do every step in async mode).
+// could need from it (a worker alone could do every step in async mode), the next batches read
+// while the current step runs.
 std::unique_ptr<data::Iterator> input_of(const Args& a, const Job& job) {
   auto files = data::fashion_mnist_files(a.data, data::Split::train);
   const int64_t shard = (kTrainSize + job.workers - 1) / job.workers;
@@ -107,30 +109,9 @@ std::unique_ptr<data::Iterator> input_of(const Args& a, const Job& job) {
       .shuffle(std::min(a.shuffle_buffer, shard), uint64_t(a.seed) + uint64_t(job.me.index))
       .batch(a.batch)
       .repeat(int(job.steps / steps_per_pass + 2))
+      .prefetch(2)
       .begin();
 }
-
-// The next batch, read while the current step runs.
-class ReadAhead {
- public:
-  explicit ReadAhead(std::unique_ptr<data::Iterator> it) : it_(std::move(it)) { start(); }
-  ~ReadAhead() {
-    if (next_.valid()) next_.wait();
-  }
-  data::Element take() {
-    auto batch = next_.get();
-    if (!batch) fail(ErrorCode::out_of_range, "the input pipeline ended early");
-    start();
-    return std::move(*batch);
-  }
-
- private:
-  void start() {
-    next_ = std::async(std::launch::async, [this] { return it_->next(); });
-  }
-  std::unique_ptr<data::Iterator> it_;
-  std::future<std::optional<data::Element>> next_;
-};
 
 // The test set's correct predictions, summed over its batches (run by the chief).
 double test_accuracy(Session& session, Output correct) {
@@ -240,7 +221,7 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
       return false;
     }
   };
-  ReadAhead input(input_of(a, job));
+  std::unique_ptr<data::Iterator> input = input_of(a, job);
   const bool straggler = a.delay_ms > 0 && job.me.index == (a.delay_worker >= 0 ? a.delay_worker : job.workers - 1);
   const int64_t first = global;
   int64_t local_steps = 0, my_dropped = 0;
@@ -260,7 +241,9 @@ int drive(const Args& a, const Job& job, Trainer& t, int64_t global) {
   std::future<std::string> saving;
   while (global < job.steps) {
     if (straggler) std::this_thread::sleep_for(std::chrono::milliseconds(a.delay_ms));
-    data::Element batch = input.take();
+    std::optional<data::Element> next = input->next();
+    if (!next) fail(ErrorCode::out_of_range, "worker:{}: the input pipeline ended early", job.me.index);
+    data::Element batch = std::move(*next);
     RunOptions run;
     run.trace = job.chief && !a.trace.empty() && local_steps + 1 >= a.trace_first && local_steps + 1 <= a.trace_last;
     auto [l, after] =
@@ -368,7 +351,7 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
   // The other processes may still be starting.
   options.cluster_startup_timeout = std::chrono::milliseconds(int64_t(a.startup_timeout_s * 1000));
   options.tls = job.spec.tls_for(job.me);
-  options.on_waiting = [who = a.task](const std::string& line) {
+  options.on_waiting = [who = a.where.task_name()](const std::string& line) {
     std::fprintf(stderr, "troupe-fashion-mnist %s: %s\n", who.c_str(), line.c_str());
   };
   if (job.chief) options.trace.file = a.trace;
@@ -547,7 +530,7 @@ int run_with_allreduce(const Args& a, const Job& job, ClusterMember& member) {
 
   std::vector<TensorName> fetches = {loss};
   fetches.insert(fetches.end(), grads.begin(), grads.end());
-  const float scale = 1.0f / float(job.workers);
+  const double scale = 1.0 / double(job.workers);
   Trainer t;
   t.session = &session;
   t.saver = job.chief && saver ? &*saver : nullptr;
@@ -560,20 +543,28 @@ int run_with_allreduce(const Args& a, const Job& job, ClusterMember& member) {
     group.all_reduce(g);
     FeedList in;
     for (std::size_t i = 0; i < g.size(); ++i) {
-      float* p = g[i].data<float>();
-      for (int64_t k = 0, n = g[i].num_elements(); k < n; ++k) p[k] *= scale;
+      // The sum over the workers, averaged in the gradient's own floating dtype.
+      visit_dtype(g[i].dtype(), [&](auto zero) {
+        using T = decltype(zero);
+        if constexpr (std::is_floating_point_v<T>) {
+          T* p = g[i].data<T>();
+          for (int64_t k = 0, n = g[i].num_elements(); k < n; ++k) p[k] *= T(scale);
+        } else {
+          fail(ErrorCode::invalid_argument, "all-reduce training averages floating gradients; the gradient of '{}' is {}",
+               variables[i].name(), name_of(g[i].dtype()));
+        }
+      });
       in.push_back({averaged[i], g[i]});
     }
     session.run(in, {}, {apply}, run);
     return {out[0].scalar_value<float>(), ++global};
   };
   const int code = drive(a, job, t, global);
-  // Every worker's weights, as one fingerprint (FNV-1a over their bytes): the same on all.
-  uint64_t fingerprint = 1469598103934665603ull;
-  for (auto& v : session.run(variable_names)) {
-    auto* p = static_cast<const uint8_t*>(v.raw_data());
-    for (std::size_t i = 0; i < v.byte_size(); ++i) fingerprint = (fingerprint ^ p[i]) * 1099511628211ull;
-  }
+  // Every worker's weights, as one fingerprint (core/fingerprint.hpp, variable by variable): the
+  // same on all.
+  uint64_t fingerprint = 0;
+  for (auto& v : session.run(variable_names))
+    fingerprint = mix64(fingerprint ^ fnv1a64({static_cast<const char*>(v.raw_data()), v.byte_size()}));
   std::printf("worker:%d: weights fingerprint %016llx\n", job.me.index, (unsigned long long)fingerprint);
   std::fflush(stdout);
   return code;
@@ -588,14 +579,14 @@ int run_cluster(const Args& a) {
     // The member's own log (peers connected and lost, partitions registered) goes to stderr, as
     // troupe-node's does: a job's hang names what its connections did.
     MemberOptions options{.threads = a.threads, .tls = job.spec.tls_for(job.me)};
-    options.log = [who = a.task](const std::string& line) {
+    options.log = [who = a.where.task_name()](const std::string& line) {
       std::fprintf(stderr, "troupe-fashion-mnist %s: %s\n", who.c_str(), line.c_str());
     };
     ClusterMember member(job.spec, job.me, options);
     if (a.mode == "allreduce") return run_with_allreduce(a, job, member);
     return run_with_parameter_servers(a, job);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "troupe-fashion-mnist %s: %s\n", a.task.c_str(), e.what());
+    std::fprintf(stderr, "troupe-fashion-mnist %s: %s\n", a.where.task_name().c_str(), e.what());
     return 1;
   }
 }

@@ -20,6 +20,7 @@
 #include "actors/cluster/member.hpp"
 #include "actors/cluster/tls.hpp"
 #include "apps/cli_checks.hpp"
+#include "train/cluster_config.hpp"
 #include "core/error.hpp"
 #include "devices/cpu_threads.hpp"
 
@@ -124,20 +125,13 @@ int main(int argc, char** argv) {
   troupe::ClusterSpec spec;
   troupe::TaskId task;
   try {
-    std::optional<troupe::ClusterSpec> read;
-    if (!cluster_file.empty()) read = troupe::ClusterSpec::from_file(cluster_file);
-    else read = troupe::ClusterSpec::from_environment();
-    if (!read) {
+    const troupe::train::ClusterConfig where = troupe::train::where_am_i(cluster_file, task_text);
+    if (where.local()) {
       std::fprintf(stderr, "troupe-node: no cluster spec: give --cluster FILE or set TF_CONFIG\n");
       return 2;
     }
-    spec = *read;
-    if (!task_text.empty()) spec.set_this_task(troupe::parse_task_id(task_text));
-    if (!spec.this_task()) {
-      std::fprintf(stderr, "troupe-node: which task is this process? give --task job:index or \"task\" in the spec\n");
-      return 2;
-    }
-    task = *spec.this_task();
+    spec = where.spec();
+    task = where.task();
   } catch (const troupe::Error& e) {
     std::fprintf(stderr, "troupe-node: %s\n", e.what());
     return 2;

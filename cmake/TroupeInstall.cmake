@@ -1,7 +1,8 @@
-# `cmake --install build --prefix P`: the five libraries (libtroupe_core.so, libtroupe_devices.so,
-# libtroupe_graph.so, libtroupe_ops.so, libtroupe_actors.so; and the CUDA module, when built) in
-# P/lib, the public headers under P/include/troupe/ in the source layout, the programs in P/bin,
-# a CMake package (find_package(Troupe CONFIG) -> Troupe::troupe, which links the five) and
+# `cmake --install build --prefix P`: the six libraries (libtroupe_core.so, libtroupe_devices.so,
+# libtroupe_graph.so, libtroupe_ops.so, libtroupe_actors.so, libtroupe_train.so; and the CUDA
+# module, when built) in P/lib, the public headers under P/include/troupe/ in the source layout,
+# the programs in P/bin, a CMake package (find_package(Troupe CONFIG) -> Troupe::troupe, which
+# links the six) and
 # troupe.pc. Nothing installed refers to the build tree, and every path is relative to P, so the prefix may move.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
@@ -18,7 +19,7 @@ set(TROUPE_INTERNAL_HEADERS
   actors/param_shard.hpp actors/queue_actor.hpp actors/runtime.hpp actors/scheduler.hpp
   actors/slow_step_watch.hpp actors/cluster/tls_watch.hpp actors/timeouts.hpp actors/wait_chain.hpp core/checkpoint_internal.hpp core/wire/convert.hpp ops/nn/dnnl.hpp)
 file(GLOB_RECURSE TROUPE_PUBLIC_HEADERS CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}
-     actors/*.hpp core/*.hpp devices/*.hpp graph/*.hpp ops/*.hpp)
+     actors/*.hpp core/*.hpp devices/*.hpp graph/*.hpp ops/*.hpp train/*.hpp)
 list(REMOVE_ITEM TROUPE_PUBLIC_HEADERS ${TROUPE_INTERNAL_HEADERS})
 list(FILTER TROUPE_PUBLIC_HEADERS EXCLUDE REGEX "^actors/executor/")
 foreach(header IN LISTS TROUPE_PUBLIC_HEADERS)
@@ -33,11 +34,11 @@ endforeach()
 file(RELATIVE_PATH _troupe_bin_to_lib /${CMAKE_INSTALL_BINDIR} /${CMAKE_INSTALL_LIBDIR})
 set(_troupe_programs troupe-demo troupe-fashion-mnist troupe-bench troupe-checkpoint troupe-node troupe-cluster-demo
                      troupe-launch troupe-trace)
-set(_troupe_libraries troupe_core troupe_devices troupe_graph troupe_ops troupe_actors)
+set(_troupe_libraries troupe_core troupe_devices troupe_graph troupe_ops troupe_actors troupe_train)
 set_target_properties(${_troupe_programs} PROPERTIES INSTALL_RPATH "$ORIGIN/${_troupe_bin_to_lib}")
 set_target_properties(${_troupe_libraries} PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
 install(TARGETS ${_troupe_programs} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-# Troupe::troupe is the interface target linking the five (the top-level file).
+# Troupe::troupe is the interface target linking the six (the top-level file).
 install(TARGETS ${_troupe_libraries} troupe EXPORT TroupeTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/troupe)

@@ -47,14 +47,14 @@ for f in "$prefix"/bin/* "$prefix"/lib/*.so; do
   if readelf -d "$f" | grep -E 'R(UN)?PATH' | grep -F "$build"; then die "$f has an RPATH into the build tree"; fi
 done
 
-# The five libraries, one per layer, are installed, and troupe.pc links each of them.
-layers=(actors ops graph devices core)
+# The six libraries, one per layer, are installed, and troupe.pc links each of them.
+layers=(train actors ops graph devices core)
 for layer in "${layers[@]}"; do
   [[ -f "$prefix/lib/libtroupe_$layer.so" ]] || die "libtroupe_$layer.so was not installed"
 done
 pc_libs=$(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --libs troupe)
 [[ $(grep -oE -- '-ltroupe_[a-z]+' <<<"$pc_libs" | tr '\n' ' ') == "$(printf -- '-ltroupe_%s ' "${layers[@]}")" ]] ||
-  die "troupe.pc's Libs do not list the five libraries, each before those it uses: $pc_libs"
+  die "troupe.pc's Libs do not list the six libraries, each before those it uses: $pc_libs"
 
 # The installed programs find the libraries through their RPATH, and libtroupe_devices.so finds
 # the CUDA module beside it (it loads, even where no GPU can run it).

@@ -12,7 +12,8 @@
 #      task and the time it waited;
 #   6. a damaged newest checkpoint names the newest intact one and the flag that restores it,
 #      which then resumes; a pointer file naming a path outside its directory is refused;
-#   8. a task named in TensorFlow's form /job:ps/replica:0/task:0 starts.
+#   8. a task named in TensorFlow's form /job:ps/replica:0/task:0 starts; TF_CONFIG alone places
+#      the workers of a job.
 # (The sync vote bound without a supervisor, saves while a worker is away, specs that differ, a
 # busy port and repeated TLS refusals are tested in test/actors with troupe-node processes.)
 # Every process is started here and stopped by its pid, every wait bounded.
@@ -150,6 +151,23 @@ kill -TERM "$p"
 finished "$p" 30
 [[ $code -eq 0 ]] || { cat "$work/8.out"; fail "troupe-node --task /job:ps/replica:0/task:0 did not stop cleanly"; }
 echo "8: troupe-node --task /job:ps/replica:0/task:0 runs ps:0"
+
+# TF_CONFIG alone (no --cluster, no --task) places each worker, TensorFlow's way.
+spec_of 2 "$work/8b.json"
+start_ps "$work/8b.json" 8b-ps
+tf_config() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["task"]={"type":"worker","index":int(sys.argv[2])}; print(json.dumps(j))' "$@"; }
+start 8b-w0 env TF_CONFIG="$(tf_config "$work/8b.json" 0)" "$app" "${common[@]}" --mode async --steps 200
+w0=$started
+start 8b-w1 env TF_CONFIG="$(tf_config "$work/8b.json" 1)" "$app" "${common[@]}" --mode async --steps 200
+w1=$started
+finished "$w0" 120
+[[ $code -eq 0 ]] || { cat "$work/8b-w0.out"; fail "8: worker:0 placed by TF_CONFIG failed"; }
+finished "$w1" 60
+[[ $code -eq 0 ]] || { cat "$work/8b-w1.out"; fail "8: worker:1 placed by TF_CONFIG failed"; }
+has "$work/8b-w0.out" "done: async on 2 workers"
+has "$work/8b-w1.out" "worker:1: done at global step"
+kill -TERM "$ps_pid"
+echo "8: TF_CONFIG alone places each worker of a job"
 
 # 5. A ps that never comes: the worker says whom it waits for, then fails naming it and the time.
 spec_of 1 "$work/5.json"
