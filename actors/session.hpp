@@ -23,14 +23,11 @@
 #include <vector>
 
 #include "actors/cluster/cluster_spec.hpp"
+#include "core/report.hpp"  // kWaitingNotice: how often a wait is told
 #include "core/tensor.hpp"
 #include "graph/scope.hpp"
 
 namespace troupe {
-
-// How often a process that waits for another (a task at a session's start, a lost task, the chief)
-// says it still does.
-inline constexpr std::chrono::seconds kWaitingNotice{10};
 
 // Tracing steps into a Chrome trace (docs/observability.md): every kernel's slice with its op,
 // node, input shapes, step, frame and iteration; values crossing between processes with an arrow

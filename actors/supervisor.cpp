@@ -81,14 +81,12 @@ struct Supervisor::Impl {
     else report_to_stderr(line);
   }
   // A wait for lost tasks: told when it begins and every kWaitingNotice after.
-  std::optional<Clock::time_point> waiting_told;
+  WaitNotice waiting;
   void tell_waiting(const std::string& who, const std::string& why, double waited, double bound) {
-    const auto now = Clock::now();
-    if (waiting_told && now - *waiting_told < kWaitingNotice) return;
+    if (!waiting.due()) return;
     const std::string line =
-        waiting_told ? fmt::format("still waiting for {} ({:.0f} s of at most {:.1f})", who, waited, bound)
-                     : fmt::format("waiting for {} (at most {:.1f} s){}", who, bound, why.empty() ? "" : ": " + why);
-    waiting_told = now;
+        waiting.first() ? fmt::format("waiting for {} (at most {:.1f} s){}", who, bound, why.empty() ? "" : ": " + why)
+                        : fmt::format("still waiting for {} ({:.0f} s of at most {:.1f})", who, waited, bound);
     if (options.on_waiting) options.on_waiting(line);
     else report_to_stderr(line);
   }
@@ -214,7 +212,7 @@ void Supervisor::try_to_recover(const Error& failed) {
   const auto now = Clock::now();
   if (!im.failing_since) {
     im.failing_since = now;
-    im.waiting_told.reset();
+    im.waiting.reset();
   }
   const bool chief = im.saver != nullptr;
   // A worker also waits for the chief's restore after the task is back.

@@ -427,7 +427,7 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
   } else {
     const auto start = Clock::now();
     const auto deadline = start + kInitTimeout;
-    std::optional<Clock::time_point> told;  // the wait is told when it begins and every 10 s
+    WaitNotice notice;
     for (;;) {
       try {
         global = supervisor->run(read_global);  // (a ps task lost meanwhile is waited for)
@@ -436,11 +436,10 @@ int run_with_parameter_servers(const Args& a, const Job& job) {
         if (e.code() != ErrorCode::failed_precondition || Clock::now() > deadline)
           fail(e.code(), "worker:{} waited {:.1f} s (at most {} s) for the chief (worker:0) to initialise the variables: {}",
                job.me.index, seconds_since(start), kInitTimeout.count(), e.what());
-        if (!told || Clock::now() - *told >= kWaitingNotice) {
+        if (notice.due()) {
           std::printf("worker:%d: %swaiting for the chief (worker:0) to initialise the variables (%.0f s of at most %lld)\n",
-                      job.me.index, told ? "still " : "", seconds_since(start), (long long)kInitTimeout.count());
+                      job.me.index, notice.first() ? "" : "still ", seconds_since(start), (long long)kInitTimeout.count());
           std::fflush(stdout);
-          told = Clock::now();
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }

@@ -368,7 +368,7 @@ Master::Master(const std::string& target, const MasterOptions& options) : impl_(
   // begins (the first attempt failed) and every kWaitingNotice after; the error names `who`
   // and how long this master waited in all.
   auto with_retries = [&](const std::string& who, auto&& attempt) {
-    std::optional<Clock::time_point> told;
+    WaitNotice notice;
     for (;;) {
       try {
         return attempt();
@@ -380,13 +380,9 @@ Master::Master(const std::string& target, const MasterOptions& options) : impl_(
         if (now >= deadline)
           fail(e.code(), "{} did not answer: this session waited {:.1f} s for it, past its cluster_startup_timeout of "
                "{:.1f} s: {}", who, waited, std::chrono::duration<double>(options.startup_timeout).count(), e.what());
-        if (!told) {
-          tell(fmt::format("waiting for {} ({:.0f} s): {}", who, waited, e.what()));
-          told = now;
-        } else if (now - *told >= kWaitingNotice) {
-          tell(fmt::format("still waiting for {} ({:.0f} s)", who, waited));
-          told = now;
-        }
+        if (notice.due())
+          tell(notice.first() ? fmt::format("waiting for {} ({:.0f} s): {}", who, waited, e.what())
+                              : fmt::format("still waiting for {} ({:.0f} s)", who, waited));
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
     }
