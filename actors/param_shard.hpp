@@ -122,7 +122,7 @@ struct ParamShardState {
     std::set<int> voted;  // replicas whose vote for `step` is in (unknown ones: below -1, each apart)
     std::vector<Waiter> waiting;
     bool stopped = false;  // training ended: votes are answered at once
-    std::chrono::steady_clock::time_point first_vote;
+    std::chrono::steady_clock::time_point first_vote;  // of `step`, set when `voted` gets its first
     // Kept from step to step: the replicas as their votes named them, and the vote timer.
     int total = 0;
     std::map<int, std::string> tasks;
@@ -133,7 +133,6 @@ struct ParamShardState {
     void begin(int64_t next) {
       step = next;
       voted.clear();
-      first_vote = std::chrono::steady_clock::now();
     }
   };
   std::unordered_map<std::string, StepBarrier> barriers;

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -468,26 +469,30 @@ RestoreReport Saver::restore(const std::string& path) { return restore_tasks(pat
 
 namespace {
 
-// A damaged checkpoint's error, with what to restore instead: the newest checkpoint before it
-// in the same directory whose every byte verifies.
-Error with_intact_alternative(const Error& e, const std::string& path) {
-  const std::size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  const auto step = checkpoint::checkpoint_step(path.substr(slash == std::string::npos ? 0 : slash + 1));
-  if (!step) return e;
-  const auto intact = checkpoint::newest_intact_checkpoint(dir, step);
-  return Error(e.code(), fmt::format("{}; the newest intact checkpoint before it is {}", e.what(),
-                                     intact ? *intact : "none (no older checkpoint in " + dir + " verifies)"));
+// The directory of checkpoint `path` ("." for a bare name) and its step, if it is a ckpt-<step>.
+std::pair<std::string, std::optional<int64_t>> place_of(const std::string& path) {
+  const std::filesystem::path p(path);
+  return {p.has_parent_path() ? p.parent_path().string() : ".", checkpoint::checkpoint_step(p.filename().string())};
+}
+
+std::string with_intact(const Error& cause, const std::optional<std::string>& intact) {
+  return fmt::format("{}; the newest intact checkpoint before it is {}", cause.what(),
+                     intact ? *intact : "none (no older checkpoint there verifies)");
 }
 
 }  // namespace
+
+DamagedCheckpoint::DamagedCheckpoint(const Error& cause, std::optional<std::string> intact)
+    : Error(cause.code(), with_intact(cause, intact)), intact_(std::move(intact)) {}
 
 RestoreReport Saver::restore_tasks(const std::string& path, const std::vector<std::string>& tasks) {
   try {
     return impl_->restore(path, tasks);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::data_loss) throw;
-    throw with_intact_alternative(e, path);
+    const auto [dir, step] = place_of(path);
+    if (!step) throw;
+    throw DamagedCheckpoint(e, checkpoint::newest_intact_checkpoint(dir, step));
   }
 }
 
@@ -506,14 +511,16 @@ RestoreReport Saver::Impl::restore(const std::string& path, const std::vector<st
   std::vector<std::string> missing;
   std::set<std::string> wanted;
   std::vector<std::string> differ;  // saved with another dtype or shape than the graph's
-  auto describe = [](DType dtype, const auto& shape) { return fmt::format("{}{}", name_of(dtype), shape.to_string()); };
+  auto differs = [&](const std::string& name, DType dtype, const auto& shape, const checkpoint::IndexEntry& entry) {
+    differ.push_back(fmt::format("'{}' is {}{} in the graph, {}{} in the checkpoint", name, name_of(dtype),
+                                 shape.to_string(), name_of(entry.dtype), entry.full_shape.to_string()));
+  };
   auto ask = [&](const std::string& name, DType dtype, Shape full_shape, int64_t row_begin, int64_t rows) {
     wanted.insert(name);
     auto it = saved.find(name);
     if (it == saved.end()) missing.push_back("'" + name + "'");
     else if (it->second->dtype != dtype || !(it->second->full_shape == full_shape))
-      differ.push_back(fmt::format("'{}' is {} in the graph, {} in the checkpoint", name, describe(dtype, full_shape),
-                                   describe(it->second->dtype, it->second->full_shape)));
+      differs(name, dtype, full_shape, *it->second);
     requests.push_back({name, dtype, std::move(full_shape), row_begin, rows});
   };
   // The whole shape a variable is read with: its own, or, where the graph leaves dimensions
@@ -524,8 +531,7 @@ RestoreReport Saver::Impl::restore(const std::string& path, const std::vector<st
     auto it = saved.find(v.name);
     if (it == saved.end()) return Shape{};
     if (!v.shape.compatible_with(it->second->full_shape)) {
-      differ.push_back(fmt::format("'{}' is {} in the graph, {} in the checkpoint", v.name, describe(v.dtype, v.shape),
-                                   describe(it->second->dtype, it->second->full_shape)));
+      differs(v.name, v.dtype, v.shape, *it->second);
       return Shape{};
     }
     return it->second->full_shape;

@@ -44,7 +44,8 @@
 // cover its rows (saved whole and restored into parts, or the reverse, or into another
 // number of parts). A variable of the graph missing from the checkpoint, a dtype or shape that
 // does not fit, or a corrupt file is refused with a troupe::Error naming the checkpoint's file
-// and the variable; variables the checkpoint has and the graph does not are reported. Restoring
+// and the variable (a damaged ckpt-<step> as a DamagedCheckpoint, below, which names the newest
+// intact one before it); variables the checkpoint has and the graph does not are reported. Restoring
 // initialises variables not yet initialised, so a resumed program need not run the
 // initializers first. Restore while no step runs: a step running meanwhile may see some
 // shards restored and others not.
@@ -108,6 +109,18 @@ class Saver {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// restore()'s error for a checkpoint whose files are damaged (data_loss): the message names the
+// newest checkpoint before it in the same directory whose every byte verifies, and intact()
+// gives it, what to restore instead (nullopt: none verifies).
+class DamagedCheckpoint : public Error {
+ public:
+  DamagedCheckpoint(const Error& cause, std::optional<std::string> intact);
+  const std::optional<std::string>& intact() const { return intact_; }
+
+ private:
+  std::optional<std::string> intact_;
 };
 
 // The newest checkpoint published in `dir`, or nullopt when there is none.

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <string>
 #include <thread>
@@ -198,20 +199,17 @@ std::optional<std::string> checkpoint_to_resume(const Args& a) {
     return latest_checkpoint(a.checkpoint_dir);
   } catch (const Error& e) {
     if (e.code() != ErrorCode::data_loss) throw;
-    throw Error(e.code(), std::string(e.what()) + restore_hint(a, std::nullopt));
+    throw Error(e.code(),
+                std::string(e.what()) + resume_hint(a, checkpoint::newest_intact_checkpoint(a.checkpoint_dir), false));
   }
 }
 
-std::string restore_hint(const Args& a, const std::optional<std::string>& failed) {
-  auto name_of = [](const std::string& path) { return path.substr(path.find_last_of('/') + 1); };
-  std::optional<int64_t> below;
-  if (failed) below = checkpoint::checkpoint_step(name_of(*failed));
-  const auto intact = checkpoint::newest_intact_checkpoint(a.checkpoint_dir, below);
+std::string resume_hint(const Args& a, const std::optional<std::string>& intact, bool before) {
   if (!intact)
     return fmt::format("; no intact checkpoint {}is left in {}: move it aside to train from the start",
-                       failed ? "before it " : "", a.checkpoint_dir);
+                       before ? "before it " : "", a.checkpoint_dir);
   return fmt::format("; to resume from {}, the newest intact one{}, run again with --restore-from {}", *intact,
-                     failed ? " before it" : "", name_of(*intact));
+                     before ? " before it" : "", std::filesystem::path(*intact).filename().string());
 }
 
 std::string SavedCheckpoints::summary(const std::string& dir) const {

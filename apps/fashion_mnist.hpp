@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/saver.hpp"
 #include "core/error.hpp"
 
 #include "ops/layers/layers.hpp"
@@ -88,17 +89,16 @@ std::string clock_text(double seconds);
 // The run of one worker of a cluster job (--cluster): returns the exit code.
 int run_cluster(const Args& a);
 
-// The hint a damaged checkpoint's error gets: the flag that restores the newest intact one
-// (before `failed`, when given).
-std::string restore_hint(const Args& a, const std::optional<std::string>& failed);
+// The hint a damaged checkpoint's error gets: the flag that resumes from `intact`, the newest
+// intact checkpoint (`before`: before the damaged one), or what to do when there is none.
+std::string resume_hint(const Args& a, const std::optional<std::string>& intact, bool before);
 
 template <class Restore>
 auto restore_checkpoint(const Args& a, const std::string& path, Restore&& restore) -> decltype(restore(path)) {
   try {
     return restore(path);
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::data_loss) throw;
-    throw Error(e.code(), std::string(e.what()) + restore_hint(a, path));
+  } catch (const DamagedCheckpoint& e) {
+    throw Error(e.code(), std::string(e.what()) + resume_hint(a, e.intact(), true));
   }
 }
 

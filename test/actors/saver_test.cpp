@@ -196,6 +196,33 @@ BOOST_AUTO_TEST_CASE(a_corrupt_tensor_fails_the_restore_naming_the_file_and_chan
   BOOST_TEST(s.run({m.step.value})[0].scalar_value<int64_t>() == 2);
 }
 
+BOOST_AUTO_TEST_CASE(a_damaged_checkpoint_names_the_newest_intact_one_before_it) {
+  ScratchDir dir;
+  Model m(Optimizer::momentum(0.05, 0.9));
+  Session s(m.root);
+  s.run({}, {}, {m.init});
+  Saver saver(s);
+  const std::string older = saver.save(dir.file("ckpt"), 1);
+  const std::string newer = saver.save(dir.file("ckpt"), 2);
+  corrupt(newer, "w");
+  try {
+    saver.restore(newer);
+    BOOST_ERROR("a damaged checkpoint was restored");
+  } catch (const DamagedCheckpoint& e) {
+    BOOST_TEST(int(e.code()) == int(ErrorCode::data_loss));
+    BOOST_TEST(e.intact().value_or("") == older);
+    BOOST_TEST(contains(e.what(), "the newest intact checkpoint before it is " + older), e.what());
+  }
+  corrupt(older, "w");
+  try {
+    saver.restore(newer);
+    BOOST_ERROR("a damaged checkpoint was restored");
+  } catch (const DamagedCheckpoint& e) {
+    BOOST_TEST(!e.intact().has_value());
+    BOOST_TEST(contains(e.what(), "none (no older checkpoint there verifies)"), e.what());
+  }
+}
+
 BOOST_AUTO_TEST_CASE(a_dtype_mismatch_fails_the_restore_naming_the_variable_and_changes_no_variable) {
   ScratchDir dir;
   std::string path;
