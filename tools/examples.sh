@@ -3,7 +3,8 @@
 # install (no installed header reaches a non-installed one or CAF, Cap'n Proto or oneDNN; no
 # path into the build tree; the installed programs and the CUDA module load from the prefix),
 # then configures, builds and runs every examples/NAME/ project against the prefix alone
-# (find_package(Troupe) with -DCMAKE_PREFIX_PATH=prefix), and one example once more through
+# (find_package(Troupe) with -DCMAKE_PREFIX_PATH=prefix), the training example on a local
+# cluster in each strategy with the installed troupe-launch, and one example once more through
 # pkg-config. Each examples/NAME/ builds one executable named NAME that exits 0 on success.
 # Any failure stops the script with a message naming it. The prefix is removed at exit.
 #
@@ -91,6 +92,18 @@ for dir in "$repo"/examples/*/; do
   count=$((count + 1))
 done
 ((count > 0)) || die "no examples/*/ directory"
+
+# The training example on a local cluster of 1 ps + 2 workers in each strategy, started by the
+# installed troupe-launch (its troupe-node beside it).
+for strategy in async sync allreduce; do
+  say "train_residual: 1 ps + 2 workers, $strategy, through the installed troupe-launch"
+  (cd "$work" && timeout 180 "$prefix/bin/troupe-launch" --ps 1 --workers 2 -- \
+    "$work/build/train_residual/train_residual" --strategy "$strategy" --steps 200 --min-accuracy 0.8 \
+    >"$work/train_residual.$strategy.log" 2>&1) ||
+    { tail -40 "$work/train_residual.$strategy.log"; die "train_residual: the $strategy job failed"; }
+  grep -q "^\[worker:0\] done: $strategy, global step" "$work/train_residual.$strategy.log" ||
+    { tail -40 "$work/train_residual.$strategy.log"; die "train_residual: the $strategy job's chief did not finish"; }
+done
 
 # pkg-config instead of CMake, for the regression example.
 say "regression through pkg-config"
