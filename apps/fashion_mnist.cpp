@@ -1,13 +1,14 @@
-// troupe-fashion-mnist: trains a LeNet-style CNN or an MLP on Fashion-MNIST with Troupe's C++
-// API, evaluates on the 10,000 test images after each epoch, and prints a summary. The training
-// input is a data::Pipeline (the IDX files streamed each epoch, shuffled through a buffer,
-// batched) that a Prefetcher runs on its own thread into a queue the graph dequeues from, so
-// reading overlaps the steps (--prefetch 0: read in the training loop and fed instead). The
-// test input is read inside the graph (DatasetBatches).
+// troupe-fashion-mnist: trains a LeNet-style CNN or an MLP on Fashion-MNIST on
+// train::TrainingSession (train/training_session.hpp), alone or as one worker of a cluster job
+// (fashion_mnist_cluster.cpp), evaluates on the 10,000 test images after each epoch, and prints a
+// summary. Alone, the training input is a data::Pipeline (the IDX files streamed each epoch,
+// shuffled through a buffer, batched) that a Prefetcher runs on its own thread into a queue the
+// graph dequeues from, so reading overlaps the steps (--prefetch 0: read in the training loop
+// and fed instead). The test input is read inside the graph (DatasetBatches).
 //
-// With --checkpoint-dir DIR it saves a checkpoint (actors/saver.hpp: weights, optimizer slots;
-// the global step is the checkpoint's step) every --save-every-steps steps and at the end, and
-// a run that finds a checkpoint in DIR resumes from it: the restored weights, and the input
+// With --checkpoint-dir DIR it saves a checkpoint (weights, optimizer slots; the global step is
+// the checkpoint's step) every --save-every-steps steps and at the end (train::CheckpointHook),
+// and a run that finds a checkpoint in DIR resumes from it: the restored weights, and the input
 // from the same place in the same sequence (the epoch and batch follow from the global step,
 // since every epoch has the same number of batches, and each epoch's order from (seed, epoch)).
 #include <unistd.h>
@@ -17,28 +18,24 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <future>
-#include <string>
-#include <thread>
-
 #include <limits>
+#include <map>
 #include <optional>
+#include <string>
 
 #include "actors/prefetch.hpp"
-#include "apps/run_log.hpp"
-#include "actors/saver.hpp"
-#include "actors/session.hpp"
 #include "apps/cli_checks.hpp"
+#include "apps/fashion_mnist.hpp"
+#include "apps/run_log.hpp"
+#include "core/checkpoint.hpp"
 #include "devices/cpu_threads.hpp"
 #include "ops/all.hpp"
 #include "ops/data/batch_reader.hpp"
 #include "ops/data/idx.hpp"
 #include "ops/data/pipeline.hpp"
 #include "ops/layers/layers.hpp"
-#include "apps/fashion_mnist.hpp"
-#include "core/checkpoint.hpp"
+#include "train/hooks.hpp"
+#include "train/training_session.hpp"
 
 using namespace troupe;
 
@@ -192,36 +189,6 @@ std::string data_file(const std::string& dir, const char* stem) {
   return ::access(gz.c_str(), R_OK) == 0 ? gz : dir + "/" + stem;
 }
 
-std::optional<std::string> checkpoint_to_resume(const Args& a) {
-  if (a.checkpoint_dir.empty()) return std::nullopt;
-  if (!a.restore_from.empty()) return named_checkpoint(a.checkpoint_dir, a.restore_from);
-  try {
-    return latest_checkpoint(a.checkpoint_dir);
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::data_loss) throw;
-    throw Error(e.code(),
-                std::string(e.what()) + resume_hint(a, checkpoint::newest_intact_checkpoint(a.checkpoint_dir), false));
-  }
-}
-
-std::string resume_hint(const Args& a, const std::optional<std::string>& intact, bool before) {
-  if (!intact)
-    return fmt::format("; no intact checkpoint {}is left in {}: move it aside to train from the start",
-                       before ? "before it " : "", a.checkpoint_dir);
-  return fmt::format("; to resume from {}, the newest intact one{}, run again with --restore-from {}", *intact,
-                     before ? " before it" : "", std::filesystem::path(*intact).filename().string());
-}
-
-std::string SavedCheckpoints::summary(const std::string& dir) const {
-  if (written == 0) return fmt::format("no checkpoint written into {}", dir);
-  return fmt::format("{} checkpoint(s) written into {}, the newest {}", written, dir, newest);
-}
-
-void SavedCheckpoints::check_some(const std::string& dir) const {
-  if (written == 0 && newest.empty())
-    fail(ErrorCode::data_loss, "asked to save checkpoints into {} (--checkpoint-dir), and none was written", dir);
-}
-
 std::string clock_text(double seconds) {
   int s = int(std::lround(std::max(0.0, seconds)));
   return fmt::format("{}:{:02}", s / 60, s % 60);
@@ -237,102 +204,103 @@ int main(int argc, char** argv) {
     Args a = parse_args(argc, argv);
     if (!a.where.local()) return run_cluster(a);
     const bool tty = ::isatty(STDOUT_FILENO) && !a.json;
-    auto root = Scope::root();
+    const int64_t train_size = 60000, test_size = 10000, test_batch = 1000;
+    const int64_t steps = (train_size + a.batch - 1) / a.batch;  // per epoch
     auto train_files = data::fashion_mnist_files(a.data, data::Split::train);
     auto pipeline = data::Pipeline::from_idx(train_files.first, train_files.second)
                         .shuffle(a.shuffle_buffer, uint64_t(a.seed))
                         .batch(a.batch)
                         .repeat(a.epochs);
-    const std::vector<PartialShape> batch_shapes = {PartialShape{-1, 1, 28, 28}, PartialShape{-1}};
-    std::vector<Output> train_in;
+    // The model reads its batches from a queue a Prefetcher fills on its own thread (--prefetch
+    // N), or is fed them (--prefetch 0); the test set from a reader in the graph.
     std::optional<ops::Queue> queue;
-    if (a.prefetch > 0) {
-      queue = ops::Queue::fifo(root.sub("train_data"), {DType::float32, DType::int32}, batch_shapes,
-                               {.capacity = a.prefetch, .shared_name = "fashion_mnist_train"});
-      train_in = queue->dequeue(root.sub("train_data"));
-    } else {
-      train_in = {ops::placeholder(root.with_op_name("train_images"), DType::float32, batch_shapes[0]),
-                  ops::placeholder(root.with_op_name("train_labels"), DType::int32, batch_shapes[1])};
-    }
-    const int64_t test_batch = 1000;
-    auto test_in = ops::dataset_batches(
-        root.sub("test_data"), {.images_path = data_file(a.data, "t10k-images-idx3-ubyte"),
-                                .labels_path = data_file(a.data, "t10k-labels-idx1-ubyte"),
-                                .batch_size = test_batch});
-    layers::Sequential model(root, a.seed);
-    build_model(model, a.model);
-    auto logits = model(train_in[0], layers::Mode::training);
-    auto loss = model.loss(logits, train_in[1]);
-    auto train = make_optimizer(a).minimize(root, loss);
-    auto test_logits = model(test_in[0], layers::Mode::inference);
-    auto correct = ops::sum(root, ops::cast(root, ops::equal(root, ops::argmax(root, test_logits, -1),
-                                                             ops::cast(root, test_in[1], DType::int64)),
-                                            DType::float32));
-
-    SessionOptions options;
-    options.threads = a.threads;
-    options.trace.file = a.trace;  // the steps traced are picked one by one (RunOptions::trace)
-    Session session(root, options);
-    session.run({}, {}, {model.initializer()});
-    // Build both executables (the test reader loads its files) before any epoch is timed.
-    if (queue) session.prepare({}, {loss}, {train});
-    else session.prepare({train_in[0], train_in[1]}, {loss}, {train});
-    session.prepare({}, {correct});
-
-    const int64_t train_size = 60000, test_size = 10000;
-    const int64_t steps = (train_size + a.batch - 1) / a.batch;
-    // The steps done so far; a resumed run starts at (epoch, batch) = divmod(global_step, steps).
-    int64_t global_step = 0;
-    std::optional<Saver> saver;
-    if (!a.checkpoint_dir.empty()) {
-      saver.emplace(session, SaverOptions{.max_to_keep = 5});
-      saver->check_directory(a.checkpoint_dir);  // before the first step, not at the first save
-      if (auto latest = checkpoint_to_resume(a)) {
-        global_step = restore_checkpoint(a, *latest, [&](const std::string& p) { return saver->restore(p); }).global_step;
-        std::printf("resumed from step %lld (epoch %lld, batch %lld) of %s\n", (long long)global_step,
-                    (long long)(global_step / steps + 1), (long long)(global_step % steps), latest->c_str());
-        std::fflush(stdout);
+    int64_t parameters = 0;
+    auto model_fn = [&](const Scope& root) {
+      const std::vector<PartialShape> batch_shapes = {PartialShape{-1, 1, 28, 28}, PartialShape{-1}};
+      train::Model m;
+      std::vector<Output> train_in;
+      if (a.prefetch > 0) {
+        queue = ops::Queue::fifo(root.sub("train_data"), {DType::float32, DType::int32}, batch_shapes,
+                                 {.capacity = a.prefetch, .shared_name = "fashion_mnist_train"});
+        train_in = queue->dequeue(root.sub("train_data"));
+        m.examples_per_step = a.batch;
+      } else {
+        train_in = {ops::placeholder(root.with_op_name("train_images"), DType::float32, batch_shapes[0]),
+                    ops::placeholder(root.with_op_name("train_labels"), DType::int32, batch_shapes[1])};
+        m.inputs = train_in;
       }
+      auto test_in = ops::dataset_batches(
+          root.sub("test_data"), {.images_path = data_file(a.data, "t10k-images-idx3-ubyte"),
+                                  .labels_path = data_file(a.data, "t10k-labels-idx1-ubyte"),
+                                  .batch_size = test_batch});
+      layers::Sequential model(root, a.seed);
+      build_model(model, a.model);
+      m.loss = model.loss(model(train_in[0], layers::Mode::training), train_in[1]);
+      auto test_logits = model(test_in[0], layers::Mode::inference);
+      auto hits = ops::cast(root, ops::equal(root, ops::argmax(root, test_logits, -1),
+                                             ops::cast(root, test_in[1], DType::int64)),
+                            DType::float32);
+      m.metrics = {{"accuracy", ops::mean(root, hits)}};
+      parameters = model.num_parameters();
+      return m;
+    };
+    train::TrainingSession session(train::ClusterConfig{}, make_optimizer(a), model_fn,
+                                   {.last_step = int64_t(a.epochs) * steps,
+                                    .checkpoint_dir = a.checkpoint_dir,
+                                    .restore_from = a.restore_from,
+                                    .threads = a.threads,
+                                    .trace_file = a.trace,  // the steps traced are picked one by one (RunOptions::trace)
+                                    .on_message = [](const std::string&) {}});
+    session.prepare();  // the step's and the test reader's executables, before any epoch is timed
+
+    // The steps done so far; a resumed run starts at (epoch, batch) = divmod(global_step, steps).
+    int64_t global_step = session.global_step();
+    if (!session.resumed_from().empty()) {
+      std::printf("resumed from step %lld (epoch %lld, batch %lld) of %s\n", (long long)global_step,
+                  (long long)(global_step / steps + 1), (long long)(global_step % steps), session.resumed_from().c_str());
+      std::fflush(stdout);
     }
-    const data::Position from{.epoch = global_step / steps, .elements = global_step % steps};
+    const data::Position from = session.input_position(steps);
     if (from.epoch >= a.epochs) {
       std::printf("nothing left to train: the checkpoint is at step %lld, the end of epoch %d\n", (long long)global_step,
                   a.epochs);
       return 0;
     }
+    // Saves in the background (training goes on while it writes), and the last step at the end.
+    std::shared_ptr<train::CheckpointHook> checkpoints;
+    if (!a.checkpoint_dir.empty()) {
+      checkpoints = std::make_shared<train::CheckpointHook>(train::CheckpointHook::every_steps(a.save_every_steps));
+      session.add_hook(checkpoints);
+    }
+    RunLog log(a, fmt::format("troupe-fashion-mnist {}: {} lr {}, batch {}, {} epoch(s)", a.model, a.optimizer, a.lr,
+                              a.batch, a.epochs));
+    double last_accuracy = 0;
+    auto evaluation = std::make_shared<train::EvaluationHook>(train::EvaluationOptions{
+        .batches = test_size / test_batch, .on_result = [&](int64_t step, const std::map<std::string, double>& m) {
+          last_accuracy = m.at("accuracy");
+          log.accuracy(step, last_accuracy);
+        }});
+    session.add_hook(evaluation);
+    // Declared after the session: stopped (its destructor closes the queue) before it goes.
     std::optional<Prefetcher> prefetcher;
     std::unique_ptr<data::Iterator> batches;
-    if (queue) prefetcher.emplace(session, *queue, pipeline, from);
+    if (queue) prefetcher.emplace(session.session(), *queue, pipeline, from);
     else batches = pipeline.begin(from);
-    // Saves in the background (training goes on while it writes); one save at a time, and each
-    // save's error surfaces at the next save or at the end.
-    std::future<std::string> saving;
-    int64_t saved_step = global_step;  // the newest step in the checkpoint dir (when resumed)
-    SavedCheckpoints saved;
-    auto save = [&](bool wait) {
-      if (saving.valid()) saved.add(saving.get());
-      if (global_step != saved_step || !latest_checkpoint(a.checkpoint_dir))
-        saving = saver->save_async(a.checkpoint_dir, global_step);
-      saved_step = global_step;
-      if (wait && saving.valid()) saved.add(saving.get());
-    };
     // One training step on the next batch, from the queue or read here and fed.
     // Steps --trace-steps of this run are traced, and the trace written after the last.
     auto train_step = [&]() -> float {
       const int64_t n = global_step + 1;
       RunOptions run;
       run.trace = !a.trace.empty() && n >= a.trace_first && n <= a.trace_last;
-      float l = 0;
-      if (prefetcher) {
-        l = session.run({}, {loss}, {train}, run)[0].scalar_value<float>();
-      } else {
-        auto batch = batches->next();
-        if (!batch) fail(ErrorCode::out_of_range, "the input pipeline ended early");
-        l = session.run({{train_in[0], (*batch)[0]}, {train_in[1], (*batch)[1]}}, {loss}, {train}, run)[0]
-                .scalar_value<float>();
+      data::Element batch;
+      if (batches) {
+        auto next = batches->next();
+        if (!next) fail(ErrorCode::out_of_range, "the input pipeline ended early");
+        batch = std::move(*next);
       }
+      const float l = session.step(batch, run).loss;
       if (run.trace && n == a.trace_last) {
-        session.write_trace();
+        session.session().write_trace();
         if (!a.json) std::printf("%strace of steps %lld-%lld: %s\n", tty ? "\r" : "", (long long)a.trace_first,
                                  (long long)a.trace_last, a.trace.c_str());
       }
@@ -341,13 +309,10 @@ int main(int argc, char** argv) {
 
     if (!a.json)
       std::printf("training %s (%lld parameters) on Fashion-MNIST: %d epochs of %lld steps, batch %d, %s lr %g\n",
-                  a.model.c_str(), (long long)model.num_parameters(), a.epochs, (long long)steps, a.batch,
-                  a.optimizer.c_str(), a.lr);
-    double total_seconds = 0, last_accuracy = 0;
+                  a.model.c_str(), (long long)parameters, a.epochs, (long long)steps, a.batch, a.optimizer.c_str(), a.lr);
+    double total_seconds = 0;
     // TensorBoard's scalars: every kLogEvery steps the mean loss and the rate over them.
     constexpr int64_t kLogEvery = 20;
-    RunLog log(a, fmt::format("troupe-fashion-mnist {}: {} lr {}, batch {}, {} epoch(s)", a.model, a.optimizer, a.lr,
-                              a.batch, a.epochs));
     double logged_loss = 0;
     int64_t logged_steps = 0;
     auto logged_since = std::chrono::steady_clock::now();
@@ -361,9 +326,7 @@ int main(int argc, char** argv) {
            ++step) {
         int64_t b = std::min<int64_t>(a.batch, train_size - (step - 1) * a.batch);
         float l = train_step();
-        if (!std::isfinite(l)) fail(ErrorCode::aborted, "the loss diverged ({}) at epoch {} step {}", l, epoch, step);
-        ++global_step;
-        if (a.save_every_steps > 0 && global_step % a.save_every_steps == 0) save(false);
+        global_step = session.global_step();
         loss_sum += double(l) * double(b);
         seen += b;
         logged_loss += double(l);
@@ -388,18 +351,12 @@ int main(int argc, char** argv) {
       if (global_step % steps != 0) break;  // stopped inside the epoch: no evaluation
       double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       total_seconds += seconds;
-      double hits = 0;
-      for (int64_t i = 0; i < test_size / test_batch; ++i) hits += session.run({correct})[0].scalar_value<float>();
-      last_accuracy = hits / double(test_size);
-      log.accuracy(global_step, last_accuracy);
+      evaluation->evaluate(session);
       if (a.json) {
         std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"epoch\":%d,\"batch\":%d,\"threads\":%d,\"prefetch\":%d,"
                     "\"global_step\":%lld,\"train_loss\":%.9g,\"test_accuracy\":%.4f,\"epoch_seconds\":%.3f,\"examples_per_s\":%.1f}\n",
-                    a.model.c_str(), epoch, a.batch,
-                    a.threads > 0 ? a.threads : usable_cores(), a.prefetch,
-                    (long long)global_step, loss_sum / double(seen),
-                    last_accuracy, seconds,
-                    double(seen) / seconds);
+                    a.model.c_str(), epoch, a.batch, a.threads > 0 ? a.threads : usable_cores(), a.prefetch,
+                    (long long)global_step, loss_sum / double(seen), last_accuracy, seconds, double(seen) / seconds);
       } else {
         if (tty) std::printf("\r%-90s\r", "");
         std::printf("epoch %d: train loss %.4f, test accuracy %.4f, %.1f s (%.0f examples/s)\n", epoch,
@@ -407,26 +364,18 @@ int main(int argc, char** argv) {
       }
       std::fflush(stdout);
     }
-    if (saver) {
-      save(true);  // the end (or the stop); a step saved already is not saved again
+    session.close();  // the last checkpoint (a step saved already is not saved again); a stop's evaluation
+    if (checkpoints) {
       // A run resumed at the step it stops at saves nothing new: the checkpoint it resumed from is the one.
-      if (saved.written == 0 && global_step == saved_step)
-        if (auto latest = latest_checkpoint(a.checkpoint_dir)) saved.newest = *latest;
-      saved.check_some(a.checkpoint_dir);
-      const std::string line = saved.written > 0 || saved.newest.empty()
-                                   ? saved.summary(a.checkpoint_dir)
-                                   : "no new checkpoint: the newest is " + saved.newest + ", the step this run ends at";
+      const std::string line = checkpoints->written() > 0
+                                   ? checkpoints->summary(a.checkpoint_dir)
+                                   : "no new checkpoint: the newest is " + checkpoints->newest() +
+                                         ", the step this run ends at";
       if (a.json) std::fprintf(stderr, "troupe-fashion-mnist: %s\n", line.c_str());
       else std::printf("checkpoints: %s\n", line.c_str());
     }
     if (global_step < int64_t(a.epochs) * steps) {
-      // Stopped inside the training: evaluated here (a cluster run's examples compare with this).
-      double hits = 0;
-      if (global_step % steps != 0 || last_accuracy == 0) {
-        for (int64_t i = 0; i < test_size / test_batch; ++i) hits += session.run({correct})[0].scalar_value<float>();
-        last_accuracy = hits / double(test_size);
-        log.accuracy(global_step, last_accuracy);
-      }
+      // Stopped inside the training: evaluated at the close (a cluster run's examples compare with this).
       if (a.json)
         std::printf("{\"system\":\"troupe\",\"model\":\"%s\",\"stopped\":true,\"global_step\":%lld,\"batch\":%d,"
                     "\"test_accuracy\":%.4f}\n",

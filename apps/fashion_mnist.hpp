@@ -5,8 +5,6 @@
 #include <optional>
 #include <string>
 
-#include "actors/saver.hpp"
-#include "core/error.hpp"
 
 #include "ops/layers/layers.hpp"
 #include "train/cluster_config.hpp"
@@ -65,41 +63,9 @@ void build_model(layers::Sequential& model, const std::string& kind);
 // DIR/STEM.gz when it exists, else DIR/STEM.
 std::string data_file(const std::string& dir, const char* stem);
 
-// The checkpoint to resume from: --restore-from's (which must be there) or the newest in
-// --checkpoint-dir; nullopt when there is none. Its restore with `restore`; a damaged checkpoint's
-// error then says which checkpoint to start again from, and with which flag.
-std::optional<std::string> checkpoint_to_resume(const Args& a);
-template <class Restore>
-auto restore_checkpoint(const Args& a, const std::string& path, Restore&& restore) -> decltype(restore(path));
-
-// What a run that saves checkpoints wrote: the count and the newest, for its summary. A run
-// asked to checkpoint that has none to show fails (check_some()).
-struct SavedCheckpoints {
-  int64_t written = 0;
-  std::string newest;  // written by this run, or the one it resumed from at its last step
-  void add(const std::string& path) {
-    ++written;
-    newest = path;
-  }
-  std::string summary(const std::string& dir) const;
-  void check_some(const std::string& dir) const;
-};
 std::string clock_text(double seconds);
 
 // The run of one worker of a cluster job (--cluster): returns the exit code.
 int run_cluster(const Args& a);
-
-// The hint a damaged checkpoint's error gets: the flag that resumes from `intact`, the newest
-// intact checkpoint (`before`: before the damaged one), or what to do when there is none.
-std::string resume_hint(const Args& a, const std::optional<std::string>& intact, bool before);
-
-template <class Restore>
-auto restore_checkpoint(const Args& a, const std::string& path, Restore&& restore) -> decltype(restore(path)) {
-  try {
-    return restore(path);
-  } catch (const DamagedCheckpoint& e) {
-    throw Error(e.code(), std::string(e.what()) + resume_hint(a, e.intact(), true));
-  }
-}
 
 }  // namespace troupe::app

@@ -235,6 +235,9 @@ void ProgressHook::report(TrainingSession& s, const StepInfo& info) {
   s.report_scalar("train/examples_per_s", examples_per_s_, info.global_step);
   s.report_scalar("train/global_steps_per_s", steps_per_s, info.global_step);
   if (sync) s.report_scalar("train/dropped_gradients", double(dropped), info.global_step);
+  if (options_.on_report)
+    options_.on_report({.global_step = info.global_step, .loss = loss_, .examples_per_s = examples_per_s_,
+                        .global_steps_per_s = steps_per_s, .dropped = sync ? dropped : -1});
   last_ = Clock::now();
   last_step_ = info.global_step;
 }

@@ -138,10 +138,19 @@ class TensorBoardHook : public Hook {
 class ProgressHook : public Hook {
  public:
   enum class Format { automatic, tty, plain, json };
+  // What each report says.
+  struct Report {
+    int64_t global_step = 0;
+    double loss = 0;            // the moving average
+    double examples_per_s = 0;  // over the stretch since the last report, every worker's
+    double global_steps_per_s = 0;
+    int64_t dropped = -1;       // sync: gradients dropped so far; -1 otherwise
+  };
   struct Options {
     Format format = Format::automatic;
     std::chrono::milliseconds every{2000};
     std::FILE* out = stdout;
+    std::function<void(const Report&)> on_report;  // after each report is shown
   };
   ProgressHook() : ProgressHook(Options{}) {}
   explicit ProgressHook(Options options);

@@ -226,8 +226,6 @@ struct TrainingSession::Impl {
     Model m = model_fn(s);
     if (!m.loss.node())
       fail(ErrorCode::invalid_argument, "the model function returned no loss (Model::loss)");
-    if (m.inputs.empty())
-      fail(ErrorCode::invalid_argument, "the model function returned no inputs (Model::inputs: the placeholders a batch feeds)");
     return m;
   }
 
@@ -379,7 +377,7 @@ struct TrainingSession::Impl {
     FeedList feeds;
     for (std::size_t i = 0; i < batch.size(); ++i) feeds.push_back({model.inputs[i], batch[i]});
     StepInfo info;
-    info.examples = batch[0].shape().rank() > 0 ? batch[0].shape().dim(0) : 1;
+    info.examples = batch.empty() ? model.examples_per_step : batch[0].shape().rank() > 0 ? batch[0].shape().dim(0) : 1;
     switch (strategy) {
       case Strategy::local:
       case Strategy::parameter_servers: {
@@ -476,6 +474,30 @@ data::Position TrainingSession::input_position(int64_t batches_per_epoch) const 
   const Impl& m = *impl_;
   const int64_t mine = m.where.local() ? m.global : m.global * m.replicas / m.workers;
   return {.epoch = mine / batches_per_epoch, .elements = mine % batches_per_epoch};
+}
+
+void TrainingSession::prepare() {
+  Impl& m = *impl_;
+  const std::vector<TensorName> feeds(m.model.inputs.begin(), m.model.inputs.end());
+  switch (m.strategy) {
+    case Strategy::local:
+    case Strategy::parameter_servers:
+      m.session->prepare(feeds, {m.model.loss, m.global_step_var.value}, {m.train_op});
+      break;
+    case Strategy::sync_replicas:
+      m.session->prepare(feeds, {m.model.loss, m.sync->next_step, m.sync->dropped}, {m.train_op});
+      break;
+    case Strategy::allreduce:
+      m.session->prepare(feeds, m.fetches);
+      m.session->prepare(std::vector<TensorName>(m.averaged.begin(), m.averaged.end()), {}, {m.apply});
+      break;
+  }
+  // The metrics fed their own inputs, or reading theirs in the graph (a model that reads its
+  // training input in the graph too); metrics fed the training inputs are built at first use.
+  if (m.model.metrics.empty() || (m.model.eval_inputs.empty() && !m.model.inputs.empty())) return;
+  std::vector<TensorName> metrics;
+  for (auto& [name, out] : m.model.metrics) metrics.push_back(out);
+  m.session->prepare(std::vector<TensorName>(m.model.eval_inputs.begin(), m.model.eval_inputs.end()), metrics);
 }
 
 void TrainingSession::add_hook(std::shared_ptr<Hook> hook) {

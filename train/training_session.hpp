@@ -67,7 +67,10 @@ const char* name_of(Strategy strategy);  // "local", "async", "sync", "allreduce
 // order of the batch's components), and the evaluation's metrics.
 struct Model {
   Output loss;                  // a float scalar
-  std::vector<Output> inputs;   // placeholders, fed the batch's components in this order
+  // Placeholders, fed the batch's components in this order. Empty: the graph reads its own
+  // input (a queue a Prefetcher fills, a reader op), and step() takes an empty batch.
+  std::vector<Output> inputs;
+  int64_t examples_per_step = 0;  // with no inputs: the examples a step reads (for examples/s)
   // Scalars an evaluation averages over its batches ("accuracy"): computed from eval_inputs
   // (placeholders the evaluation input feeds; empty: `inputs`), or from a reader in the graph
   // with no feed at all (EvaluationHook without an input).
@@ -163,10 +166,15 @@ class TrainingSession {
   // global steps so far.
   data::Position input_position(int64_t batches_per_epoch) const;
 
+  // Builds the step's executables now (a reader op loads its files) instead of at the first
+  // step, and the metrics' where they are fed Model::eval_inputs or the model has no inputs:
+  // for a program that times its steps.
+  void prepare();
+
   void add_hook(std::shared_ptr<Hook> hook);
   // One step on `batch` (its components feed Model::inputs), then every hook's after_step.
   // Throws aborted for a loss that is not finite, naming the global step.
-  StepInfo step(const data::Element& batch, const RunOptions& run = {});
+  StepInfo step(const data::Element& batch = {}, const RunOptions& run = {});
   bool should_stop() const;  // last_step reached, or request_stop()
   void request_stop();
   // begin(), steps on `input` until should_stop() (or the input ends), then close().
