@@ -31,13 +31,6 @@ constexpr int64_t kTrainSize = 60000, kTestSize = 10000, kTestBatch = 1000;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Batches one global step takes: the sync step's m gradients, the all-reduce ring's workers.
-int replicas_per_step(const Args& a) {
-  const int workers = a.where.num_workers();
-  if (a.mode == "sync") return std::max(1, workers - a.backup_workers);  // (the session refuses m < 1)
-  return a.mode == "allreduce" ? workers : 1;
-}
-
 // The model: its loss on the fed batch, and its accuracy on a batch of the test set that a
 // reader in the graph gives (kTestSize / kTestBatch batches make one evaluation).
 train::Model fashion_mnist_model(const Args& a, const Scope& s) {
@@ -104,14 +97,9 @@ void print_summary(const Args& a, const train::TrainingSession& session, int64_t
 
 int run_cluster(const Args& a) {
   try {
-    const int replicas = replicas_per_step(a);
-    const int64_t steps = a.steps > 0 ? a.steps
-                                      : (int64_t(a.epochs) * kTrainSize + int64_t(a.batch) * replicas - 1) /
-                                            (int64_t(a.batch) * replicas);
     train::TrainingOptions options{.strategy = train::parse_strategy(a.mode),
                                    .backup_workers = a.backup_workers,
                                    .float16_allreduce = a.float16,
-                                   .last_step = steps,
                                    .checkpoint_dir = a.checkpoint_dir,
                                    .restore_from = a.restore_from,
                                    .rejoin = a.rejoin,
@@ -119,6 +107,9 @@ int run_cluster(const Args& a) {
                                    .startup_timeout = std::chrono::milliseconds(int64_t(a.startup_timeout_s * 1000)),
                                    .recovery_grace = std::chrono::milliseconds(int64_t(a.recovery_grace_s * 1000)),
                                    .trace_file = a.trace};
+    const int64_t steps =
+        a.steps > 0 ? a.steps : train::steps_for_epochs(a.where, options, a.epochs, kTrainSize, a.batch);
+    options.last_step = steps;
     train::TrainingSession session(a.where, make_optimizer(a),
                                    [&](const Scope& s) { return fashion_mnist_model(a, s); }, options);
     const bool chief = session.is_chief();

@@ -62,20 +62,14 @@ void scale_in_place(Tensor& t, double scale, const std::string& variable) {
   });
 }
 
-Tensor half_to_float(const Tensor& h) {
-  Tensor f(DType::float32, h.shape());
-  const half* in = h.data<half>();
-  float* out = f.data<float>();
-  for (int64_t k = 0, n = h.num_elements(); k < n; ++k) out[k] = float(in[k]);
-  return f;
-}
-
-Tensor float_to_half(const Tensor& f) {
-  Tensor h(DType::float16, f.shape());
-  const float* in = f.data<float>();
-  half* out = h.data<half>();
-  for (int64_t k = 0, n = f.num_elements(); k < n; ++k) out[k] = half(in[k]);
-  return h;
+// A copy of `t` (element type From) as `to` (element type To).
+template <class From, class To>
+Tensor converted(const Tensor& t, DType to) {
+  Tensor out(to, t.shape());
+  const From* in = t.data<From>();
+  To* p = out.data<To>();
+  for (int64_t k = 0, n = t.num_elements(); k < n; ++k) p[k] = To(in[k]);
+  return out;
 }
 
 }  // namespace
@@ -197,15 +191,12 @@ struct TrainingSession::Impl {
                "rejoin it; start the job again (it resumes from its checkpoint)", me);
         break;
     }
-    if (strategy == Strategy::sync_replicas) {
-      replicas = workers - options.backup_workers;
-      if (replicas < 1)
-        fail(ErrorCode::invalid_argument, "{} backup worker(s) leave no worker to aggregate ({} workers)",
-             options.backup_workers, workers);
-    } else if (options.backup_workers > 0) {
+    if (strategy == Strategy::sync_replicas && workers - options.backup_workers < 1)
+      fail(ErrorCode::invalid_argument, "{} backup worker(s) leave no worker to aggregate ({} workers)",
+           options.backup_workers, workers);
+    if (strategy != Strategy::sync_replicas && options.backup_workers > 0)
       fail(ErrorCode::invalid_argument, "backup workers are for the sync strategy, not {}", name_of(strategy));
-    }
-    if (strategy == Strategy::allreduce) replicas = workers;
+    replicas = train::replicas_per_step(where, options);
   }
 
   SessionOptions session_options() const {
@@ -269,10 +260,10 @@ struct TrainingSession::Impl {
 
     // Every worker runs its steps under a supervisor: a ps task that dies and comes back gets its
     // variables back from the chief's newest checkpoint, and every worker goes on.
-    SupervisorOptions so2{.checkpoint_dir = chief ? options.checkpoint_dir : std::string(),
+    SupervisorOptions supervision{.checkpoint_dir = chief ? options.checkpoint_dir : std::string(),
                           .grace = options.recovery_grace,
                           .on_recovery = [this](const Recovery& r) { say(r.describe()); }};
-    so2.on_waiting = [this](const std::string& line) { say(line); };
+    supervision.on_waiting = [this](const std::string& line) { say(line); };
     if (is_sync && chief) {
       SupervisorOptions::SyncReplicas watch{.replicas_to_aggregate = replicas,
                                             .aggregate = sync->aggregate,
@@ -281,10 +272,10 @@ struct TrainingSession::Impl {
                                             .last_step = options.last_step,
                                             .stop = sync->stop};
       for (int k = 0; k < workers; ++k) watch.tasks.push_back(fmt::format("worker:{}", k));
-      so2.sync = std::move(watch);
-      so2.on_replicas = [this](const std::string& line) { say(line); };
+      supervision.sync = std::move(watch);
+      supervision.on_replicas = [this](const std::string& line) { say(line); };
     }
-    supervisor = std::make_unique<Supervisor>(*session, chief ? saver.get() : nullptr, std::move(so2));
+    supervisor = std::make_unique<Supervisor>(*session, chief ? saver.get() : nullptr, std::move(supervision));
 
     // The chief initialises (the global step last: the others wait for it) or restores; the
     // others, and a chief that rejoins, wait until the global step can be read.
@@ -371,11 +362,11 @@ struct TrainingSession::Impl {
     std::vector<std::size_t> halves;
     for (std::size_t i = 0; i < tensors.size(); ++i)
       if (tensors[i].dtype() == DType::float16) {
-        tensors[i] = half_to_float(tensors[i]);
+        tensors[i] = converted<half, float>(tensors[i], DType::float32);
         halves.push_back(i);
       }
     group->all_reduce(tensors);
-    for (std::size_t i : halves) tensors[i] = float_to_half(tensors[i]);
+    for (std::size_t i : halves) tensors[i] = converted<float, half>(tensors[i], DType::float16);
   }
 
   StepInfo run_step(const data::Element& batch, const RunOptions& run) {
@@ -472,8 +463,18 @@ const std::string& TrainingSession::resumed_from() const { return impl_->resumed
 Session& TrainingSession::session() { return *impl_->session; }
 bool TrainingSession::supervised() const { return impl_->supervisor != nullptr; }
 
-int64_t TrainingSession::steps_for_epochs(int epochs, int64_t examples_per_epoch, int64_t batch) const {
-  const int64_t per_step = batch * impl_->replicas;
+int replicas_per_step(const ClusterConfig& where, const TrainingOptions& options) {
+  if (where.local()) return 1;
+  switch (options.strategy) {
+    case Strategy::sync_replicas: return std::max(1, where.num_workers() - options.backup_workers);
+    case Strategy::allreduce: return where.num_workers();
+    default: return 1;
+  }
+}
+
+int64_t steps_for_epochs(const ClusterConfig& where, const TrainingOptions& options, int epochs,
+                         int64_t examples_per_epoch, int64_t batch) {
+  const int64_t per_step = batch * replicas_per_step(where, options);
   return (int64_t(epochs) * examples_per_epoch + per_step - 1) / per_step;
 }
 

@@ -121,6 +121,14 @@ struct StepInfo {
   int64_t dropped = 0;      // sync_replicas: this worker's gradients dropped by the step (late)
 };
 
+// Batches one global step consumes under `options` (TrainingSession::replicas_per_step), and the
+// global steps that take `epochs` passes over `examples_per_epoch` examples in batches of `batch`
+// per worker: known before the session is made, for TrainingOptions::last_step. A number of
+// backup workers that leaves no replica counts as one here; the session refuses it.
+int replicas_per_step(const ClusterConfig& where, const TrainingOptions& options);
+int64_t steps_for_epochs(const ClusterConfig& where, const TrainingOptions& options, int epochs,
+                         int64_t examples_per_epoch, int64_t batch);
+
 class TrainingSession;
 
 // Something that happens around the steps. begin() runs before the first step (after the
@@ -151,9 +159,6 @@ class TrainingSession {
   // Batches one global step consumes: 1 (local, parameter_servers), workers - backup_workers
   // (sync_replicas), workers (allreduce).
   int replicas_per_step() const;
-  // Global steps that take `epochs` passes over `examples_per_epoch` examples in batches of
-  // `batch` (per worker) under this strategy.
-  int64_t steps_for_epochs(int epochs, int64_t examples_per_epoch, int64_t batch) const;
   const Model& model() const;
 
   // The global step: where the session started (restored, or read when it joined), then after
