@@ -1,14 +1,17 @@
 #include "actors/saver.hpp"
 
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -323,6 +326,24 @@ std::future<std::string> Saver::Impl::save_on_cluster(Master& master, const Grap
   return result;
 }
 
+namespace {
+
+// A file of a name of its own in the directory, written and fsynced, removed when it goes.
+struct SharedProbe {
+  explicit SharedProbe(const std::string& dir) {
+    std::random_device random;
+    name = fmt::format(".shared-probe-{}-{:08x}{:08x}", ::getpid(), random(), random());
+    path = (std::filesystem::path(dir) / name).string();
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 || ::fsync(fd) != 0 || ::close(fd) != 0)
+      fail(ErrorCode::unavailable, "Saver: cannot make the probe file {}: {}", path, std::strerror(errno));
+  }
+  ~SharedProbe() { ::unlink(path.c_str()); }
+  std::string name, path;
+};
+
+}  // namespace
+
 void Saver::check_directory(const std::string& dir) {
   Master* master = impl_->session.cluster_master();
   try {
@@ -335,12 +356,19 @@ void Saver::check_directory(const std::string& dir) {
   const std::vector<std::string> holders = holder_tasks(graph_state(impl_->session.graph()), master->target_task());
   if (holders.empty()) return;
   std::vector<Master::TaskWorker> tasks = master->task_workers(holders);
+  // A file of a name no other directory has, which every task must see: a directory of the same
+  // path on another host (no shared file system) would take the task's shards where the chief's
+  // index never finds them.
+  const SharedProbe probe(dir);
   caf::actor_system& sys = master->system();
   caf::scoped_actor self{sys};
   const auto bound = impl_->options.cluster_task_timeout;
-  using Handle = decltype(self->request(caf::actor{}, caf::duration{bound}, check_dir_atom::value, dir));
+  const std::string chief = master->target_task();
+  using Handle =
+      decltype(self->request(caf::actor{}, caf::duration{bound}, check_dir_atom::value, dir, probe.name, chief));
   std::vector<Handle> asked;
-  for (auto& t : tasks) asked.push_back(self->request(t.worker, caf::duration{bound}, check_dir_atom::value, dir));
+  for (auto& t : tasks)
+    asked.push_back(self->request(t.worker, caf::duration{bound}, check_dir_atom::value, dir, probe.name, chief));
   TaskErrors errors;
   for (std::size_t i = 0; i < asked.size(); ++i)
     asked[i].receive(

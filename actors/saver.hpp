@@ -97,7 +97,8 @@ class Saver {
   // Checks that checkpoints can be written into `dir` before training starts, as a save writes
   // them (core/checkpoint.hpp, check_writable): by this process, and on a cluster session by every
   // task that holds variables (each writes its own files). Throws naming the directory, the task
-  // and errno: permission_denied (EACCES, EPERM, EROFS), resource_exhausted (ENOSPC, EDQUOT).
+  // and errno: permission_denied (EACCES, EPERM, EROFS), resource_exhausted (ENOSPC, EDQUOT);
+  // failed_precondition when a task's `dir` is not the chief's (hosts that share no file system).
   void check_directory(const std::string& dir);
 
   RestoreReport restore(const std::string& path);

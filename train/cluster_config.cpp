@@ -42,6 +42,15 @@ ClusterConfig where_am_i(const std::string& cluster_file, const std::string& tas
            "--task {}: there is no cluster spec to find it in: give --cluster FILE or set TF_CONFIG", task);
     return {};
   }
+  // TensorFlow's job names that Troupe has no task for: a chief of its own would never be asked
+  // to initialise (the chief is worker:0), and nothing would run an evaluator's task.
+  for (const char* job : {"chief", "master", "evaluator"})
+    if (spec->jobs().count(job))
+      fail(ErrorCode::invalid_argument,
+           "{} has a job '{}', which Troupe does not run: worker:0 is the chief, so list the chief's address first "
+           "under \"worker\" (a TFJob: Worker replicas only, no Chief{}){}",
+           source, job, std::string(job) == "evaluator" ? " or Evaluator" : "",
+           std::string(job) == "evaluator" ? "; the chief evaluates (train::EvaluationHook)" : "");
   std::optional<TaskId> me;
   if (!task.empty()) me = parse_task_id(task);
   else me = spec->this_task();

@@ -162,14 +162,6 @@ struct TrainingSession::Impl {
 
   void check_strategy() {
     if (where.local()) return;
-    // TensorFlow's other job names: a chief of its own would never be asked to initialise (the
-    // chief here is worker:0), and no evaluator task is run.
-    for (const char* job : {"chief", "evaluator"})
-      if (where.spec().jobs().count(job))
-        fail(ErrorCode::invalid_argument,
-             "the spec of {} has a '{}' job, which Troupe does not run: worker:0 is the chief, so list its "
-             "address first under \"worker\"{}", where.source(), job,
-             std::string(job) == "evaluator" ? ", and evaluate with an EvaluationHook on the chief" : "");
     const TaskId& task = where.task();
     if (task.job != "worker")
       fail(ErrorCode::invalid_argument,

@@ -1,6 +1,7 @@
 #include "actors/cluster/cluster_checkpoint.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "actors/cluster/member_context.hpp"
@@ -189,9 +190,18 @@ std::pair<int32_t, std::string> restore_task_shards(MemberContext& context, cons
   }
 }
 
-std::pair<int32_t, std::string> check_task_dir(MemberContext& context, const std::string& dir) {
+std::pair<int32_t, std::string> check_task_dir(MemberContext& context, const std::string& dir,
+                                               const std::string& probe, const std::string& chief) {
   try {
     checkpoint::check_writable(dir);
+    std::error_code ec;
+    if (!probe.empty() && !std::filesystem::exists(std::filesystem::path(dir) / probe, ec))
+      fail(ErrorCode::failed_precondition,
+           "the checkpoint directory {} here is not the one {} (the chief) writes into: the file {} it made there is "
+           "not in this task's {}. Each task writes the variables it holds into the checkpoint itself, so on several "
+           "hosts the directory must be on a file system every task shares (NFS, a cluster file system), mounted at "
+           "the same path (docs/cluster.md, \"Training across hosts\")",
+           dir, chief, probe, dir);
     return {int32_t(ErrorCode::ok), {}};
   } catch (const Error& e) {
     return {int32_t(e.code()), fmt::format("task {}: {}", context.task.to_string(), e.what())};

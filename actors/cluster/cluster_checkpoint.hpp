@@ -11,8 +11,10 @@
 //   (restore_shards_atom, RestoreShards) -> (code, message): the task reads and verifies its
 //                                           slices (checksums, dtypes, shapes); with `assign`
 //                                           it then assigns them, one message per shard
-//   (check_dir_atom, dir)                -> (code, message): whether the task can write
+//   (check_dir_atom, dir, probe, chief)  -> (code, message): whether the task can write
 //                                           checkpoints into `dir` (checkpoint::check_writable)
+//                                           and sees the file `probe` the chief made there
+//                                           (the same directory, not one of the same name)
 // The worker answers each from a helper actor of its own thread, so steps keep running.
 // Also what the local Saver and the tasks share: the tensors of a shard's snapshot as the
 // checkpoint names them. Internal to actors/: includes CAF.
@@ -154,6 +156,7 @@ void add_checkpoint_types(caf::actor_system_config& config);
 // ---- The task's side (the worker's handlers; blocking: run on a thread of their own)
 SaveShardsReply save_task_shards(MemberContext& context, const SaveShards& request);
 std::pair<int32_t, std::string> restore_task_shards(MemberContext& context, const RestoreShards& request);
-std::pair<int32_t, std::string> check_task_dir(MemberContext& context, const std::string& dir);
+std::pair<int32_t, std::string> check_task_dir(MemberContext& context, const std::string& dir,
+                                               const std::string& probe, const std::string& chief);
 
 }  // namespace troupe

@@ -343,9 +343,11 @@ caf::result<int32_t, std::string> restore_shards(caf::stateful_actor<WorkerState
       });
 }
 
-caf::result<int32_t, std::string> check_dir(caf::stateful_actor<WorkerState>* self, std::string dir) {
-  return on_own_thread<int32_t, std::string>(self, [context = self->state.context, dir = std::move(dir)](auto& promise) {
-    auto [code, message] = check_task_dir(*context, dir);
+caf::result<int32_t, std::string> check_dir(caf::stateful_actor<WorkerState>* self, std::string dir,
+                                            std::string probe, std::string chief) {
+  return on_own_thread<int32_t, std::string>(self, [context = self->state.context, dir = std::move(dir),
+                                                    probe = std::move(probe), chief = std::move(chief)](auto& promise) {
+    auto [code, message] = check_task_dir(*context, dir, probe, chief);
     promise.deliver(code, std::move(message));
   });
 }
@@ -659,7 +661,9 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
       },
       [self](save_shards_atom, SaveShards& request) { return save_shards(self, std::move(request)); },
       [self](restore_shards_atom, RestoreShards& request) { return restore_shards(self, std::move(request)); },
-      [self](check_dir_atom, std::string& dir) { return check_dir(self, std::move(dir)); },
+      [self](check_dir_atom, std::string& dir, std::string& probe, std::string& chief) {
+        return check_dir(self, std::move(dir), std::move(probe), std::move(chief));
+      },
       [self](deregister_atom, uint64_t handle) -> caf::result<int32_t, std::string> {
         drop(self, {handle});
         return {int32_t(ErrorCode::ok), std::string()};

@@ -86,3 +86,16 @@ BOOST_AUTO_TEST_CASE(a_half_given_pair_a_task_the_spec_lacks_and_a_malformed_spe
   auto env = error_of([] { train::where_am_i(); }, ErrorCode::invalid_argument);
   BOOST_TEST(contains(env, "TF_CONFIG"), env);
 }
+
+BOOST_AUTO_TEST_CASE(tensorflows_chief_and_evaluator_jobs_are_refused_at_start_saying_that_worker_0_is_the_chief) {
+  TfConfig chief(R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"], "ps": ["127.0.0.1:3"]},
+                     "task": {"type": "ps", "index": 0}})");
+  auto e = error_of([] { train::where_am_i(); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(e, "TF_CONFIG has a job 'chief', which Troupe does not run: worker:0 is the chief"), e);
+  troupe::testing::ScratchDir dir;
+  std::ofstream(dir.file("spec.json"))
+      << R"({"cluster": {"worker": ["127.0.0.1:2"], "ps": ["127.0.0.1:3"], "evaluator": ["127.0.0.1:4"]}})";
+  e = error_of([&] { train::where_am_i(dir.file("spec.json"), "worker:0"); }, ErrorCode::invalid_argument);
+  BOOST_TEST(contains(e, "--cluster " + dir.file("spec.json") + " has a job 'evaluator'"), e);
+  BOOST_TEST(contains(e, "the chief evaluates"), e);
+}

@@ -212,11 +212,3 @@ BOOST_AUTO_TEST_CASE(a_strategy_the_cluster_cannot_run_is_refused_by_name_before
   BOOST_TEST(contains(e, "'ring' is not a training strategy: local, async, sync or allreduce"), e);
 }
 
-BOOST_AUTO_TEST_CASE(a_spec_with_tensorflows_chief_job_is_refused_saying_that_worker_0_is_the_chief) {
-  ClusterSpec with_chief = ClusterSpec::from_json(
-      R"({"cluster": {"chief": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"], "ps": ["127.0.0.1:3"]}})", "TF_CONFIG");
-  const train::ClusterConfig worker(with_chief, parse_task_id("worker:0"), "TF_CONFIG");
-  const std::string e = error_of([&] { train::TrainingSession(worker, Optimizer::sgd(0.1), line_model, {}); },
-                                 ErrorCode::invalid_argument);
-  BOOST_TEST(contains(e, "the spec of TF_CONFIG has a 'chief' job, which Troupe does not run: worker:0 is the chief"), e);
-}
