@@ -27,6 +27,7 @@
 // when every worker exited with 0 and no ps task died for good, 1 otherwise, 2 for a bad command
 // line.
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -43,6 +44,7 @@
 #include <fstream>
 #include <atomic>
 #include <map>
+#include <sstream>
 #include <set>
 #include <mutex>
 #include <optional>
@@ -54,6 +56,7 @@
 #include "actors/cluster/tls.hpp"
 #include "actors/cluster/member.hpp"
 #include "apps/cli_checks.hpp"
+#include "apps/launch_hosts.hpp"
 #include "core/error.hpp"
 
 extern char** environ;
@@ -66,8 +69,10 @@ void on_stop_signal(int) { stop_requested = 1; }
 // One process of the job: its task, pid, and the pipe its stdout and stderr come through.
 struct Process {
   std::string task;
-  std::vector<std::string> argv;
-  pid_t pid = -1;
+  std::vector<std::string> argv;  // the task's program and arguments (not ssh's)
+  std::string host;               // where ssh started it; "" for this machine
+  pid_t pid = -1;                 // the task's, or its ssh session's
+  int in = -1;                    // remote: the write end of the session's input (launch_hosts.hpp)
   int out = -1;         // read end
   std::string partial;  // a line not yet ended
   std::optional<int> exit_code;
@@ -125,10 +130,24 @@ void print_line(const std::string& task, const std::string& line) {
   std::fflush(stdout);
 }
 
-std::string pid_dir;  // where DIR/<job>-<index>.pid files go
+std::string pid_dir;  // where DIR/<job>-<index>.pid files go (on each task's host)
 
-Process spawn(const std::string& task, std::vector<std::string> argv) {
+// How tasks on other hosts are started: the ssh command, the directory to start in, what is set
+// in their environment.
+struct RemoteStart {
+  std::vector<std::string> ssh{"ssh"};
+  std::string cwd;
+  std::vector<std::string> env;  // NAME=VALUE
+} remote;
+
+Process spawn(const std::string& task, std::vector<std::string> argv, const std::string& host = "") {
   const std::vector<std::string> given = argv;
+  int input[2] = {-1, -1};
+  if (!host.empty()) {
+    argv = troupe::launch::ssh_command(remote.ssh, host,
+                                       troupe::launch::remote_task_script(task, argv, pid_dir, remote.cwd, remote.env));
+    if (::pipe2(input, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
+  }
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
   std::vector<char*> args;
@@ -138,6 +157,7 @@ Process spawn(const std::string& task, std::vector<std::string> argv) {
   posix_spawn_file_actions_init(&files);
   posix_spawn_file_actions_adddup2(&files, fds[1], 1);
   posix_spawn_file_actions_adddup2(&files, fds[1], 2);
+  if (input[0] >= 0) posix_spawn_file_actions_adddup2(&files, input[0], 0);
   // A process group of its own: stopping the task stops what it started too, and a terminal's
   // Ctrl-C reaches only troupe-launch, which stops the tasks in order.
   posix_spawnattr_t attributes;
@@ -150,15 +170,21 @@ Process spawn(const std::string& task, std::vector<std::string> argv) {
   posix_spawnattr_destroy(&attributes);
   posix_spawn_file_actions_destroy(&files);
   ::close(fds[1]);
+  if (input[0] >= 0) ::close(input[0]);
   if (rc != 0) {
     ::close(fds[0]);
+    if (input[1] >= 0) ::close(input[1]);
     throw std::runtime_error("cannot start " + argv[0] + " for " + task + ": " + std::strerror(rc));
   }
   p.out = fds[0];
+  p.in = input[1];
   p.argv = given;
-  std::string file = task;
-  file[file.find(':')] = '-';
-  std::ofstream(std::filesystem::path(pid_dir) / (file + ".pid")) << p.pid << "\n";
+  p.host = host;
+  if (host.empty()) {  // a remote task's script writes its own, on its host
+    std::string file = task;
+    file[file.find(':')] = '-';
+    std::ofstream(std::filesystem::path(pid_dir) / (file + ".pid")) << p.pid << "\n";
+  }
   return p;
 }
 
@@ -195,17 +221,43 @@ void pump(std::vector<Process>& all, int wait_ms) {
   for (auto& p : all) {
     if (p.exit_code || p.pid <= 0) continue;
     int status = 0;
-    if (::waitpid(p.pid, &status, WNOHANG) == p.pid)
+    if (::waitpid(p.pid, &status, WNOHANG) == p.pid) {
       p.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      if (p.in >= 0) ::close(p.in), p.in = -1;
+    }
   }
 }
 
-// SIGTERM to every process still running (its process group), SIGKILL to those still running
-// 10 s later.
+// Asks a task to stop: SIGTERM to its process group here; on another host, the end of its
+// session's input (its watchdog sends SIGTERM, and SIGKILL 10 s later).
+void terminate(Process& p) {
+  if (p.in >= 0) ::close(p.in), p.in = -1;
+  else if (p.host.empty()) ::kill(-p.pid, SIGTERM);
+}
+
+// Kills a task at once (a hung one): SIGKILL (and SIGCONT, for a stopped one) to its process
+// group here, or "kill" to its watchdog on another host.
+void kill_now(Process& p) {
+  if (!p.host.empty()) {
+    if (p.in >= 0 && ::write(p.in, "kill\n", 5) == 5) return;
+    ::kill(-p.pid, SIGKILL);  // the session is gone or stuck: ending it ends the task too
+    return;
+  }
+  ::kill(-p.pid, SIGKILL);
+  ::kill(-p.pid, SIGCONT);  // a stopped process dies only once it runs
+}
+
+// Asks every process still running to stop (terminate), then SIGKILLs those still running 10 s
+// later (15 s for tasks on other hosts, whose watchdogs kill them at 10 s).
 void stop(std::vector<Process>& all) {
+  bool any_remote = false;
   for (auto& p : all)
-    if (!p.exit_code) ::kill(-p.pid, SIGTERM);  // its process group
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    if (!p.exit_code) {
+      terminate(p);
+      any_remote = any_remote || !p.host.empty();
+    }
+  const int bound_s = any_remote ? 15 : 10;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(bound_s);
   auto running = [&] {
     for (auto& p : all)
       if (!p.exit_code) return true;
@@ -214,7 +266,8 @@ void stop(std::vector<Process>& all) {
   while (running() && std::chrono::steady_clock::now() < deadline) pump(all, 50);
   for (auto& p : all)
     if (!p.exit_code) {
-      std::fprintf(stderr, "troupe-launch: %s (pid %d) did not stop within 10 s: killing it\n", p.task.c_str(), int(p.pid));
+      std::fprintf(stderr, "troupe-launch: %s (pid %d%s%s) did not stop within %d s: killing it\n", p.task.c_str(),
+                   int(p.pid), p.host.empty() ? "" : ", the ssh session to ", p.host.c_str(), bound_s);
       ::kill(-p.pid, SIGKILL);
       int status = 0;
       ::waitpid(p.pid, &status, 0);
@@ -289,7 +342,11 @@ int main(int argc, char** argv) {
   std::string node, dir;
   std::vector<std::string> command;
   app.add_option("--ps", ps, "parameter-server tasks (troupe-node)")->check(troupe::cli::non_negative)->capture_default_str();
-  app.add_option("--workers", workers, "worker tasks (the command)")->check(troupe::cli::positive)->capture_default_str();
+  auto* workers_option = app.add_option("--workers", workers,
+                                        "worker tasks (the command); with --hosts: default, the slots the ps tasks "
+                                        "and spares leave")
+                             ->check(troupe::cli::positive)
+                             ->capture_default_str();
   app.add_option("--backup-workers", backup_workers,
                  "passed on to every worker's command as --backup-workers K (synchronous training)")
       ->check(troupe::cli::non_negative);
@@ -313,8 +370,33 @@ int main(int argc, char** argv) {
   app.add_flag("--tls", tls,
                "mutual TLS between all tasks: a CA and certificates for the cluster in DIR/tls (troupe-node "
                "--make-certs); the spec the tasks get is DIR/tls/cluster.json");
-  app.add_option("--node", node, "the troupe-node program (default: beside troupe-launch)");
-  app.add_option("--dir", dir, "where the cluster spec is written (default: a new directory under /tmp)");
+  std::string hosts_text, hostfile, ssh_text = "ssh";
+  int base_port = 2222;
+  std::vector<std::string> env_given;
+  app.add_option("--hosts", hosts_text,
+                 "run the tasks on these hosts over ssh, HOST[:SLOTS],... (1 slot by default): the ps tasks take the "
+                 "first slots, then the spares, then the workers (worker:0, the chief, the first worker slot)")
+      ->group("Across hosts");
+  app.add_option("--hostfile", hostfile, "the hosts, one per line: HOST, HOST:SLOTS or HOST slots=SLOTS")
+      ->group("Across hosts")
+      ->excludes("--hosts");
+  app.add_option("--ssh", ssh_text,
+                 "the command that reaches a host, split at spaces (e.g. \"ssh -i key -p 2200\"); BatchMode, a 10 s "
+                 "connect bound and keep-alives are added")
+      ->capture_default_str()
+      ->group("Across hosts");
+  app.add_option("--port", base_port, "the port of a host's first task; its next tasks take the next ports")
+      ->check(CLI::Range(1, 65535))
+      ->capture_default_str()
+      ->group("Across hosts");
+  app.add_option("-x,--env", env_given,
+                 "NAME or NAME=VALUE: set in every remote task's environment (TROUPE_* variables are passed on "
+                 "anyway)")
+      ->group("Across hosts");
+  app.add_option("--node", node, "the troupe-node program (default: beside troupe-launch; on every host at that path)");
+  app.add_option("--dir", dir,
+                 "where the cluster spec is written (default: a new directory under /tmp, removed at the end); with "
+                 "--hosts the same path on every host");
   app.add_option("command", command, "the worker's command, after --; each worker gets --cluster SPEC --task worker:K")
       ->required();
   CLI11_PARSE(app, argc, argv);
@@ -323,10 +405,57 @@ int main(int argc, char** argv) {
   stop_action.sa_handler = on_stop_signal;
   sigaction(SIGINT, &stop_action, nullptr);
   sigaction(SIGTERM, &stop_action, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a remote task's session that ended is seen by its exit, not by a write
+
+  std::vector<troupe::launch::Host> hosts;
+  try {
+    if (!hosts_text.empty()) hosts = troupe::launch::parse_hosts(hosts_text);
+    if (!hostfile.empty()) hosts = troupe::launch::read_hostfile(hostfile);
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "troupe-launch: %s\n", e.what());
+    return 2;
+  }
+  if (!hosts.empty() && workers_option->count() == 0) {
+    int slots = 0;
+    for (auto& h : hosts) slots += h.slots;
+    workers = slots - ps - spares;
+    if (workers < 1) {
+      std::fprintf(stderr, "troupe-launch: the hosts have %d slot(s), all taken by the ps tasks and spares: give more "
+                   "hosts or HOST:SLOTS\n", slots);
+      return 2;
+    }
+  }
+  remote.ssh.clear();
+  for (std::istringstream words(ssh_text); words >> ssh_text;) remote.ssh.push_back(ssh_text);
+  if (remote.ssh.empty()) {
+    std::fprintf(stderr, "troupe-launch: --ssh: no command given\n");
+    return 2;
+  }
+  remote.cwd = std::filesystem::current_path().string();
+  for (char** e = environ; *e; ++e)
+    if (std::string(*e).rfind("TROUPE_", 0) == 0) remote.env.push_back(*e);
+  for (auto& e : env_given) {
+    if (e.find('=') != std::string::npos) {
+      remote.env.push_back(e);
+    } else if (const char* value = std::getenv(e.c_str())) {
+      remote.env.push_back(e + "=" + value);
+    } else {
+      std::fprintf(stderr, "troupe-launch: --env %s: it is not set here; give %s=VALUE\n", e.c_str(), e.c_str());
+      return 2;
+    }
+  }
+  std::map<std::string, std::string> host_of;  // task -> host, with --hosts
 
   std::vector<Process> all;
-  bool own_dir = false;  // made here: removed at the end
+  bool own_dir = false;  // made here: removed at the end, here and on the hosts
   std::string spec;
+  auto remove_dir = [&] {
+    if (!own_dir) return;
+    std::vector<std::string> names;
+    for (auto& h : hosts) names.push_back(h.name);
+    if (!names.empty()) troupe::launch::remove_from_hosts(remote.ssh, names, dir, std::chrono::seconds(15));
+    std::filesystem::remove_all(dir);
+  };
   try {
     if (dir.empty()) {
       own_dir = true;
@@ -337,19 +466,54 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(dir);
     pid_dir = dir;
     spec = (std::filesystem::path(dir) / "cluster.json").string();
-    std::vector<std::pair<std::string, int>> jobs{{"worker", workers}};
+    std::vector<std::pair<std::string, int>> jobs;  // in the order they take the hosts' slots
     if (ps > 0) jobs.push_back({"ps", ps});
     if (spares > 0) jobs.push_back({"spare", spares});
-    std::ofstream(spec) << troupe::local_cluster_json(jobs) << "\n";
+    jobs.push_back({"worker", workers});
+    if (hosts.empty()) {
+      std::ofstream(spec) << troupe::local_cluster_json(jobs) << "\n";
+    } else {
+      nlohmann::json cluster = nlohmann::json::object();
+      for (auto& [task, address] : troupe::launch::place_tasks(hosts, jobs, base_port)) {
+        const std::string job = task.substr(0, task.find(':'));
+        if (!cluster.contains(job)) cluster[job] = nlohmann::json::array();
+        cluster[job].push_back(address);
+        host_of[task] = address.substr(0, address.rfind(':'));
+      }
+      std::ofstream(spec) << nlohmann::json{{"cluster", cluster}}.dump() << "\n";
+    }
     if (tls) spec = troupe::make_cluster_certificates(spec, (std::filesystem::path(dir) / "tls").string());
     std::printf("troupe-launch: %d ps and %d worker task(s), spec %s\n", ps, workers, spec.c_str());
+    if (!hosts.empty()) {
+      // Each host gets the spec and, with TLS, the CA and its own tasks' certificates and keys
+      // (never ca.key), at the same path as here.
+      std::map<std::string, std::vector<std::string>> files;
+      for (auto& [task, host] : host_of) {
+        auto& list = files[host];
+        if (list.empty()) list = tls ? std::vector<std::string>{"tls/cluster.json", "tls/ca.pem"}
+                                     : std::vector<std::string>{"cluster.json"};
+        if (tls) {
+          std::string stem = task;
+          stem[stem.find(':')] = '-';
+          list.push_back("tls/" + stem + ".pem");
+          list.push_back("tls/" + stem + ".key");
+        }
+      }
+      std::string where;
+      for (auto& [task, host] : host_of) where += (where.empty() ? "" : ", ") + task + " on " + host;
+      std::printf("troupe-launch: %s\n", where.c_str());
+      troupe::launch::copy_to_hosts(remote.ssh, files, dir, dir, std::chrono::seconds(30));
+    }
+    auto host = [&](const std::string& task) { return host_of.count(task) ? host_of[task] : std::string(); };
 
     for (int k = 0; k < ps; ++k)
       all.push_back(spawn("ps:" + std::to_string(k),
-                          {node_binary(node), "--cluster", spec, "--task", "ps:" + std::to_string(k)}));
+                          {node_binary(node), "--cluster", spec, "--task", "ps:" + std::to_string(k)},
+                          host("ps:" + std::to_string(k))));
     for (int k = 0; k < spares; ++k)
       all.push_back(spawn("spare:" + std::to_string(k),
-                          {node_binary(node), "--cluster", spec, "--task", "spare:" + std::to_string(k)}));
+                          {node_binary(node), "--cluster", spec, "--task", "spare:" + std::to_string(k)},
+                          host("spare:" + std::to_string(k))));
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     for (;;) {
       pump(all, 50);
@@ -370,12 +534,12 @@ int main(int argc, char** argv) {
       }
       for (auto a : {"--cluster", spec.c_str(), "--task"}) argv.push_back(a);
       argv.push_back("worker:" + std::to_string(k));
-      all.push_back(spawn("worker:" + std::to_string(k), argv));
+      all.push_back(spawn("worker:" + std::to_string(k), argv, host("worker:" + std::to_string(k))));
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "troupe-launch: %s\n", e.what());
     stop(all);
-    if (own_dir) std::filesystem::remove_all(dir);
+    remove_dir();
     return 1;
   }
 
@@ -398,8 +562,7 @@ int main(int argc, char** argv) {
         if (auto silent = probe->silent_for(p.task); silent && *silent > hang_timeout) {
           std::fprintf(stderr, "troupe-launch: %s (pid %d) has not answered for %.1f s (stopped or hung): killing it\n",
                        p.task.c_str(), int(p.pid), *silent);
-          ::kill(-p.pid, SIGKILL);
-          ::kill(-p.pid, SIGCONT);  // a stopped process dies only once it runs
+          kill_now(p);
           probe->forget(p.task);
         }
       const int limit = is_worker ? restart_workers : restart_ps;
@@ -411,10 +574,11 @@ int main(int argc, char** argv) {
                      p.task.c_str(), int(p.pid), code, signal.c_str(), is_worker ? "job" : "workers", ++restarts[p.task],
                      limit);
         if (p.out >= 0) ::close(p.out);
+        if (p.in >= 0) ::close(p.in);
         std::vector<std::string> argv = p.argv;
         if (is_worker && std::find(argv.begin(), argv.end(), "--rejoin") == argv.end()) argv.push_back("--rejoin");
         try {
-          p = spawn(p.task, argv);
+          p = spawn(p.task, argv, p.host);
           if (is_worker) workers_running = true;
         } catch (const std::exception& e) {
           failure = e.what();
@@ -455,7 +619,7 @@ int main(int argc, char** argv) {
   stop(all);
   progress_display.clear();
   progress_display.flush();
-  if (own_dir) std::filesystem::remove_all(dir);
+  remove_dir();
   for (auto& p : all)
     if (p.task.rfind("worker:", 0) == 0 && p.exit_code != 0 && failure.empty())
       failure = p.task + " exited with " + std::to_string(*p.exit_code);

@@ -28,55 +28,14 @@ demo_bound_s=120
 
 [[ -x $node ]] || { echo "FAIL: troupe-node is not at '$node'"; exit 1; }
 [[ -x $demo ]] || { echo "FAIL: troupe-cluster-demo is not at '$demo' (is the target built?)"; exit 1; }
-command -v ip >/dev/null || { echo "skipped: no 'ip' command (iproute2) to make network namespaces"; exit 77; }
 
-prefix="troupe-$$"
+source "$(dirname "$0")/namespace_hosts_lib.sh"
 hosts=(w0 w1 ps)
 tasks=(worker:0 worker:1 ps:0)
-made_namespaces=()
 node_pids=()
 demo_pid=""
-declare -A name_of exit_of  # by pid
 work=$(mktemp -d)
 cleaned=0
-
-# Is PID a process this shell started that has not exited? Only a child of this shell is
-# ever signalled: once a node has exited and been reaped, its pid could be another process's.
-running_child() {
-  local stat state parent
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }  # the fields after "(comm) ": state, parent, ...
-  read -r state parent _ <<<"$stat"
-  [[ $parent == "$$" && $state != Z ]]
-}
-
-# Stops the child processes PIDS...: SIGTERM to all, SIGKILL to those still running
-# stop_bound_s later; exit_of[PID] is then each one's exit code.
-stop_children() {
-  local pid waited=0 running
-  for pid in "$@"; do
-    if running_child "$pid"; then kill -TERM "$pid" 2>/dev/null || true; fi
-  done
-  while ((waited < stop_bound_s * 10)); do
-    running=0
-    for pid in "$@"; do
-      if running_child "$pid"; then running=1; fi
-    done
-    ((running)) || break
-    sleep 0.1
-    waited=$((waited + 1))
-  done
-  for pid in "$@"; do
-    if running_child "$pid"; then
-      echo "${name_of[$pid]} (pid $pid) did not stop within $stop_bound_s s of SIGTERM: killing it"
-      kill -KILL "$pid" 2>/dev/null || true
-    fi
-  done
-  for pid in "$@"; do
-    exit_of[$pid]=0
-    wait "$pid" 2>/dev/null || exit_of[$pid]=$?
-  done
-}
 
 cleanup() {
   local status=$?
@@ -86,10 +45,7 @@ cleanup() {
   local pids=("${node_pids[@]}")
   [[ -z $demo_pid ]] || pids+=("$demo_pid")
   ((${#pids[@]} == 0)) || stop_children "${pids[@]}"
-  local ns
-  for ns in "${made_namespaces[@]}"; do
-    ip netns delete "$ns" 2>/dev/null || echo "warning: could not delete network namespace $ns"
-  done
+  remove_hosts
   rm -rf "$work"
   exit "$status"
 }
@@ -111,67 +67,10 @@ fail() {
   exit 1
 }
 
-# Setting up a namespace, a veth pair or a bridge fails only where this machine cannot make them
-# (not root, a kernel without them): the test is skipped, saying why.
-skip_unless() {
-  local what=$1 out
-  shift
-  if ! out=$("$@" 2>&1); then
-    echo "skipped: cannot make $what here ($*: ${out:-failed})"
-    exit 77
-  fi
-}
-
-# ---- A /24 in 10.213.0.0/16 that no route of this machine overlaps (the default route aside),
-# or in 172.29.0.0/16 or 192.168.0.0/16 where routes cover all of 10.213.0.0/16.
-to_int() {
-  local a b c d
-  IFS=. read -r a b c d <<<"$1"
-  echo $(((a << 24) | (b << 16) | (c << 8) | d))
-}
-# Do prefixes A/LA and B/LB share an address? Iff they agree on the shorter length's bits.
-overlaps() {
-  local len=$(($2 < $4 ? $2 : $4))
-  local mask=$(((0xffffffff << (32 - len)) & 0xffffffff))
-  (($(($(to_int "$1") & mask)) == $(($(to_int "$3") & mask))))
-}
-routes=$(ip -4 -o route show table all | awk '
-  $1 ~ /^(unicast|local|broadcast|multicast|anycast|unreachable|blackhole|prohibit|throw|nat)$/ {print $2; next}
-  {print $1}' | grep -v '^default$' || true)
-subnet=""
-for base in 10.213 172.29 192.168; do  # the later ones where a route covers all of 10.213/16
-  for third in $(seq 0 255); do
-    clash=0
-    for route in $routes; do
-      dest=${route%/*}
-      len=32
-      [[ $route == */* ]] && len=${route#*/}
-      [[ $dest =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || continue
-      if overlaps "$base.$third.0" 24 "$dest" "$len"; then clash=1; break; fi
-    done
-    if ((!clash)); then subnet="$base.$third"; break 2; fi
-  done
-done
-[[ -n $subnet ]] || { echo "FAIL: every /24 of 10.213/16, 172.29/16 and 192.168/16 overlaps a route of this machine"; exit 1; }
-addresses=("$subnet.1" "$subnet.2" "$subnet.3")
-
 # ---- The four namespaces, the bridge and a veth pair from each host to it.
+make_hosts "${hosts[@]}"
+addresses=("${address_of[w0]}" "${address_of[w1]}" "${address_of[ps]}")
 bridge_ns="$prefix-br"
-for ns in "$bridge_ns" "${hosts[@]/#/$prefix-}"; do
-  skip_unless "network namespaces" ip netns add "$ns"
-  made_namespaces+=("$ns")
-  ip -n "$ns" link set lo up
-done
-skip_unless "a bridge" ip -n "$bridge_ns" link add br0 type bridge
-ip -n "$bridge_ns" link set br0 up
-for i in "${!hosts[@]}"; do
-  host_ns="$prefix-${hosts[i]}"
-  skip_unless "a veth pair" ip -n "$host_ns" link add eth0 type veth peer name "${hosts[i]}" netns "$bridge_ns"
-  ip -n "$bridge_ns" link set "${hosts[i]}" master br0
-  ip -n "$bridge_ns" link set "${hosts[i]}" up
-  ip -n "$host_ns" addr add "${addresses[i]}/24" dev eth0
-  ip -n "$host_ns" link set eth0 up
-done
 echo "three hosts: ${tasks[0]} at ${addresses[0]}, ${tasks[1]} at ${addresses[1]}, ${tasks[2]} at ${addresses[2]} (namespaces $prefix-{w0,w1,ps}, bridge in $bridge_ns)"
 
 # ---- The cluster spec and one troupe-node per host.
