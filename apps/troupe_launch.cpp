@@ -1,5 +1,5 @@
-// troupe-launch: a local cluster in one command (docs/cluster.md, "A local cluster in one
-// command").
+// troupe-launch: a cluster job in one command, on this machine or across hosts (docs/cluster.md,
+// "A local cluster in one command", "Training across hosts").
 //   troupe-launch [--ps N] [--workers N] [--backup-workers K] [--node PATH] [--dir DIR] -- COMMAND [ARGS...]
 // Picks free ports on 127.0.0.1 for ps:0..N-1 and worker:0..N-1, writes the cluster spec
 // (DIR/cluster.json; DIR defaults to a new directory under /tmp, removed at the end), starts every ps task as
@@ -23,7 +23,12 @@
 // take it over and restores its variables there.
 // With --tls every connection of the cluster is mutual TLS: a CA and certificates are made in
 // DIR/tls (troupe-node --make-certs) and the tasks get DIR/tls/cluster.json as their spec.
-// Every process's pid is kept in DIR/<job>-<index>.pid (for scripts that kill one). Exit code: 0
+// With --hosts HOST[:SLOTS],... (or --hostfile) the tasks run on those hosts over ssh instead of on
+// loopback (launch_hosts.hpp): the ps tasks take the first slots, then the spares, then the
+// workers; each host's tasks listen on --port and the ports after it; the spec (and with --tls
+// each host's own certificates) is copied to the same path there; a remote task never outlives
+// its ssh session. Docs: docs/cluster.md, "Training across hosts".
+// Every process's pid is kept in DIR/<job>-<index>.pid on its host (for scripts that kill one). Exit code: 0
 // when every worker exited with 0 and no ps task died for good, 1 otherwise, 2 for a bad command
 // line.
 #include <CLI/CLI.hpp>
@@ -334,7 +339,7 @@ std::string node_binary(const std::string& given) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"troupe-launch: a local cluster in one command"};
+  CLI::App app{"troupe-launch: a cluster job in one command, on this machine or across hosts over ssh"};
   int ps = 1, workers = 1;
   int backup_workers = -1;
   int restart_ps = 0, restart_workers = 0;

@@ -74,4 +74,18 @@ launcher=""
 grep -q 'the job failed: stopped by a signal' "$work/int.log" || fail "the stop is not explained"
 nothing_left "$work/int.log"
 if pgrep -f 'sleep 61.25' >/dev/null; then fail "the worker's own child (sleep) was left running"; fi
+# 4. --hosts and --hostfile refused by name before anything starts (the ssh side: hosts_training_test.sh).
+refused() {  # refused WHAT EXPECTED_CODE TEXT LAUNCH_ARGS...
+  local what=$1 expected=$2 text=$3 code=0
+  shift 3
+  "$launch" "$@" -- true > "$work/refused.log" 2>&1 || code=$?
+  [[ $code == "$expected" ]] || fail "$what: exit $code, not $expected"
+  grep -qF -e "$text" "$work/refused.log" || fail "$what: no '$text' in: $(cat "$work/refused.log")"
+}
+refused "too few slots" 1 "the job has 4 tasks and the hosts 3 slot(s)" --hosts a,b:2 --ps 1 --workers 3
+refused "a slot count of 0" 2 "slots must be a number of at least 1, got '0'" --hosts a:0
+refused "slots taken by ps tasks" 2 "the hosts have 2 slot(s), all taken by the ps tasks and spares" --hosts a,b --ps 2
+printf 'a slots=2\n# a comment\nb oops\n' > "$work/hostfile"
+refused "a bad hostfile line" 2 "--hostfile $work/hostfile line 3: expected HOST slots=N, got 'b oops'" --hostfile "$work/hostfile"
+refused "an unset --env" 2 "--env TROUPE_SURELY_UNSET: it is not set here" --hosts a,b -x TROUPE_SURELY_UNSET
 echo "launch_test: passed"
