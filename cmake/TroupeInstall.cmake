@@ -32,8 +32,11 @@ endforeach()
 # itself ($ORIGIN) and keeps the directories outside the system's it was linked from
 # (OpenBLAS's, CUDA's for the module).
 file(RELATIVE_PATH _troupe_bin_to_lib /${CMAKE_INSTALL_BINDIR} /${CMAKE_INSTALL_LIBDIR})
-set(_troupe_programs troupe-demo troupe-fashion-mnist troupe-bench troupe-checkpoint troupe-node troupe-cluster-demo
+set(_troupe_programs troupe-demo troupe-fashion-mnist troupe-checkpoint troupe-node troupe-cluster-demo
                      troupe-launch troupe-trace)
+if(TROUPE_BUILD_BENCH)
+  list(APPEND _troupe_programs troupe-bench)
+endif()
 set(_troupe_libraries troupe_core troupe_devices troupe_graph troupe_ops troupe_actors troupe_train)
 set_target_properties(${_troupe_programs} PROPERTIES INSTALL_RPATH "$ORIGIN/${_troupe_bin_to_lib}")
 set_target_properties(${_troupe_libraries} PROPERTIES INSTALL_RPATH "$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)

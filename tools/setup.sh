@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Troupe needs to build and test, and only those missing.
 # Idempotent: a second run checks with dpkg-query and installs nothing.
+# Usage: tools/setup.sh [--build-only]   (--build-only: not the tools only the tests use; what the
+# container image's build stage runs, Dockerfile)
 set -euo pipefail
 
 packages=(
@@ -10,6 +12,12 @@ packages=(
   zlib1g-dev dataset-fashion-mnist
   python3
 )
+# What only the tests use: the container image's test (test/deploy/image_test.sh) builds the
+# image with buildah on a Debian root of debootstrap's; the test across namespace hosts
+# (test/apps/hosts_training_test.sh) runs sshd on each and troupe-launch --hosts over ssh.
+if [[ "${1:-}" != --build-only ]]; then
+  packages+=(buildah debootstrap python3-yaml openssh-server openssh-client procps)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
