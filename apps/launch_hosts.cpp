@@ -103,12 +103,14 @@ std::vector<std::pair<std::string, std::string>> place_tasks(const std::vector<H
     throw std::invalid_argument("the job has " + std::to_string(tasks) + " tasks and the hosts " +
                                 std::to_string(slots) + " slot(s): give more hosts or HOST:SLOTS");
   std::vector<std::pair<std::string, std::string>> placed;
+  std::map<std::string, int> ports_taken;  // by host name: a host listed twice takes the next ports
   std::size_t host = 0;
-  int used = 0;  // slots of `host` taken
+  int used = 0;  // slots of hosts[host] taken
   for (auto& [job, n] : jobs)
     for (int k = 0; k < n; ++k) {
       while (used == hosts[host].slots) ++host, used = 0;
-      placed.push_back({job + ":" + std::to_string(k), hosts[host].name + ":" + std::to_string(base_port + used)});
+      const std::string& name = hosts[host].name;
+      placed.push_back({job + ":" + std::to_string(k), name + ":" + std::to_string(base_port + ports_taken[name]++)});
       ++used;
     }
   return placed;

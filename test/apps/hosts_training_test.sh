@@ -7,8 +7,10 @@
 #   - asynchronously, then with synchronous replicas over mutual TLS (certificates made by the
 #     launcher and copied to each host, ca.key never);
 #   - asynchronously with ps:0's process killed (SIGKILL, by the pid its host's pid file holds)
-#     after a checkpoint: the launcher starts it again, the chief restores it, the job finishes
-#     with its accuracy;
+#     after a checkpoint: the launcher starts it again, the chief restores it; then stopped
+#     (SIGSTOP): --hang-timeout kills it through its watchdog and it comes back the same way; the
+#     job finishes with its accuracy;
+#   - with ps:0 killed for good: spare:0, on host w0, takes it over;
 #   - stopped by SIGINT to the launcher while it trains;
 # and after each, no process of the job is left on any host (`ip netns pids`: sshd alone).
 # By hand with TF_CONFIG (no launcher): a ps whose checkpoint directory is not the chief's (a
@@ -17,7 +19,7 @@
 # An unreachable host and a refused ssh login are refused by name, within a bound.
 # Whatever ends the test, the EXIT trap stops what it started (by pid) and deletes the namespaces.
 # Exit codes: 0 pass, 1 fail, 77 skipped (no namespaces here, no sshd/ssh-keygen, no dataset).
-# Usage: hosts_training_test.sh TROUPE_LAUNCH TROUPE_NODE TROUPE_FASHION_MNIST  (about 90 s on 2 cores)
+# Usage: hosts_training_test.sh TROUPE_LAUNCH TROUPE_NODE TROUPE_FASHION_MNIST  (about 2 minutes on 2 cores)
 set -euo pipefail
 launch=$(realpath "$1")
 node=$(realpath "$2")
@@ -116,13 +118,12 @@ descendant() {
 }
 
 hosts_flag="$ps_host,$w0_host,$w1_host"
-# The job, started from w0 and bounded: "${launch_job[@]}" LAUNCH_ARGS... -- APP_ARGS....
-launch_job=(ip netns exec "$prefix-w0" timeout -k 5 "$job_bound_s" "$launch" --hosts "$hosts_flag" --ssh "$ssh_cmd"
-            --node "$node")
+# The job, started from w0 and bounded: "${launch_job[@]}" --hosts HOSTS LAUNCH_ARGS... -- APP_ARGS....
+launch_job=(ip netns exec "$prefix-w0" timeout -k 5 "$job_bound_s" "$launch" --ssh "$ssh_cmd" --node "$node")
 train=("$app" --model mlp --threads 1 --json)
 
 # ---- Asynchronous training across the three hosts.
-"${launch_job[@]}" -- "${train[@]}" --mode async --steps 400 >"$work/async.out" 2>&1 || show_fail "$work/async.out" "async: the job failed"
+"${launch_job[@]}" --hosts "$hosts_flag" -- "${train[@]}" --mode async --steps 400 >"$work/async.out" 2>&1 || show_fail "$work/async.out" "async: the job failed"
 grep -q "ps:0 on $ps_host, .*worker:0 on $w0_host, worker:1 on $w1_host" "$work/async.out" ||
   show_fail "$work/async.out" "async: the tasks were not placed ps, w0, w1"
 grep -q "^\[ps:0\] .*started on $ps_host:2222" "$work/async.out" || show_fail "$work/async.out" "async: ps:0 did not start on its host"
@@ -133,7 +134,7 @@ echo "async across three hosts, 400 global steps: test accuracy $accuracy"
 only_sshd_left async
 
 # ---- Synchronous replicas over mutual TLS.
-"${launch_job[@]}" --tls -- "${train[@]}" --mode sync --steps 300 >"$work/tls.out" 2>&1 || show_fail "$work/tls.out" "sync over TLS: the job failed"
+"${launch_job[@]}" --hosts "$hosts_flag" --tls -- "${train[@]}" --mode sync --steps 300 >"$work/tls.out" 2>&1 || show_fail "$work/tls.out" "sync over TLS: the job failed"
 grep -q '^\[ps:0\] .* started on .*; mutual TLS, certificate ' "$work/tls.out" || show_fail "$work/tls.out" "ps:0 did not use TLS"
 ! grep -q 'refused a TLS connection' "$work/tls.out" || show_fail "$work/tls.out" "a member was refused"
 [[ $(field global_steps "$work/tls.out") == 300 ]] || show_fail "$work/tls.out" "sync over TLS: not 300 global steps"
@@ -142,38 +143,89 @@ at_least "$accuracy" "$MIN_ACCURACY" 0 || show_fail "$work/tls.out" "sync over T
 echo "sync over mutual TLS across three hosts, 300 global steps: test accuracy $accuracy"
 only_sshd_left tls
 
-# ---- ps:0's process killed on its host, started again by the launcher, restored by the chief.
+# ---- ps:0's process killed on its host, started again by the launcher, restored by the chief;
+# then stopped (SIGSTOP): found silent by --hang-timeout, killed through its watchdog, started
+# again and restored.
+newest_checkpoint() { ls -1 "$1" 2>/dev/null | sed -n 's/^ckpt-\([0-9]*\)$/\1/p' | sort -n | tail -1; }
+# after_checkpoint NAME JOB DIR SEEN: waits (bounded) for a checkpoint in DIR newer than SEEN.
+after_checkpoint() {
+  local until=$((SECONDS + 60))
+  until [[ -n $(newest_checkpoint "$3") && $(newest_checkpoint "$3") != "$4" ]]; do
+    running_child "$2" || show_fail "$work/$1.out" "$1: the job ended before a new checkpoint"
+    ((SECONDS < until)) || show_fail "$work/$1.out" "$1: no new checkpoint within 60 s"
+    sleep 0.1
+  done
+}
+# ps_pid NAME DIR: ps:0's pid on host ps, from its pid file there.
+ps_pid() {
+  local pid
+  pid=$(cat "$2/ps-0.pid")
+  [[ " $(ip netns pids "$prefix-ps" | tr '\n' ' ') " == *" $pid "* ]] || fail "$1: ps:0's pid file names $pid, not a process of host ps"
+  echo "$pid"
+}
 dir=$work/killed
 mkdir -p "$dir"
-"${launch_job[@]}" --dir "$dir" --restart-ps 1 --hang-timeout 5 -- "${train[@]}" --mode async --steps 1500 \
-  --checkpoint-dir "$dir/ckpt" --save-every-steps 100 >"$work/killed.out" 2>&1 &
-bg_pids+=($!)
+"${launch_job[@]}" --hosts "$hosts_flag" --dir "$dir" --restart-ps 2 --hang-timeout 5 -- "${train[@]}" --mode async \
+  --steps 4000 --checkpoint-dir "$dir/ckpt" --save-every-steps 100 >"$work/killed.out" 2>&1 &
 job=$!
+bg_pids+=($job)
 name_of[$job]="the killed job"
-until compgen -G "$dir/ckpt/ckpt-*" >/dev/null; do
-  running_child "$job" || show_fail "$work/killed.out" "killed: the job ended before its first checkpoint"
-  ((SECONDS < 200)) || show_fail "$work/killed.out" "killed: no checkpoint in time"
+after_checkpoint killed "$job" "$dir/ckpt" ""
+victim=$(ps_pid killed "$dir")
+echo "killed: SIGKILL to ps:0 (pid $victim on host ps) after ckpt-$(newest_checkpoint "$dir/ckpt")"
+kill -KILL "$victim"
+until grep -q '^\[worker:0\] worker:0: recovered from the loss of ps:0' "$work/killed.out"; do
+  running_child "$job" || show_fail "$work/killed.out" "killed: the job ended before it recovered"
   sleep 0.1
 done
-victim=$(cat "$dir/ps-0.pid")
-[[ " $(ip netns pids "$prefix-ps" | tr '\n' ' ') " == *" $victim "* ]] || fail "ps:0's pid file names $victim, not a process of host ps"
-echo "killed: SIGKILL to ps:0 (pid $victim on host ps) after $(ls "$dir/ckpt" | grep '^ckpt-' | sort -t- -k2 -n | tail -1)"
-kill -KILL "$victim"
+after_checkpoint killed "$job" "$dir/ckpt" "$(newest_checkpoint "$dir/ckpt")"
+victim=$(ps_pid killed "$dir")
+echo "killed: SIGSTOP to ps:0 (pid $victim on host ps, started again) after ckpt-$(newest_checkpoint "$dir/ckpt")"
+kill -STOP "$victim"
 rc=0
 wait "$job" || rc=$?
 bg_pids=()
 ((rc == 0)) || show_fail "$work/killed.out" "killed: the job failed (exit $rc)"
-grep -q 'troupe-launch: ps:0 .* exited with 137 .*starting it again' "$work/killed.out" ||
-  show_fail "$work/killed.out" "killed: the launcher did not start ps:0 again"
-grep -q '^\[worker:0\] worker:0: recovered from the loss of ps:0' "$work/killed.out" ||
-  show_fail "$work/killed.out" "killed: the chief reported no recovery of ps:0"
+grep -q 'troupe-launch: ps:0 .* exited with 137 .*starting it again (1 of 2)' "$work/killed.out" ||
+  show_fail "$work/killed.out" "killed: the launcher did not start ps:0 again after SIGKILL"
+grep -q 'troupe-launch: ps:0 (pid [0-9]*) has not answered for [0-9.]* s (stopped or hung): killing it' "$work/killed.out" ||
+  show_fail "$work/killed.out" "killed: the stopped ps:0 was not found silent"
+grep -q 'troupe-launch: ps:0 .* exited with 137 .*starting it again (2 of 2)' "$work/killed.out" ||
+  show_fail "$work/killed.out" "killed: the launcher did not start the stopped ps:0 again"
+[[ $(grep -c '^\[worker:0\] worker:0: recovered from the loss of ps:0' "$work/killed.out") -ge 2 ]] ||
+  show_fail "$work/killed.out" "killed: the chief did not recover ps:0 twice"
 accuracy=$(field test_accuracy "$work/killed.out")
 at_least "$accuracy" "$MIN_ACCURACY" 0 || show_fail "$work/killed.out" "killed: test accuracy $accuracy < $MIN_ACCURACY"
-echo "async with ps:0 killed and restored, 1500 global steps: test accuracy $accuracy"
+echo "async with ps:0 killed, then stopped, and restored each time, 4000 global steps: test accuracy $accuracy"
 only_sshd_left killed
 
+# ---- ps:0 lost for good: a spare on another host takes it over (spare:0 on w0; both workers on w1).
+dir=$work/spare
+mkdir -p "$dir"
+"${launch_job[@]}" --hosts "$ps_host,$w0_host,$w1_host:2" --spares 1 --dir "$dir" -- "${train[@]}" --mode async \
+  --steps 3000 --checkpoint-dir "$dir/ckpt" --save-every-steps 100 >"$work/spare.out" 2>&1 &
+job=$!
+bg_pids+=($job)
+name_of[$job]="the spare job"
+after_checkpoint spare "$job" "$dir/ckpt" ""
+grep -q "ps:0 on $ps_host, spare:0 on $w0_host, worker:0 on $w1_host, worker:1 on $w1_host" "$work/spare.out" ||
+  show_fail "$work/spare.out" "spare: the tasks were not placed ps, w0, w1, w1"
+victim=$(ps_pid spare "$dir")
+echo "spare: SIGKILL to ps:0 (pid $victim on host ps) after ckpt-$(newest_checkpoint "$dir/ckpt")"
+kill -KILL "$victim"
+rc=0
+wait "$job" || rc=$?
+bg_pids=()
+((rc == 0)) || show_fail "$work/spare.out" "spare: the job failed (exit $rc)"
+grep -q "^\[worker:0\] worker:0: recovered from the loss of ps:0 (again at $w0_host:2222, on spare:0" "$work/spare.out" ||
+  show_fail "$work/spare.out" "spare: ps:0 was not taken over by spare:0 on w0"
+accuracy=$(field test_accuracy "$work/spare.out")
+at_least "$accuracy" "$MIN_ACCURACY" 0 || show_fail "$work/spare.out" "spare: test accuracy $accuracy < $MIN_ACCURACY"
+echo "async with ps:0 lost for good, taken over by spare:0 on host w0: test accuracy $accuracy"
+only_sshd_left spare
+
 # ---- Ctrl-C to the launcher stops every task on every host.
-"${launch_job[@]}" -- "${train[@]}" --mode async --steps 100000 >"$work/interrupted.out" 2>&1 &
+"${launch_job[@]}" --hosts "$hosts_flag" -- "${train[@]}" --mode async --steps 100000 >"$work/interrupted.out" 2>&1 &
 job=$!
 bg_pids+=($job)
 name_of[$job]="the interrupted job"
@@ -235,20 +287,17 @@ echo "TF_CONFIG by hand: sync across three hosts, 200 global steps, checkpoint $
 only_sshd_left tf_config
 
 # ---- A host that does not answer and a login that is refused: refused by name, within a bound.
-start=$SECONDS
-rc=0
-on w0 timeout 60 "$launch" --hosts "$ps_host,$w0_host,${ps_host%.*}.250" --ssh "$ssh_cmd" --node "$node" -- "${train[@]}" \
-  >"$work/unreachable.out" 2>&1 || rc=$?
-((rc == 1)) || show_fail "$work/unreachable.out" "an unreachable host: exit $rc, not 1"
-grep -q "host ${ps_host%.*}.250: cannot reach it or log in over ssh" "$work/unreachable.out" ||
-  show_fail "$work/unreachable.out" "the unreachable host is not named"
-echo "an unreachable host is refused by name in $((SECONDS - start)) s: $(grep -o "host ${ps_host%.*}.250: .*" "$work/unreachable.out" | head -1)"
-rc=0
-on w0 timeout 60 "$launch" --hosts "$hosts_flag" --ssh "${ssh_cmd/$work\/id/$work/stranger}" --node "$node" -- "${train[@]}" \
-  >"$work/stranger.out" 2>&1 || rc=$?
-((rc == 1)) || show_fail "$work/stranger.out" "a refused login: exit $rc, not 1"
-grep -q "host $ps_host: cannot reach it or log in over ssh (.*Permission denied" "$work/stranger.out" ||
-  show_fail "$work/stranger.out" "the refused login is not named"
-echo "a refused ssh login is refused by name"
+# refused_start NAME HOSTS SSH_COMMAND TEXT: the launcher exits 1 before anything starts, saying TEXT.
+refused_start() {
+  local name=$1 rc=0
+  on w0 timeout 60 "$launch" --hosts "$2" --ssh "$3" --node "$node" -- "${train[@]}" >"$work/$name.out" 2>&1 || rc=$?
+  ((rc == 1)) || show_fail "$work/$name.out" "$name: exit $rc, not 1"
+  grep -q "$4" "$work/$name.out" || show_fail "$work/$name.out" "$name: no '$4'"
+  echo "$name: $(grep -o "host .*" "$work/$name.out" | head -1)"
+}
+nobody=${ps_host%.*}.250
+refused_start unreachable "$ps_host,$w0_host,$nobody" "$ssh_cmd" "host $nobody: cannot reach it or log in over ssh"
+refused_start stranger "$hosts_flag" "${ssh_cmd/$work\/id/$work/stranger}" \
+  "host $ps_host: cannot reach it or log in over ssh (.*Permission denied"
 only_sshd_left refused
 echo "hosts_training_test: passed"
