@@ -15,7 +15,8 @@
 # and after each, no process of the job is left on any host (`ip netns pids`: sshd alone).
 # By hand with TF_CONFIG (no launcher): a ps whose checkpoint directory is not the chief's (a
 # mount namespace of its own, as on a host without the shared file system) fails the job at its
-# start naming the path and the task; then the same job with one shared directory trains.
+# start naming the path and the task; then the same job with one shared directory trains, over
+# plain TCP and over mutual TLS (the spec's tls section in TF_CONFIG).
 # An unreachable host and a refused ssh login are refused by name, within a bound.
 # Whatever ends the test, the EXIT trap stops what it started (by pid) and deletes the namespaces.
 # Exit codes: 0 pass, 1 fail, 77 skipped (no namespaces here, no sshd/ssh-keygen, no dataset).
@@ -247,19 +248,21 @@ echo "SIGINT to the launcher stopped every task on the three hosts"
 
 # ---- By hand with TF_CONFIG: a ps that does not see the chief's checkpoint directory, then one that does.
 cluster="{\"worker\": [\"$w0_host:2222\", \"$w1_host:2222\"], \"ps\": [\"$ps_host:2222\"]}"
-tf_config() { echo "{\"cluster\": $cluster, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
+tls_section=""  # ', "tls": {...}' for a run over mutual TLS; its paths are relative to $cwd
+cwd=$work
+tf_config() { echo "{\"cluster\": $cluster$tls_section, \"task\": {\"type\": \"$1\", \"index\": $2}}"; }
 ckpt=$work/shared-ckpt
 mkdir -p "$ckpt"
 by_hand() {  # by_hand NAME PS_WRAPPER...: ps:0, worker:0 and worker:1 on their hosts; waits for the workers
   local name=$1 pid
   shift
-  ip netns exec "$prefix-ps" env TF_CONFIG="$(tf_config ps 0)" "$@" "$node" >"$work/$name-ps.log" 2>&1 &
+  ip netns exec "$prefix-ps" env -C "$cwd" TF_CONFIG="$(tf_config ps 0)" "$@" "$node" >"$work/$name-ps.log" 2>&1 &
   bg_pids+=($!)
   name_of[$!]="troupe-node ps:0 ($name)"
   local ps_pid=$!
   local workers=()
   for k in 0 1; do
-    ip netns exec "$prefix-w$k" env TF_CONFIG="$(tf_config worker $k)" timeout -k 5 "$job_bound_s" "${train[@]}" --mode sync --steps 200 \
+    ip netns exec "$prefix-w$k" env -C "$cwd" TF_CONFIG="$(tf_config worker $k)" timeout -k 5 "$job_bound_s" "${train[@]}" --mode sync --steps 200 \
       --checkpoint-dir "$ckpt" --startup-timeout-s 60 >"$work/$name-w$k.log" 2>&1 &
     workers+=($!)
     bg_pids+=($!)
@@ -285,6 +288,20 @@ by_hand tf_config
 compgen -G "$ckpt/ckpt-200" >/dev/null || fail "TF_CONFIG: no checkpoint ckpt-200 in $ckpt"
 echo "TF_CONFIG by hand: sync across three hosts, 200 global steps, checkpoint $ckpt/ckpt-200"
 only_sshd_left tf_config
+# The same over mutual TLS: certificates made by troupe-node --make-certs, the tls section in
+# TF_CONFIG, each process started in the certificates' directory.
+echo "{\"cluster\": $cluster}" >"$work/plain.json"
+"$node" --make-certs "$work/certs" --cluster "$work/plain.json" >/dev/null
+tls_section=", \"tls\": $(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["tls"]))' "$work/certs/cluster.json")"
+cwd=$work/certs
+ckpt=$work/tls-ckpt
+by_hand tf_config_tls
+((worker_rc[0] == 0 && worker_rc[1] == 0)) || show_fail "$work/tf_config_tls-w0.log" "TF_CONFIG over TLS: a worker failed (${worker_rc[*]})"
+grep -q 'started on .*; mutual TLS, certificate ' "$work/tf_config_tls-ps.log" || show_fail "$work/tf_config_tls-ps.log" "TF_CONFIG: ps:0 did not use TLS"
+! grep -q 'refused a TLS connection' "$work"/tf_config_tls-*.log || fail "TF_CONFIG over TLS: a member was refused"
+[[ $(field global_steps "$work/tf_config_tls-w0.log") == 200 ]] || show_fail "$work/tf_config_tls-w0.log" "TF_CONFIG over TLS: not 200 global steps"
+echo "TF_CONFIG by hand over mutual TLS: sync across three hosts, 200 global steps"
+only_sshd_left tf_config_tls
 
 # ---- A host that does not answer and a login that is refused: refused by name, within a bound.
 # refused_start NAME HOSTS SSH_COMMAND TEXT: the launcher exits 1 before anything starts, saying TEXT.
