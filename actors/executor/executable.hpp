@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "actors/executor/node_kind.hpp"
+#include "actors/executor/frame_table.hpp"
 #include "actors/messages.hpp"
 #include "graph/partition.hpp"
 #include "graph/placement.hpp"

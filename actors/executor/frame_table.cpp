@@ -1,4 +1,4 @@
-#include "actors/messages.hpp"
+#include "actors/executor/frame_table.hpp"
 
 #include <algorithm>
 
