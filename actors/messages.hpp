@@ -45,11 +45,12 @@ struct Value {
 // Slot of a control input (and of the start signal a source node receives).
 constexpr uint32_t kControlSlot = 0xffffffffu;
 
-// What a step produced, or why it failed.
+// What a step produced, or why it failed (and on which device a node failed, when one did).
 struct StepResult {
   std::vector<Tensor> fetches;
   ErrorCode code = ErrorCode::ok;
   std::string message;
+  std::string device;
 };
 
 // What a parameter shard answers.

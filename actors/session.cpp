@@ -126,7 +126,8 @@ StepResult Session::Impl::abort_late_step(const Executable& exe, uint64_t step,
   std::string message = fmt::format("step {} did not finish within its deadline of {} ms and was aborted; ", step,
                                     timeout.count());
   message += waiting.empty() ? "no node was waiting for inputs (kernels were still running)" : waiting;
-  caf::anon_send(exe.step_actor(), abort_atom::value, Tag{step, 0, 0}, int32_t(ErrorCode::deadline_exceeded), message);
+  caf::anon_send(exe.step_actor(), abort_atom::value, Tag{step, 0, 0}, int32_t(ErrorCode::deadline_exceeded), message,
+                 std::string());
   return StepResult{{}, ErrorCode::deadline_exceeded, std::move(message)};
 }
 
@@ -365,7 +366,7 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
     const trace::Moment start = traced ? trace::moment() : trace::Moment{};
     StepResult result = im.master->run(*sig, step, std::move(feed_values), timeout, traced);
     if (traced) im.end_traced_step(step, start, trace::moment(), sig.get(), 0);
-    if (result.code != ErrorCode::ok) throw Error(result.code, std::move(result.message));
+    if (result.code != ErrorCode::ok) throw Error(result.code, std::move(result.message), std::move(result.device));
     return std::move(result.fetches);
   }
   auto exe = im.executable_for(feed_points, fetch_points, target_ids);
@@ -399,7 +400,7 @@ std::vector<Tensor> Session::run(const FeedList& feeds, const std::vector<Tensor
       im.end_traced_step(step, start, end, nullptr, exe->trace_key());
     }
   }
-  if (result.code != ErrorCode::ok) throw Error(result.code, std::move(result.message));
+  if (result.code != ErrorCode::ok) throw Error(result.code, std::move(result.message), std::move(result.device));
   return std::move(result.fetches);
 }
 

@@ -7,12 +7,12 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <regex>
 #include <thread>
 
 #include "actors/cluster/master.hpp"
 #include "actors/saver.hpp"
 #include "core/report.hpp"
+#include "devices/device_name.hpp"
 
 namespace troupe {
 
@@ -22,15 +22,12 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-// The tasks ("ps:1") whose devices an error names ("... on /job:ps/task:1/device:CPU:0: ...").
-std::vector<std::string> tasks_named_in(const std::string& message) {
-  static const std::regex device(R"(/job:([A-Za-z0-9_.-]+)/task:(\d+))");
-  std::vector<std::string> out;
-  for (auto it = std::sregex_iterator(message.begin(), message.end(), device); it != std::sregex_iterator(); ++it) {
-    std::string task = (*it)[1].str() + ":" + (*it)[2].str();
-    if (std::find(out.begin(), out.end(), task) == out.end()) out.push_back(std::move(task));
-  }
-  return out;
+// The task ("ps:1") whose device's node failed the step (Error::device), if one did.
+std::optional<std::string> failed_task(const Error& failed) {
+  if (failed.device().empty()) return std::nullopt;
+  const DeviceSpec device = DeviceSpec::parse(failed.device());
+  if (!device.job || !device.task) return std::nullopt;
+  return *device.job + ":" + std::to_string(*device.task);
 }
 
 }  // namespace
@@ -261,10 +258,10 @@ void Supervisor::try_to_recover(const Error& failed) {
   }
   if (restarted.empty() && chief && failed.code() == ErrorCode::failed_precondition) {
     // The same processes, yet a variable is not initialised: a task restarted while no supervisor
-    // saw it (this chief was away), named by the error ("VariableV2 'w' on /job:ps/task:1/...").
-    for (auto& task : tasks_named_in(failed.what()))
+    // saw it (this chief was away): the task of the failed node's device (a VariableV2 there).
+    if (const auto task = failed_task(failed))
       for (auto& t : tasks)
-        if (t.task == task && std::find(restarted.begin(), restarted.end(), task) == restarted.end()) {
+        if (t.task == *task) {
           restarted.push_back(t.task);
           addresses.push_back(t.address);
         }

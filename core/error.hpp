@@ -31,12 +31,16 @@ inline std::ostream& operator<<(std::ostream& out, ErrorCode c) { return out << 
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, std::string message)
-      : std::runtime_error(std::move(message)), code_(code) {}
+  Error(ErrorCode code, std::string message, std::string device = {})
+      : std::runtime_error(std::move(message)), code_(code), device_(std::move(device)) {}
   ErrorCode code() const { return code_; }
+  // The full name of the device whose node failed ("/job:ps/task:1/device:CPU:0"), as data for
+  // what recovers from it; "" when no node's failure is the cause (or not known).
+  const std::string& device() const { return device_; }
 
  private:
   ErrorCode code_;
+  std::string device_;
 };
 
 template <class... Args>

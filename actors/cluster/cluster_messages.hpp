@@ -82,11 +82,12 @@ struct RunGraphReply {
   int32_t code = 0;  // ErrorCode
   std::string message;
   std::vector<WireTensor> fetches;  // per local fetch
+  std::string device;               // the failed node's device, when a node failed
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, RunGraphReply& x) {
-  return f(caf::meta::type_name("troupe.RunGraphReply"), x.code, x.message, x.fetches);
+  return f(caf::meta::type_name("troupe.RunGraphReply"), x.code, x.message, x.fetches, x.device);
 }
 
 // A value (or one chunk of it) on its way from a _Send to the _Recv of its rendezvous key in

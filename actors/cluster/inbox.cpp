@@ -7,7 +7,7 @@ namespace troupe {
 namespace {
 
 void fail_step(const Registration& reg, const Tag& tag, ErrorCode code, const std::string& message) {
-  caf::anon_send(reg.exe->step_actor(), abort_atom::value, tag, int32_t(code), message);
+  caf::anon_send(reg.exe->step_actor(), abort_atom::value, tag, int32_t(code), message, std::string());
 }
 
 // Forgets the transfers in progress that `which` picks (their partial tensors too).

@@ -894,7 +894,8 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
       if (i < 0) return;
       if (reply.code != int32_t(ErrorCode::ok)) {
         if (reply.code == int32_t(ErrorCode::unavailable)) sig.stale = true;  // a task lost a peer
-        failure = StepResult{{}, ErrorCode(reply.code), fmt::format("step {}: {}", step, reply.message)};
+        failure = StepResult{{}, ErrorCode(reply.code), fmt::format("step {}: {}", step, reply.message),
+                             std::move(reply.device)};
         return;
       }
       if (answered[std::size_t(i)]) return;

@@ -607,7 +607,7 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
                   // Weak: the last reference dropped here would stop the executable's actors
                   // from inside this actor's handler.
                   if (auto exe = weak.lock()) exe->step_ended();
-                  RunGraphReply out{int32_t(r.code), std::move(r.message), {}};
+                  RunGraphReply out{int32_t(r.code), std::move(r.message), {}, std::move(r.device)};
                   for (auto& t : r.fetches) out.fetches.push_back(to_wire(t));
                   answer(std::move(out));
                 },
@@ -618,18 +618,20 @@ caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_p
                           {}});
                 });
       },
-      [self, requesters](abort_atom, uint64_t handle, const Tag& tag, int32_t code, std::string& message) {
+      [self, requesters](abort_atom, uint64_t handle, const Tag& tag, int32_t code, std::string& message,
+                         std::string& device) {
         // An error of a step this member has answered already (its step actor's error sink).
         auto it = requesters->find({handle, tag.step});
         if (it != requesters->end())
-          self->send(it->second, run_done_atom::value, handle, tag.step, RunGraphReply{code, std::move(message), {}});
+          self->send(it->second, run_done_atom::value, handle, tag.step,
+                     RunGraphReply{code, std::move(message), {}, std::move(device)});
       },
       [self](abort_atom, uint64_t handle, uint64_t step, int32_t code, std::string& message) {
         auto reg = self->state.context->find(handle);
         if (!reg) return;
         for (auto& o : reg->outboxes) self->send(o, abort_atom::value, step);
         self->send(self->state.inbox, abort_atom::value, handle, step);
-        caf::anon_send(reg->exe->step_actor(), abort_atom::value, Tag{step, 0, 0}, code, message);
+        caf::anon_send(reg->exe->step_actor(), abort_atom::value, Tag{step, 0, 0}, code, message, std::string());
       },
       [self](transfer_stats_atom) {
         auto& c = self->state.context->counters;

@@ -15,7 +15,8 @@
 //                                      (run_done_atom, handle, step, RunGraphReply) once its
 //                                      fetches, targets and root-frame _Sends have reported
 //   (abort_atom, handle, step, code, message)  the step failed elsewhere: drop it here
-//   (abort_atom, handle, tag, code, message)   from its step actors: an error after the answer,
+//   (abort_atom, handle, tag, code, message, device)
+//                                      from its step actors: an error after the answer,
 //                                      passed on to the master as a second run_done
 //   (deregister_atom, handle)       -> (code, message) once the actors are gone
 //   (transfer_stats_atom)           -> the process's transfer counters (MemberContext)

@@ -216,7 +216,7 @@ struct StepPlan {
   std::vector<std::string> fetch_names;
   // Where the error of a step that has already been answered goes (a cluster member's worker,
   // which tells the master): a member may answer a step before all its nodes have run.
-  caf::actor error_sink;  // takes (abort_atom, error_sink_id, tag, code, message)
+  caf::actor error_sink;  // takes (abort_atom, error_sink_id, tag, code, message, device)
   uint64_t error_sink_id = 0;
 };
 
@@ -239,7 +239,7 @@ struct PartitionSet {
   // too (so a partition with no fetch or target, a ps's, is not answered before it ran), and
   // errors after the answer go to `error_sink`.
   bool report_root_sends = false;
-  caf::actor error_sink;  // takes (abort_atom, error_sink_id, tag, code, message)
+  caf::actor error_sink;  // takes (abort_atom, error_sink_id, tag, code, message, device)
   uint64_t error_sink_id = 0;
 };
 

@@ -749,7 +749,7 @@ void NodeActor::report_error(const Tag& tag, ErrorCode code, const std::string& 
     frame = fmt::format("in frame '{}' iteration {}", loop_frame(n), tag.iteration);
   }
   caf::anon_send(plan_->step_actor, abort_atom::value, tag, int32_t(code),
-                 me_->where() + (frame.empty() ? "" : " " + frame) + ": " + cause);
+                 me_->where() + (frame.empty() ? "" : " " + frame) + ": " + cause, *me_->device_name);
 }
 
 void NodeActor::report_unknown_frame(const Tag& tag, const std::string& loop) {

@@ -82,14 +82,14 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
         }
         report(tag.step, slot, value);
       },
-      [self, finish](abort_atom, const Tag& tag, int32_t code, std::string& message) {
+      [self, finish](abort_atom, const Tag& tag, int32_t code, std::string& message, std::string& device) {
         if (!self->state.steps.count(tag.step)) {
           // Answered already (a cluster member's share): the error still fails the step.
           if (!self->state.plan->error_sink) return;
           self->state.early.erase(tag.step);
           self->state.remember_ended(tag.step);
           self->send(self->state.plan->error_sink, abort_atom::value, self->state.plan->error_sink_id, tag, code,
-                     std::move(message));
+                     std::move(message), std::move(device));
           for (auto& part : self->state.plan->parts) {
             part->frames.drop_step(tag.step);
             for (auto& a : part->actors)
@@ -97,7 +97,7 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
           }
           return;
         }
-        finish(tag.step, StepResult{{}, ErrorCode(code), std::move(message)});
+        finish(tag.step, StepResult{{}, ErrorCode(code), std::move(message), std::move(device)});
         for (auto& part : self->state.plan->parts)
           for (auto& a : part->actors)
             if (a) caf::anon_send(a, abort_atom::value, tag.step);

@@ -3,8 +3,10 @@
 //   (run_atom, step, feeds)               start a step; replies a StepResult when it ends;
 //   (input_atom, Tag, slot, Value)        a fetched value (slot < fetches) or a target's
 //                                         control signal (kControlSlot);
-//   (abort_atom, Tag, code, message)      a node failed: reply the error, and tell every node
-//                                         actor to drop the step.
+//   (abort_atom, Tag, code, message, device)
+//                                         a node failed (on `device`; "" when no node is the
+//                                         cause): reply the error, and tell every node actor
+//                                         to drop the step.
 // Per step it keeps the response promise, the fetches so far and how many reports are still
 // due; the entry is erased when the step ends, either way. Reports of ended steps are ignored.
 // A cluster member's step actor (its plan has an error sink) also keeps reports that come before

@@ -237,7 +237,7 @@ BOOST_AUTO_TEST_CASE(a_target_nobody_listens_on_or_a_malformed_one_is_refused_na
   BOOST_TEST(contains(bad, "troupe://host:port"), bad);
 }
 
-BOOST_AUTO_TEST_CASE(an_error_on_another_task_fails_the_step_naming_the_node_and_its_device) {
+BOOST_AUTO_TEST_CASE(an_error_on_another_task_fails_the_step_naming_the_node_and_carrying_its_device) {
   Cluster c;
   auto root = Scope::root();
   auto ps = root.with_device("/job:ps/task:0");
@@ -249,6 +249,13 @@ BOOST_AUTO_TEST_CASE(an_error_on_another_task_fails_the_step_naming_the_node_and
   BOOST_TEST(contains(message, "'never_set'"), message);
   BOOST_TEST(contains(message, "/job:ps/task:0/device:CPU:0"), message);
   BOOST_TEST(contains(message, "not initialised"), message);
+  // The failed node's device crosses the cluster as data (what recovery reads), not only in words.
+  try {
+    session.run({y});
+    BOOST_FAIL("the step did not fail");
+  } catch (const Error& e) {
+    BOOST_TEST(e.device() == "/job:ps/task:0/device:CPU:0");
+  }
   // The session goes on.
   BOOST_TEST(session.run({ok})[0].scalar_value<float>() == 3.0f);
 }

@@ -109,9 +109,10 @@ BOOST_AUTO_TEST_CASE(an_exit_whose_frame_this_partition_never_entered_fails_the_
   send_input(nullptr, plan->actors[id], last, 0, Value{Tensor::scalar(2.5f), false});
   std::string message;
   self->receive(
-      [&](abort_atom, const Tag& tag, int32_t code, std::string& m) {
+      [&](abort_atom, const Tag& tag, int32_t code, std::string& m, std::string& device) {
         BOOST_TEST(tag.step == 7u);
         BOOST_TEST(code == int32_t(ErrorCode::internal));
+        BOOST_TEST(device == "/job:localhost/task:0/device:CPU:0");
         message = m;
       },
       caf::after(std::chrono::seconds(30)) >> [&] { message = "no abort within 30 s: the value was dropped"; });

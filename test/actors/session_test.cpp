@@ -91,6 +91,13 @@ BOOST_AUTO_TEST_CASE(reading_an_uninitialised_variable_fails_naming_it) {
   auto m = error_of([&] { s.run({w}); }, ErrorCode::failed_precondition);
   BOOST_TEST(contains(m, "VariableV2 'w'"), m);
   BOOST_TEST(contains(m, "not initialised"), m);
+  // The failed node's device, as data (what recovery reads).
+  try {
+    s.run({w});
+    BOOST_FAIL("the step did not fail");
+  } catch (const Error& e) {
+    BOOST_TEST(e.device() == "/job:localhost/task:0/device:CPU:0");
+  }
 }
 
 BOOST_AUTO_TEST_CASE(variables_persist_across_runs_and_belong_to_their_session) {
