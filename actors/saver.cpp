@@ -21,7 +21,7 @@
 #include "actors/runtime.hpp"
 #include "actors/timeouts.hpp"
 #include "core/checkpoint.hpp"
-#include "devices/device_name.hpp"
+#include "core/device_name.hpp"
 #include "ops/state/variable.hpp"
 
 namespace troupe {

@@ -12,7 +12,7 @@
 #include "actors/cluster/master.hpp"
 #include "actors/saver.hpp"
 #include "core/report.hpp"
-#include "devices/device_name.hpp"
+#include "core/device_name.hpp"
 
 namespace troupe {
 

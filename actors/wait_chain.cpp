@@ -6,7 +6,7 @@
 #include <optional>
 #include <set>
 
-#include "devices/device_name.hpp"
+#include "core/device_name.hpp"
 
 namespace troupe {
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/allocator.hpp"
-#include "devices/device_name.hpp"
+#include "core/device_name.hpp"
 
 namespace troupe {
 

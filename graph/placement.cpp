@@ -11,7 +11,7 @@
 #include <string_view>
 
 #include "core/report.hpp"
-#include "devices/device_name.hpp"
+#include "core/device_name.hpp"
 
 namespace troupe {
 namespace {

@@ -17,7 +17,7 @@
 #include "actors/timeouts.hpp"
 #include "actors/wait_chain.hpp"
 #include "core/report.hpp"
-#include "devices/device_name.hpp"
+#include "core/device_name.hpp"
 #include "graph/graph_def.hpp"
 #include "core/trace.hpp"
 #include "graph/partition.hpp"

@@ -18,7 +18,7 @@
 #include "core/fingerprint.hpp"
 #include "core/trace.hpp"
 #include "devices/device.hpp"
-#include "devices/device_name.hpp"
+#include "core/device_name.hpp"
 #include "graph/graph_def.hpp"
 
 namespace troupe {

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/error.hpp"
-#include "devices/device_name.hpp"
+#include "core/device_name.hpp"
 #include "graph/op_def.hpp"
 
 namespace troupe {

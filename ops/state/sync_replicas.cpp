@@ -1,6 +1,6 @@
 #include "ops/state/sync_replicas.hpp"
 
-#include "devices/device_name.hpp"
+#include "core/device_name.hpp"
 #include "graph/gradients.hpp"
 #include "ops/all.hpp"
 

@@ -1,4 +1,4 @@
-#include "devices/device_name.hpp"
+#include "core/device_name.hpp"
 
 #include <algorithm>
 #include <cctype>
