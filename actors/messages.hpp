@@ -69,7 +69,7 @@ struct OptimizerState {
   int64_t step = 0;
 };
 
-// A synchronous replica's vote (sync_step_atom, actors/param_shard.hpp): who votes, and how long
+// A synchronous replica's vote (sync_step_atom, actors/state/param_shard.hpp): who votes, and how long
 // it may wait for the others.
 struct SyncVote {
   int32_t replica = -1;        // 0 <= replica < total_replicas; -1: not known (counted apart)
@@ -87,7 +87,7 @@ struct ShardContents {
 };
 
 // Where an awaited value comes from: a node of the waiting node's own partition (device empty),
-// or, for a _Recv, the node on `device` whose value it waits for (actors/wait_chain.hpp).
+// or, for a _Recv, the node on `device` whose value it waits for (actors/trace/wait_chain.hpp).
 struct WaitSource {
   std::string device;
   std::string node;

@@ -1,6 +1,6 @@
 #include "actors/prefetch.hpp"
 
-#include "actors/queue_actor.hpp"
+#include "actors/state/queue_actor.hpp"
 #include "actors/runtime.hpp"
 #include "actors/timeouts.hpp"
 #include "core/trace.hpp"

@@ -7,7 +7,7 @@
 #include "actors/cluster/tls.hpp"
 #include "actors/cluster/tls_watch.hpp"
 #include "actors/device_actor.hpp"
-#include "actors/queue_actor.hpp"
+#include "actors/state/queue_actor.hpp"
 #include "actors/scheduler.hpp"
 #include "devices/cpu_threads.hpp"
 

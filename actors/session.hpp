@@ -13,7 +13,7 @@
 // step throws troupe::Error naming the node, its op, its device and the cause; a feed of the
 // wrong dtype or shape, an unknown name, or a fetch that cannot be computed is refused before
 // the step starts. Variables live in the session's parameter shards and persist across runs;
-// actors/saver.hpp saves them to a checkpoint and restores them.
+// actors/state/saver.hpp saves them to a checkpoint and restores them.
 // The graph may grow between runs but must not change while run() is preparing an executable.
 #include <chrono>
 #include <functional>
@@ -65,7 +65,7 @@ struct SessionOptions {
   // one: round robin over the variables in the order the graph defines them, so the parts of
   // a partitioned variable (ops::partitioned_variable) spread over the shards. Updates of
   // variables on different shards run in parallel, and a checkpoint's save writes one data
-  // file per shard, in parallel (actors/saver.hpp).
+  // file per shard, in parallel (actors/state/saver.hpp).
   int num_param_shards = 1;
   // Where the graph runs: "" (this process), or a cluster of troupe-node processes,
   // "troupe://host:port" naming any of its members (docs/cluster.md). On a cluster the graph is
@@ -218,7 +218,7 @@ class Session {
   const Graph& graph() const;
   // The process's runtime this session runs on (internal: actors/runtime.hpp).
   const std::shared_ptr<Runtime>& runtime() const;
-  // The parameter shards holding this session's variables (internal: actors/param_shard.hpp).
+  // The parameter shards holding this session's variables (internal: actors/state/param_shard.hpp).
   const std::shared_ptr<ParamShards>& param_shards() const;
   // A cluster session's master (options().target), null for a local session; internal (the Saver).
   Master* cluster_master() const;

@@ -12,7 +12,7 @@
 // tasks are then stopped (SIGTERM, then SIGKILL after 10 s).
 // Ctrl-C or SIGTERM stops every process the same way. A ps task that exits while workers run
 // stops the job, unless --restart-ps N: then it is started again (at most N times per task; the
-// workers' Supervisor restores its variables from the chief's checkpoint, actors/supervisor.hpp).
+// workers' Supervisor restores its variables from the chief's checkpoint, actors/cluster/supervisor.hpp).
 // With --restart-workers N a worker that fails (a non-zero exit, a signal) is started again with
 // --rejoin added to its command (it joins at the current global step). With --hang-timeout S (10
 // by default when either restart is on) a task that answered once and then does not answer for S

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/saver.hpp"
+#include "actors/state/saver.hpp"
 #include "actors/session.hpp"
 #include "apps/cli_checks.hpp"
 #include "bench/flags.hpp"

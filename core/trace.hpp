@@ -9,7 +9,7 @@
 // Events go to per-thread buffers (no lock shared between threads while recording), at most
 // `limit()` of them in the whole process; past that they are counted as dropped, not kept.
 // `take` removes a step's events, formatted as the JSON objects of Chrome's trace format, for
-// the caller to write (actors/trace_file.hpp).
+// the caller to write (actors/trace/trace_file.hpp).
 #include <atomic>
 #include <cstdint>
 #include <string>

@@ -12,8 +12,8 @@
 
 #include "actors/cluster/allreduce.hpp"
 #include "actors/cluster/member.hpp"
-#include "actors/saver.hpp"
-#include "actors/supervisor.hpp"
+#include "actors/state/saver.hpp"
+#include "actors/cluster/supervisor.hpp"
 #include "core/checkpoint.hpp"
 #include "core/dtype_visit.hpp"
 #include "core/fingerprint.hpp"

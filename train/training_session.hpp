@@ -27,7 +27,7 @@
 //     wait for it at most init_timeout, saying so every 10 s; with all-reduce every worker
 //     restores or initialises and then takes the chief's weights, so all start from the same bits;
 //   - with parameter servers, every worker runs its steps under a Supervisor
-//     (actors/supervisor.hpp): a ps task that dies and comes back gets its variables back from
+//     (actors/cluster/supervisor.hpp): a ps task that dies and comes back gets its variables back from
 //     the chief's newest checkpoint and the job goes on; sync replicas' chief also watches the
 //     replicas, so a lost worker does not stop the steps.
 // Errors name what and where: a task not in the spec, a strategy the spec cannot run (no ps

@@ -5,7 +5,7 @@
 #include <set>
 
 #include "actors/cluster/member_context.hpp"
-#include "actors/param_shard.hpp"
+#include "actors/state/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/timeouts.hpp"
 

@@ -1,5 +1,5 @@
 #pragma once
-// Checkpoints of a cluster session (actors/saver.hpp, docs/cluster.md "Checkpoints on a
+// Checkpoints of a cluster session (actors/state/saver.hpp, docs/cluster.md "Checkpoints on a
 // cluster"), TensorFlow's sharded saver: every task saves and restores the variables it holds
 // itself, in parallel with the others, and the chief (the process calling Saver::save) writes the
 // index and publishes. The messages, master (chief) -> worker:

@@ -142,7 +142,7 @@ using collective_atom = caf::atom_constant<caf::atom("collect")>;
 using take_over_atom = caf::atom_constant<caf::atom("takeover")>;
 using moved_atom = caf::atom_constant<caf::atom("moved")>;
 // (step_waits_atom, handle, step) -> vector<WaitReport>: the task's nodes still waiting in that
-// step of that registration (actors/wait_chain.hpp follows them across tasks).
+// step of that registration (actors/trace/wait_chain.hpp follows them across tasks).
 using step_waits_atom = caf::atom_constant<caf::atom("stepwaits")>;
 // (status_atom) -> vector<StepStatus>: every step this task is running, with its waiting nodes
 // (troupe-node --status).

@@ -15,7 +15,7 @@
 #include "actors/cluster/worker.hpp"
 #include "actors/executor/executable.hpp"
 #include "actors/timeouts.hpp"
-#include "actors/wait_chain.hpp"
+#include "actors/trace/wait_chain.hpp"
 #include "core/report.hpp"
 #include "core/device_name.hpp"
 #include "graph/graph_def.hpp"

@@ -86,7 +86,7 @@ struct TaskStatus {
 };
 struct ClusterStatus {
   std::vector<TaskStatus> tasks;
-  // Per step in flight, its stuck nodes, the waits followed across tasks (actors/wait_chain.hpp):
+  // Per step in flight, its stuck nodes, the waits followed across tasks (actors/trace/wait_chain.hpp):
   // "step 1 of graph 0x.. from session of host1 pid 7: worker:0 'x' waits for 'next:0' from ps:0,
   // where 'next' has 0 of 1 inputs, waits for queue 'held' to answer (...)".
   std::vector<std::string> stuck;

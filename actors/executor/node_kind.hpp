@@ -25,14 +25,14 @@ enum class NodeKind {
 
 NodeKind kind_of(const Graph& graph, const Node& node);
 
-// What a variable op asks its shard (actors/param_shard.hpp).
+// What a variable op asks its shard (actors/state/param_shard.hpp).
 enum class VariableOp {
   read, assign, assign_add, assign_sub, apply_gradient, sparse_apply_gradient, accumulate_gradient, sync_step, sync_stop,
   sync_aggregate
 };
 VariableOp variable_op_of(const Node& node);  // node's op must be a variable op
 
-// What a queue op asks its queue (actors/queue_actor.hpp).
+// What a queue op asks its queue (actors/state/queue_actor.hpp).
 enum class QueueOp { enqueue, enqueue_many, dequeue, dequeue_many, close, size };
 QueueOp queue_op_of(const Node& node);  // node's op must be a queue op
 

@@ -1,6 +1,6 @@
 #include "actors/executor/queue_node.hpp"
 
-#include "actors/queue_actor.hpp"
+#include "actors/state/queue_actor.hpp"
 #include "actors/timeouts.hpp"
 #include "core/trace.hpp"
 

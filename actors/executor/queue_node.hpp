@@ -1,6 +1,6 @@
 #pragma once
 // QueueNode (NodeKind::queue): a queue op (ops/data/queue.hpp), which has no kernel: the queue
-// actor of the process's Runtime (actors/queue_actor.hpp) does the work.
+// actor of the process's Runtime (actors/state/queue_actor.hpp) does the work.
 // Takes: every data input of a tag and every control input, or the start signal of a source
 //   node; and the down message of its queue actor, which it monitors.
 // Sends: per tag, one request to the queue, the one NodePlan::queue_op names (an enqueue, a

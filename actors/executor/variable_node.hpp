@@ -1,6 +1,6 @@
 #pragma once
 // VariableNode (NodeKind::variable): a variable op (ops/state/variable.hpp), which has no
-// kernel: the parameter shard holding its variable (actors/param_shard.hpp) does the work.
+// kernel: the parameter shard holding its variable (actors/state/param_shard.hpp) does the work.
 // Takes: every data input of a tag and every control input, or the start signal of a source
 //   node (a read).
 // Sends: per tag, one request to the shard, the one NodePlan::variable_op names (a read, an

@@ -13,7 +13,7 @@
 //   SyncTrainOp train = sync.minimize(scope, loss, global_step.value);
 //   auto out = session.run({loss, train.next_step}, {train.op});  // waits for the step's release
 //
-// How it runs (actors/param_shard.hpp): the step reads the global step (its "local step");
+// How it runs (actors/state/param_shard.hpp): the step reads the global step (its "local step");
 // every variable's AccumulateGradient sends the gradient tagged with it to the variable's shard,
 // which drops it if the shard's accumulator has moved past that step, else sums it, and the
 // m-th of the step applies the average with the optimizer (slots, learning rate, as

@@ -2,7 +2,7 @@
 // Variables: state that lives in a parameter-shard actor and outlives steps. A Variable node
 // reads the current value; Assign, AssignAdd and AssignSub change it and output the new value.
 // None has a kernel: the node actor turns each into a message to the shard that owns the
-// variable (actors/param_shard.hpp), which applies it in place.
+// variable (actors/state/param_shard.hpp), which applies it in place.
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,7 +49,7 @@ Output assign_sub(const Scope& scope, Output variable, Output delta);
 // first rows % num_parts parts one more; it is initialised from those rows of `initial_value`.
 // A checkpoint saves the parts as slices of one variable "<prefix><name>", so it restores into
 // any other split of it, or into an unsplit variable of that name, and the reverse
-// (actors/saver.hpp). ops::embedding_lookup (ops/state/embedding.hpp) reads rows of it where
+// (actors/state/saver.hpp). ops::embedding_lookup (ops/state/embedding.hpp) reads rows of it where
 // the parts live, and an optimizer updates only the rows a step touched.
 struct PartitionedVariable {
   std::vector<Output> parts;

@@ -15,9 +15,9 @@
 #include <optional>
 #include <set>
 
-#include "actors/saver.hpp"
+#include "actors/state/saver.hpp"
 #include "actors/session.hpp"
-#include "actors/supervisor.hpp"
+#include "actors/cluster/supervisor.hpp"
 #include "core/checkpoint.hpp"
 #include "ops/all.hpp"
 #include "ops/state/replica_device_setter.hpp"

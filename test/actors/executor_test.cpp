@@ -12,7 +12,7 @@
 #include "actors/executor/executable.hpp"
 #include "actors/executor/kernel_node.hpp"
 #include "actors/executor/mailbox.hpp"
-#include "actors/param_shard.hpp"
+#include "actors/state/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "core/huge_pages.hpp"

@@ -18,7 +18,7 @@
 
 #include "actors/executor/executable.hpp"
 #include "actors/executor/node.hpp"
-#include "actors/param_shard.hpp"
+#include "actors/state/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "ops/all.hpp"

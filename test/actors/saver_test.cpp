@@ -12,7 +12,7 @@
 #include <fstream>
 #include <set>
 
-#include "actors/saver.hpp"
+#include "actors/state/saver.hpp"
 #include "core/checkpoint.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"

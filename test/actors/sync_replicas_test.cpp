@@ -13,7 +13,7 @@
 #include <thread>
 
 #include "actors/session.hpp"
-#include "actors/supervisor.hpp"
+#include "actors/cluster/supervisor.hpp"
 #include "ops/all.hpp"
 #include "ops/state/replica_device_setter.hpp"
 #include "test/support/expect_error.hpp"

@@ -6,8 +6,8 @@
 #include <future>
 #include <thread>
 
-#include "actors/param_shard.hpp"
-#include "actors/queue_actor.hpp"
+#include "actors/state/param_shard.hpp"
+#include "actors/state/queue_actor.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "ops/all.hpp"

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "actors/executor/executable.hpp"
-#include "actors/param_shard.hpp"
+#include "actors/state/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "graph/gradients.hpp"

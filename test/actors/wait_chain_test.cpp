@@ -1,4 +1,4 @@
-// Following waits to the stuck node (actors/wait_chain.hpp), on reports as tasks give them, and a
+// Following waits to the stuck node (actors/trace/wait_chain.hpp), on reports as tasks give them, and a
 // local session's own report of a step that runs long (SessionOptions::slow_step_report).
 #include <boost/test/unit_test.hpp>
 
@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "actors/session.hpp"
-#include "actors/wait_chain.hpp"
+#include "actors/trace/wait_chain.hpp"
 #include "ops/all.hpp"
 #include "ops/data/queue.hpp"
 #include "test/support/expect_error.hpp"

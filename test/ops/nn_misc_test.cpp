@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "actors/saver.hpp"
+#include "actors/state/saver.hpp"
 
 #include "test/ops/gradient_check.hpp"
 #include "test/support/expect_error.hpp"

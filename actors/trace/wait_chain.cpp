@@ -1,4 +1,4 @@
-#include "actors/wait_chain.hpp"
+#include "actors/trace/wait_chain.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "actors/supervisor.hpp"
+#include "actors/cluster/supervisor.hpp"
 
 #include <fmt/format.h>
 
@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "actors/cluster/master.hpp"
-#include "actors/saver.hpp"
+#include "actors/state/saver.hpp"
 #include "core/report.hpp"
 #include "core/device_name.hpp"
 

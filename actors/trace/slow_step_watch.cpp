@@ -1,10 +1,10 @@
-#include "actors/slow_step_watch.hpp"
+#include "actors/trace/slow_step_watch.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "actors/wait_chain.hpp"
+#include "actors/trace/wait_chain.hpp"
 
 namespace troupe {
 

@@ -104,7 +104,7 @@ class Saver {
   RestoreReport restore(const std::string& path);
   // A cluster session's partial restore: only the variables placed on `tasks` ("ps:1"; their
   // optimizer slots and step counts too), the others left as they are: what a restarted
-  // parameter server needs (actors/supervisor.hpp). `restored` then lists those variables.
+  // parameter server needs (actors/cluster/supervisor.hpp). `restored` then lists those variables.
   RestoreReport restore_tasks(const std::string& path, const std::vector<std::string>& tasks);
 
  private:

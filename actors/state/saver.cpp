@@ -1,4 +1,4 @@
-#include "actors/saver.hpp"
+#include "actors/state/saver.hpp"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -17,7 +17,7 @@
 
 #include "actors/cluster/cluster_checkpoint.hpp"
 #include "actors/cluster/master.hpp"
-#include "actors/param_shard.hpp"
+#include "actors/state/param_shard.hpp"
 #include "actors/runtime.hpp"
 #include "actors/timeouts.hpp"
 #include "core/checkpoint.hpp"

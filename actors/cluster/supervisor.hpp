@@ -27,7 +27,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "actors/saver.hpp"
+#include "actors/state/saver.hpp"
 #include "actors/session.hpp"
 #include "core/error.hpp"
 

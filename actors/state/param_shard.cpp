@@ -1,4 +1,4 @@
-#include "actors/param_shard.hpp"
+#include "actors/state/param_shard.hpp"
 
 #include <algorithm>
 #include <optional>
@@ -399,7 +399,7 @@ void release_budget(ParamShardState& st) {
 // shard's state in doubt: a variable may be half updated. CAF would end the actor, and every
 // node built with its handle would then fail until the process ended; instead the shard starts
 // again in place, empty, under the same handle: its variables read as not initialised, so the
-// chief's Supervisor restores them from the newest checkpoint (actors/supervisor.hpp).
+// chief's Supervisor restores them from the newest checkpoint (actors/cluster/supervisor.hpp).
 std::string restart_in_place(Shard* self, const std::string& what) {
   auto& st = self->state;
   const std::vector<std::string> lost = variable_names(st);

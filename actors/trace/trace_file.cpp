@@ -1,4 +1,4 @@
-#include "actors/trace_file.hpp"
+#include "actors/trace/trace_file.hpp"
 
 #include <algorithm>
 #include <set>

@@ -1,4 +1,4 @@
-#include "actors/queue_actor.hpp"
+#include "actors/state/queue_actor.hpp"
 
 #include <deque>
 #include <random>
