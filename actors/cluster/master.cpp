@@ -3,6 +3,7 @@
 #include <caf/io/all.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <random>
@@ -16,6 +17,7 @@
 #include "actors/executor/executable.hpp"
 #include "actors/timeouts.hpp"
 #include "actors/trace/wait_chain.hpp"
+#include "core/thread_annotations.hpp"
 #include "core/report.hpp"
 #include "core/device_name.hpp"
 #include "graph/graph_def.hpp"
@@ -150,14 +152,27 @@ struct Master::Signature {
     uint64_t incarnation = 0;  // of the task it was registered with
     std::vector<std::string> edges_from;  // values other tasks wait for from it, described
   };
-  std::mutex mutex;  // guards handle, shares' incarnations and requests (re-registration)
-  uint64_t handle = 0;
+  // Re-registration (make_current) talks to the tasks, so it runs with no lock held: the mutex
+  // only hands out the right to do it (`registering`). The thread that holds that right alone
+  // writes the shares' requests and incarnations; `handle` is read by anyone at any time.
+  std::mutex mutex;
+  std::condition_variable registered;  // `registering` went false
+  bool registering TROUPE_GUARDED_BY(mutex) = false;
+  std::atomic<uint64_t> handle{0};
   // A task said it cannot run its share (it lost a peer): register anew before the next step.
   std::atomic<bool> stale{false};
   std::vector<Share> shares;
   int num_fetches = 0;
 };
 
+// Lock order. No lock of the master is held while a task is asked anything, except
+// `connecting`, which exists to make connects one at a time (CAF drops both of two connections
+// to the same node) and which nothing but another connect waits for:
+//   connecting  ->  links->mutex
+// Every other mutex is a leaf, held for a few field reads or writes and with no other lock:
+// links->mutex, signatures_mutex, running_mutex and each Signature::mutex (which only hands out
+// the right to re-register, current_handle). A thread waiting for a re-registration waits on a
+// condition variable, not on a lock held across the tasks' answers.
 struct Master::Impl {
   MasterOptions options;
   std::shared_ptr<MasterSystem> sys;
@@ -184,7 +199,11 @@ struct Master::Impl {
   std::mutex connecting;  // held by connect()
   void register_signature(Signature& sig);
   void deregister(const Signature& sig, uint64_t handle);
+  // `sig`'s registration handle once it is current (make_current), made current by this thread
+  // or by the one already doing it, without holding a lock while the tasks are asked.
+  uint64_t current_handle(Signature& sig);
   // Reconnects lost tasks of `sig` and registers it anew where a task has a new incarnation.
+  // Only with the right to register (current_handle).
   void make_current(Signature& sig);
   std::vector<caf::actor> workers_of(const Signature& sig) {
     std::lock_guard<std::mutex> lock(links->mutex);
@@ -666,13 +685,31 @@ std::shared_ptr<Master::Signature> Master::prepare(const Graph& graph, const std
       }
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(sig->mutex);
-    im.make_current(*sig);
-  }
+  im.current_handle(*sig);
   std::lock_guard<std::mutex> lock(im.signatures_mutex);
   im.signatures.push_back(sig);
   return sig;
+}
+
+uint64_t Master::Impl::current_handle(Signature& sig) {
+  std::unique_lock<std::mutex> lock(sig.mutex);
+  // Another step of this signature is registering it: its wait is bounded (each remote answer
+  // is), so this one's is too.
+  sig.registered.wait(lock, [&] { return !sig.registering; });
+  sig.registering = true;
+  lock.unlock();
+  struct Release {
+    Signature& sig;
+    ~Release() {
+      {
+        std::lock_guard<std::mutex> relock(sig.mutex);
+        sig.registering = false;
+      }
+      sig.registered.notify_all();
+    }
+  } release{sig};
+  make_current(sig);
+  return sig.handle;
 }
 
 void Master::Impl::make_current(Signature& sig) {
@@ -811,11 +848,7 @@ std::string Master::Impl::explain_step(const Signature& sig, uint64_t handle, ui
 }
 
 std::string Master::describe_step(Signature& sig, uint64_t step) {
-  uint64_t handle = 0;
-  {
-    std::lock_guard<std::mutex> lock(sig.mutex);
-    handle = sig.handle;
-  }
+  const uint64_t handle = sig.handle;
   auto workers = impl_->workers_of(sig);
   return impl_->explain_step(sig, handle, step, workers, std::vector<bool>(workers.size(), true));
 }
@@ -839,9 +872,7 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
   Impl& im = *impl_;
   uint64_t handle = 0;
   try {
-    std::lock_guard<std::mutex> lock(sig.mutex);
-    im.make_current(sig);
-    handle = sig.handle;
+    handle = im.current_handle(sig);
   } catch (const Error& e) {
     return StepResult{{}, e.code(), fmt::format("step {}: {}", step, e.what())};
   }
@@ -960,11 +991,7 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
 TraceParts Master::take_trace(Signature& sig, const std::vector<uint64_t>& steps, int64_t from_ns, int64_t to_ns,
                               int64_t base_ns) {
   Impl& im = *impl_;
-  uint64_t handle = 0;
-  {
-    std::lock_guard<std::mutex> lock(sig.mutex);
-    handle = sig.handle;
-  }
+  const uint64_t handle = sig.handle;
   TraceParts out;
   caf::scoped_actor self{im.system()};
   std::vector<caf::actor> workers = im.workers_of(sig);

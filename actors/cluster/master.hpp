@@ -15,6 +15,9 @@
 //
 // The master runs in an actor system of its own with CAF's network layer, apart from the
 // process's Runtime: a program may run a local Session and a cluster Session side by side.
+// Thread-safe: steps, descriptions and recovery run on any threads at once. Its lock order (in
+// master.cpp, above Master::Impl): no lock is held while a task is asked anything, but the one
+// that makes connects one at a time.
 // Internal to actors/.
 #include <chrono>
 #include <functional>
