@@ -2,39 +2,30 @@
 
 namespace troupe {
 
-void LoopInvariantNode::serve(Invariant& inv, const Tag& tag) {
-  emit(tag, &inv.value, inv.dead);
-  ++inv.served;
+PerFrame<InvariantServer>::iterator LoopInvariantNode::served_for(const FrameKey& key) {
+  auto [it, fresh] = invariants_.try_emplace(key);
+  if (fresh) it->second.values.resize(1);
+  return it;
 }
 
-void LoopInvariantNode::forget_if_over(PerFrame<Invariant>::iterator it) {
-  const Invariant& inv = it->second;
-  if (inv.arrived && inv.end >= 0 && inv.served > inv.end) invariants_.erase(it);
+void LoopInvariantNode::forget_if_over(PerFrame<InvariantServer>::iterator it) {
+  if (it->second.over(1)) invariants_.erase(it);
 }
 
 void LoopInvariantNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   // Slot 0: the value, in the parent frame. Control: iteration tag.iteration of the frame has
   // started (from the loop's first Merge). Slot 1: the loop's LoopCond; false or dead marks
   // the frame's last iteration. The value is kept until every iteration has had it.
+  auto serve = [this](std::size_t, InvariantServer::Invariant& inv, const Tag& t) { emit(t, &inv.value, inv.dead); };
   if (slot == 0) {
-    auto it = invariants_.try_emplace({tag.step, child_frame_id(tag, me_->frame_hash)}).first;
-    Invariant& inv = it->second;
-    inv.arrived = true;
-    inv.dead = value.dead;
-    inv.value = std::move(value.tensor);
-    for (auto& t : inv.waiting) serve(inv, t);
-    inv.waiting.clear();
+    auto it = served_for({tag.step, child_frame_id(tag, me_->frame_hash)});
+    it->second.value_arrived(0, value, serve);
     forget_if_over(it);
     return;
   }
-  auto it = invariants_.try_emplace({tag.step, tag.frame}).first;
-  Invariant& inv = it->second;
-  if (slot == kControlSlot) {
-    if (inv.arrived) serve(inv, tag);
-    else inv.waiting.push_back(tag);
-  } else if (value.dead || !value.tensor.scalar_value<bool>()) {
-    inv.end = tag.iteration;
-  }
+  auto it = served_for({tag.step, tag.frame});
+  if (slot == kControlSlot) it->second.iteration_started(tag, serve);
+  else if (value.dead || !value.tensor.scalar_value<bool>()) it->second.last_iteration(tag.iteration);
   forget_if_over(it);
 }
 
@@ -46,7 +37,7 @@ WaitReport invariant_wait(const NodePlan& invariant, const FrameKey& frame, int6
 }
 
 void LoopInvariantNode::add_waits(std::vector<WaitReport>& out) const {
-  for (auto& [key, inv] : invariants_) out.push_back(invariant_wait(*me_, key, inv.served, inv.arrived));
+  for (auto& [key, s] : invariants_) out.push_back(invariant_wait(*me_, key, s.served(0), s.values[0].arrived));
 }
 
 }  // namespace troupe

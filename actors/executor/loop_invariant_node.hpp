@@ -12,6 +12,7 @@
 //   it starts, or as soon as the value arrives for iterations that started before it.
 // Per frame (step, frame id): the value, how many iterations have had it, the iterations
 //   waiting for it and the last iteration once known; freed once every iteration has had it.
+#include "actors/executor/invariant_server.hpp"
 #include "actors/executor/node.hpp"
 #include "actors/executor/per_frame.hpp"
 
@@ -28,22 +29,13 @@ class LoopInvariantNode final : public NodeActor {
   using NodeActor::NodeActor;
 
  private:
-  struct Invariant {
-    bool arrived = false;
-    bool dead = false;
-    Tensor value;
-    int64_t served = 0;        // iterations given the value so far
-    int64_t end = -1;          // the loop's last iteration, once known
-    std::vector<Tag> waiting;  // iterations that started before the value arrived
-  };
-
   void on_input(const Tag& tag, uint32_t slot, Value& value) override;
   void drop_step(uint64_t step) override { erase_step(invariants_, step); }
   void add_waits(std::vector<WaitReport>& out) const override;
-  void serve(Invariant& inv, const Tag& tag);
-  void forget_if_over(PerFrame<Invariant>::iterator it);
+  PerFrame<InvariantServer>::iterator served_for(const FrameKey& key);
+  void forget_if_over(PerFrame<InvariantServer>::iterator it);
 
-  PerFrame<Invariant> invariants_;
+  PerFrame<InvariantServer> invariants_;  // one value each
 };
 
 }  // namespace troupe

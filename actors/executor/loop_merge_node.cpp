@@ -4,19 +4,18 @@
 
 namespace troupe {
 
-PerFrame<LoopMergeNode::Served>::iterator LoopMergeNode::served_for(const FrameKey& key) {
+PerFrame<InvariantServer>::iterator LoopMergeNode::served_for(const FrameKey& key) {
   auto [it, fresh] = served_.try_emplace(key);
   if (fresh) it->second.values.resize(me_->hosted->size());
   return it;
 }
 
-void LoopMergeNode::serve(std::size_t invariant, Invariant& inv, const Tag& tag) {
+void LoopMergeNode::serve(std::size_t invariant, InvariantServer::Invariant& inv, const Tag& tag) {
   emit_for(plan_->nodes[std::size_t((*me_->hosted)[invariant])], tag, &inv.value, inv.dead);
 }
 
-void LoopMergeNode::forget_if_over(PerFrame<Served>::iterator it) {
-  const Served& s = it->second;
-  if (s.arrived == int(s.values.size()) && s.ends == me_->loop_end_inputs && s.started > s.end) served_.erase(it);
+void LoopMergeNode::forget_if_over(PerFrame<InvariantServer>::iterator it) {
+  if (it->second.over(me_->loop_end_inputs)) served_.erase(it);
 }
 
 void LoopMergeNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
@@ -32,11 +31,9 @@ void LoopMergeNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
     if (!me_->hosted) return;
     // The iteration has started: each invariant's value to it, or once the value comes.
     auto it = served_for({tag.step, tag.frame});
-    Served& s = it->second;
-    ++s.started;
-    for (std::size_t i = 0; i < s.values.size(); ++i)
-      if (s.values[i].arrived) serve(i, s.values[i], tag);
-    if (s.arrived < int(s.values.size())) s.early.push_back(tag);
+    it->second.iteration_started(tag, [this](std::size_t i, InvariantServer::Invariant& inv, const Tag& t) {
+      serve(i, inv, t);
+    });
     forget_if_over(it);
     return;
   }
@@ -44,23 +41,15 @@ void LoopMergeNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
     // The LoopCond, false or dead: this iteration is the frame's last.
     if (value.dead || !value.tensor.scalar_value<bool>()) {
       auto it = served_for({tag.step, tag.frame});
-      it->second.end = tag.iteration;
-      ++it->second.ends;
+      it->second.last_iteration(tag.iteration);
       forget_if_over(it);
     }
     return;
   }
   // An invariant's value, in the frame around the loop: to every iteration started so far.
-  const std::size_t i = slot - NodePlan::kInvariantSlot;
   auto it = served_for({tag.step, child_frame_id(tag, me_->frame_hash)});
-  Served& s = it->second;
-  Invariant& inv = s.values.at(i);
-  inv.arrived = true;
-  inv.dead = value.dead;
-  inv.value = std::move(value.tensor);
-  ++s.arrived;
-  for (const Tag& t : s.early) serve(i, inv, t);
-  if (s.arrived == int(s.values.size())) std::vector<Tag>().swap(s.early);
+  it->second.value_arrived(slot - NodePlan::kInvariantSlot, value,
+                           [this](std::size_t i, InvariantServer::Invariant& inv, const Tag& t) { serve(i, inv, t); });
   forget_if_over(it);
 }
 

@@ -15,6 +15,7 @@
 // Per frame (step, frame id), with invariants to serve: their values, the iterations started
 //   before a value came, how many have started, and the last once known; freed once every
 //   iteration has had every value, or when the step is aborted.
+#include "actors/executor/invariant_server.hpp"
 #include "actors/executor/node.hpp"
 #include "actors/executor/per_frame.hpp"
 
@@ -25,28 +26,14 @@ class LoopMergeNode final : public NodeActor {
   using NodeActor::NodeActor;
 
  private:
-  struct Invariant {
-    bool arrived = false;
-    bool dead = false;
-    Tensor value;
-  };
-  struct Served {
-    std::vector<Invariant> values;  // per invariant served (NodePlan::hosted)
-    int arrived = 0;                // of them
-    int64_t started = 0;            // iterations started so far
-    int64_t end = -1;               // the loop's last iteration, once known
-    int ends = 0;                   // the LoopCond's false or dead come (NodePlan::loop_end_inputs)
-    std::vector<Tag> early;         // iterations started before every value had come
-  };
-
   void on_input(const Tag& tag, uint32_t slot, Value& value) override;
   void drop_step(uint64_t step) override { erase_step(served_, step); }
   void add_waits(std::vector<WaitReport>& out) const override;
-  PerFrame<Served>::iterator served_for(const FrameKey& key);
-  void serve(std::size_t invariant, Invariant& inv, const Tag& tag);
-  void forget_if_over(PerFrame<Served>::iterator it);
+  PerFrame<InvariantServer>::iterator served_for(const FrameKey& key);
+  void serve(std::size_t invariant, InvariantServer::Invariant& inv, const Tag& tag);
+  void forget_if_over(PerFrame<InvariantServer>::iterator it);
 
-  PerFrame<Served> served_;
+  PerFrame<InvariantServer> served_;  // per frame, with invariants to serve (NodePlan::hosted)
 };
 
 }  // namespace troupe
