@@ -354,321 +354,390 @@ caf::result<int32_t, std::string> check_dir(caf::stateful_actor<WorkerState>* se
 
 }  // namespace
 
-caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_ptr<MemberContext> context) {
+namespace {
+
+using WorkerSelf = caf::stateful_actor<WorkerState>;
+
+// ---- Membership and peers
+
+// A peer's inbox or a master went away (down_msg).
+void on_down(WorkerSelf* self, caf::down_msg& dm) {
+  auto& s = self->state;
+  for (auto it = s.peers.begin(); it != s.peers.end(); ++it)
+    if (it->second.inbox.address() == dm.source) {
+      // The graphs that exchange values with it cannot run now: their steps in flight fail,
+      // and so do later ones, until the master registers them again (it does after such an
+      // error), connecting anew.
+      const std::string why = fmt::format("task {} lost its connection to peer {} at {} ({})", s.context->task.to_string(),
+                                          it->first, it->second.address, self->system().render(dm.reason));
+      s.context->log(fmt::format("peer lost: {} ({})", it->first, self->system().render(dm.reason)));
+      self->send(s.inbox, peer_lost_atom::value, it->second.incarnation);
+      std::map<uint64_t, std::string> broken;  // registration -> why
+      {
+        std::lock_guard<std::mutex> lock(s.context->mutex);
+        for (auto& [h, reg] : s.context->registrations)
+          if (reg->peers.count(it->first)) {
+            auto waits = reg->waits_for.find(it->first);
+            reg->broken = waits == reg->waits_for.end() ? why : why + "; it waited for " + waits->second;
+            broken[h] = reg->broken;
+          }
+      }
+      for (auto& [key, requester] : s.requesters)
+        if (broken.count(key.first)) {
+          s.running.erase(key);
+          self->send(requester, run_done_atom::value, key.first, key.second,
+                     RunGraphReply{int32_t(ErrorCode::unavailable), broken[key.first], {}});
+        }
+      // Its connection is gone, and so is the inbox handle its hello brought: the next
+      // registration waits for a new hello (over the new connection).
+      s.connected.erase(it->first);
+      s.peers.erase(it);
+      return;
+    }
+  auto owner = s.owners.find(dm.source);
+  if (owner == s.owners.end()) return;
+  std::vector<uint64_t> owned;
+  {
+    std::lock_guard<std::mutex> lock(s.context->mutex);
+    for (auto& [h, reg] : s.context->registrations)
+      if (reg->owner && reg->owner.address() == dm.source) owned.push_back(h);
+  }
+  s.context->log(fmt::format("peer lost: {} ({}){}", owner->second, self->system().render(dm.reason),
+                             owned.empty() ? "" : fmt::format("; dropping its {} registered graph(s)", owned.size())));
+  s.owners.erase(owner);
+  drop(self, owned);
+}
+
+// A peer's hello over its connection to this member (or the answer to this member's).
+void peer_hello(WorkerSelf* self, const std::string& task, uint64_t incarnation, caf::actor& inbox, bool answer) {
+  auto& s = self->state;
+  s.connected[task] = {incarnation, inbox};
+  // The member that connected learns this inbox over the same connection.
+  if (!answer)
+    if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
+      self->send(sender, peer_hello_atom::value, s.context->task.to_string(), s.context->incarnation, s.inbox, true);
+  auto it = s.peers.find(task);
+  if (it == s.peers.end() || it->second.incarnation != incarnation || it->second.watched) return;
+  it->second.inbox = std::move(inbox);
+  connection_exists(self, it->second);
+}
+
+// No hello from a registered peer within the connect timeout: watch it and send without.
+void hello_backstop(WorkerSelf* self, const std::string& task, uint64_t incarnation) {
+  auto& s = self->state;
+  auto it = s.peers.find(task);
+  if (it == s.peers.end() || it->second.incarnation != incarnation || it->second.watched) return;
+  s.context->log(fmt::format("no hello from peer {} within {} ms of its registration: watching it and sending "
+                             "to it without",
+                             task, s.context->connect_timeout.count()));
+  connection_exists(self, it->second);
+}
+
+std::pair<std::vector<std::string>, std::vector<std::string>> spec_of(WorkerSelf* self) {
+  std::vector<std::string> tasks, addresses;
+  for (auto& [t, a] : self->state.context->cluster) {
+    tasks.push_back(t.to_string());
+    addresses.push_back(a.to_string());
+  }
+  return {std::move(tasks), std::move(addresses)};
+}
+
+// A spare becomes a task whose process is gone for good (Master::take_over_with_spare): it
+// answers as that task from now on, with its devices under that task's name, and holds nothing
+// yet (the chief restores the task's variables from its checkpoint). Once, and only while
+// nothing is registered with it. (The inbox and outboxes read the task's name only in messages
+// of failed steps; none run here before.)
+caf::result<std::string, uint64_t, std::string> take_over(WorkerSelf* self, const std::string& task) {
+  auto& c = *self->state.context;
+  TaskId to;
+  try {
+    to = parse_task_id(task);
+  } catch (const Error& e) {
+    return caf::make_error(caf::sec::runtime_error, e.what());
+  }
+  {
+    std::lock_guard<std::mutex> lock(c.mutex);
+    if (c.task.job != "spare" || !c.registrations.empty())
+      return caf::make_error(caf::sec::runtime_error,
+                             fmt::format("task {} cannot take over {}: it is {}", c.task.to_string(), task,
+                                         c.task.job != "spare" ? "no spare" : "running graphs already"));
+  }
+  const std::string from = fmt::format("/job:{}/task:{}/", c.task.job, c.task.index);
+  const std::string into = fmt::format("/job:{}/task:{}/", to.job, to.index);
+  std::string devices = c.devices;
+  for (auto at = devices.find(from); at != std::string::npos; at = devices.find(from, at + into.size()))
+    devices.replace(at, from.size(), into);
+  c.log(fmt::format("takes over task {}, whose process is gone (devices {})", task, devices));
+  const TaskId was = c.task;
+  c.task = to;
+  c.devices = devices;
+  TaskAddress mine;
+  for (auto& [t, a] : c.cluster)
+    if (t == was) mine = a;
+  move_task(c, to, mine, was);
+  return {task, c.incarnation, c.devices};
+}
+
+// Where a task runs now, and the spare that took it over (no task of its own any more).
+void moved(WorkerSelf* self, const std::string& task, const std::string& address, const std::string& retired) {
+  auto& c = *self->state.context;
+  try {
+    move_task(c, parse_task_id(task), parse_task_address(address, "a task's new address"), parse_task_id(retired));
+    c.log(fmt::format("task {} runs at {} now (spare {} took it over)", task, address, retired));
+  } catch (const Error& e) {
+    c.log(fmt::format("ignored a move of task {} to {}: {}", task, address, e.what()));
+  }
+}
+
+// The all-reduce actor of this process, for a peer of its ring (actors/cluster/allreduce.hpp).
+caf::result<caf::actor> collective(WorkerSelf* self) {
+  auto& c = *self->state.context;
+  std::lock_guard<std::mutex> lock(c.mutex);
+  if (!c.collective)
+    return caf::make_error(caf::sec::runtime_error, fmt::format("task {} has no all-reduce group (yet)", c.task.to_string()));
+  return c.collective;
+}
+
+// ---- Tracing
+
+// The session traces the step: marked once (a value of the step may have begun the task's own
+// trace of it already). The answer tells the session the mark is there (master.cpp).
+bool trace_mark(WorkerSelf* self, uint64_t handle, uint64_t step) {
+  if (!self->state.context->hand_own_trace_to_session(handle, step)) trace::begin(handle, step);
+  return true;
+}
+
+// The task's own trace of a step (troupe-node --trace) once it has ended: start and end of the
+// step as ticks, then ns (core/trace.hpp's Moment); written on a thread of its own.
+void own_trace_done(WorkerSelf* self, uint64_t handle, uint64_t step, const std::vector<int64_t>& times) {
+  const int64_t start = times.at(1), end = times.at(3);
+  std::shared_ptr<MemberContext> ctx = self->state.context;
+  trace::end(handle, step);
+  std::string owner = "?";
+  if (auto reg = ctx->find(handle)) owner = reg->owner_name;
+  trace::Event e;
+  e.key = handle;
+  e.step = step;
+  e.ts = times.at(0);
+  e.dur = times.at(2) - times.at(0);
+  e.name = trace::intern(fmt::format("step {} of graph {:#x} from {}", step, handle, owner));
+  e.cat = trace::Category::step;
+  e.row = trace::named_row("RunGraph");
+  trace::record(e);
+  self->spawn<caf::detached>([ctx, handle, step, start, end](caf::event_based_actor*) {
+    ctx->trace->add_steps({step}, trace::take({{handle, step}}, start, end, ctx->trace->base(start), 1));
+    try {
+      ctx->trace->write();
+    } catch (const Error& e) {
+      ctx->log(fmt::format("the trace of step {} was not written: {}", step, e.what()));
+    }
+  });
+}
+
+// A session takes its traced steps' events from this task (formatted off the worker's turn).
+caf::result<std::vector<std::string>> take_trace(WorkerSelf* self, uint64_t handle, const std::vector<uint64_t>& steps,
+                                                 int64_t from, int64_t to, int64_t shift, int32_t pid) {
+  std::vector<trace::StepId> ids;
+  for (uint64_t step : steps) {
+    trace::end(handle, step);
+    ids.push_back({handle, step});
+  }
+  return on_own_thread<std::vector<std::string>>(self, [=](auto& promise) {
+    promise.deliver(trace::take(ids, from, to, shift, pid));
+  });
+}
+
+// ---- Steps
+
+caf::result<int32_t, std::string> register_with(WorkerSelf* self, RegisterGraph& r) {
+  try {
+    register_graph(self, r);
+    return {int32_t(ErrorCode::ok), std::string()};
+  } catch (const Error& e) {
+    self->state.context->log(fmt::format("refused graph {:#x} from {}: {}", r.handle, r.owner, e.what()));
+    return {int32_t(e.code()), std::string(e.what())};
+  }
+}
+
+// Runs a step of a registered graph and answers the sender (run_done_atom) when it has ended.
+void run_graph(WorkerSelf* self, uint64_t handle, uint64_t step, std::vector<WireTensor>& feeds) {
+  auto requester = caf::actor_cast<caf::actor>(self->current_sender());
+  auto& ctx = *self->state.context;
+  self->state.running.emplace(std::pair{handle, step}, std::chrono::steady_clock::now());
+  // The task's own trace (troupe-node --trace) takes the steps in its range that their
+  // session does not trace itself (begun here or by a value of the step that came first).
+  ctx.begin_own_trace(handle, step);
+  auto answer = [self, requester, handle, step](RunGraphReply reply) {
+    if (auto start = self->state.context->end_own_trace(handle, step)) {
+      // Taken a little later: an outbox may still be sending a value of it.
+      const trace::Moment end = trace::moment();
+      self->delayed_send(self, std::chrono::milliseconds(500), trace_atom::value, handle, step,
+                         std::vector<int64_t>{start->ticks, start->ns, end.ticks, end.ns});
+    } else if (trace::traced(handle, step)) {
+      // A step its session traces stays so a little longer, for the same reason; its
+      // events wait for the master to take them.
+      self->delayed_send(self, std::chrono::milliseconds(500), trace_atom::value, handle, step, true);
+    }
+    self->state.running.erase({handle, step});
+    self->send(requester, run_done_atom::value, handle, step, std::move(reply));
+  };
+  auto reg = ctx.find(handle);
+  if (!reg) {
+    answer({int32_t(ErrorCode::failed_precondition),
+            fmt::format("task {} (incarnation {:#x}) has no graph {:#x} registered: it was restarted or the "
+                        "graph dropped",
+                        ctx.task.to_string(), ctx.incarnation, handle),
+            {}});
+    return;
+  }
+  if (!reg->broken.empty()) {
+    answer({int32_t(ErrorCode::unavailable), reg->broken, {}});
+    return;
+  }
+  std::vector<Tensor> values;
+  try {
+    for (std::size_t i = 0; i < feeds.size(); ++i) values.push_back(from_wire(feeds[i], fmt::format("feed {}", i)));
+  } catch (const Error& e) {
+    answer({int32_t(e.code()), fmt::format("task {}: {}", ctx.task.to_string(), e.what()), {}});
+    return;
+  }
+  auto& s = self->state;
+  if (s.requesters.insert_or_assign({handle, step}, requester).second) s.requested_order.push_back({handle, step});
+  if (s.requested_order.size() > 4096) {
+    s.requesters.erase(s.requested_order.front());
+    s.requested_order.pop_front();
+  }
+  self->request(reg->exe->step_actor(), timeouts::member_step(), run_atom::value, step, std::move(values))
+      .then(
+          [answer, weak = std::weak_ptr<Executable>(reg->exe)](StepResult& r) {
+            // Weak: the last reference dropped here would stop the executable's actors
+            // from inside this actor's handler.
+            if (auto exe = weak.lock()) exe->step_ended();
+            RunGraphReply out{int32_t(r.code), std::move(r.message), {}, std::move(r.device)};
+            for (auto& t : r.fetches) out.fetches.push_back(to_wire(t));
+            answer(std::move(out));
+          },
+          [self, answer](caf::error& e) {
+            answer({int32_t(ErrorCode::internal),
+                    fmt::format("task {}: its step actor did not answer: {}", self->state.context->task.to_string(),
+                                self->system().render(e)),
+                    {}});
+          });
+}
+
+// An error of a step this member has answered already (its step actor's error sink): a second
+// run_done to whoever asked.
+void error_after_answer(WorkerSelf* self, uint64_t handle, const Tag& tag, int32_t code, std::string& message,
+                        std::string& device) {
+  auto it = self->state.requesters.find({handle, tag.step});
+  if (it != self->state.requesters.end())
+    self->send(it->second, run_done_atom::value, handle, tag.step,
+               RunGraphReply{code, std::move(message), {}, std::move(device)});
+}
+
+// The step failed elsewhere: drop it here (outboxes, inbox, the step's actors).
+void abort_step(WorkerSelf* self, uint64_t handle, uint64_t step, int32_t code, std::string& message) {
+  auto reg = self->state.context->find(handle);
+  if (!reg) return;
+  for (auto& o : reg->outboxes) self->send(o, abort_atom::value, step);
+  self->send(self->state.inbox, abort_atom::value, handle, step);
+  caf::anon_send(reg->exe->step_actor(), abort_atom::value, Tag{step, 0, 0}, code, message, std::string());
+}
+
+// ---- State queries
+
+std::vector<uint64_t> transfer_stats(WorkerSelf* self) {
+  auto& c = self->state.context->counters;
+  return {c.values_sent.load(), c.bytes_sent.load(), c.values_received.load(), c.bytes_received.load(),
+          c.float16_values.load(), c.float16_bytes_saved.load()};
+}
+
+// Every step running here and what it waits for (troupe-node --status), off the worker's turn.
+caf::result<std::vector<StepStatus>> status(WorkerSelf* self) {
+  std::vector<std::pair<std::shared_ptr<Registration>, StepStatus>> steps;
+  const auto now = std::chrono::steady_clock::now();
+  for (auto& [key, since] : self->state.running)
+    if (auto reg = self->state.context->find(key.first))
+      steps.push_back({reg, StepStatus{reg->handle, reg->owner_name, key.second,
+                                       std::chrono::duration<double>(now - since).count(), {}}});
+  return on_own_thread<std::vector<StepStatus>>(self, [steps, system = &self->system()](auto& promise) mutable {
+    std::vector<StepStatus> out;
+    for (auto& [reg, status] : steps) {
+      status.waits = step_waits(*reg, status.step, *system);
+      out.push_back(std::move(status));
+    }
+    promise.deliver(std::move(out));
+  });
+}
+
+caf::result<std::vector<WaitReport>> waits_of(WorkerSelf* self, uint64_t handle, uint64_t step) {
+  auto reg = self->state.context->find(handle);
+  if (!reg || !reg->exe) return std::vector<WaitReport>{};
+  return on_own_thread<std::vector<WaitReport>>(self, [reg, step, system = &self->system()](auto& promise) {
+    promise.deliver(step_waits(*reg, step, *system));
+  });
+}
+
+}  // namespace
+
+caf::behavior worker_actor(WorkerSelf* self, std::shared_ptr<MemberContext> context) {
   self->state.context = std::move(context);
   self->state.inbox = self->spawn<caf::linked>(inbox_actor, self->state.context);  // goes with the worker
-  // Who waits for which step's answer: errors that come after the answer go there too.
-  // The last 4096 steps asked for, forgotten oldest first (by the order they came in).
-  auto requesters = std::make_shared<std::map<std::pair<uint64_t, uint64_t>, caf::actor>>();
-  auto requested_order = std::make_shared<std::deque<std::pair<uint64_t, uint64_t>>>();
-  // The steps running here (graph handle, step), since when: what --status reports.
-  auto running = std::make_shared<std::map<std::pair<uint64_t, uint64_t>, std::chrono::steady_clock::time_point>>();
-  self->set_down_handler([self, requesters, running](caf::down_msg& dm) {
-    auto& s = self->state;
-    for (auto it = s.peers.begin(); it != s.peers.end(); ++it)
-      if (it->second.inbox.address() == dm.source) {
-        // The graphs that exchange values with it cannot run now: their steps in flight fail,
-        // and so do later ones, until the master registers them again (it does after such an
-        // error), connecting anew.
-        const std::string why = fmt::format("task {} lost its connection to peer {} at {} ({})", s.context->task.to_string(),
-                                            it->first, it->second.address, self->system().render(dm.reason));
-        s.context->log(fmt::format("peer lost: {} ({})", it->first, self->system().render(dm.reason)));
-        self->send(s.inbox, peer_lost_atom::value, it->second.incarnation);
-        std::map<uint64_t, std::string> broken;  // registration -> why
-        {
-          std::lock_guard<std::mutex> lock(s.context->mutex);
-          for (auto& [h, reg] : s.context->registrations)
-            if (reg->peers.count(it->first)) {
-              auto waits = reg->waits_for.find(it->first);
-              reg->broken = waits == reg->waits_for.end() ? why : why + "; it waited for " + waits->second;
-              broken[h] = reg->broken;
-            }
-        }
-        for (auto& [key, requester] : *requesters)
-          if (broken.count(key.first)) {
-            running->erase(key);
-            self->send(requester, run_done_atom::value, key.first, key.second,
-                       RunGraphReply{int32_t(ErrorCode::unavailable), broken[key.first], {}});
-          }
-        // Its connection is gone, and so is the inbox handle its hello brought: the next
-        // registration waits for a new hello (over the new connection).
-        s.connected.erase(it->first);
-        s.peers.erase(it);
-        return;
-      }
-    auto owner = s.owners.find(dm.source);
-    if (owner == s.owners.end()) return;
-    std::vector<uint64_t> owned;
-    {
-      std::lock_guard<std::mutex> lock(s.context->mutex);
-      for (auto& [h, reg] : s.context->registrations)
-        if (reg->owner && reg->owner.address() == dm.source) owned.push_back(h);
-    }
-    s.context->log(fmt::format("peer lost: {} ({}){}", owner->second, self->system().render(dm.reason),
-                               owned.empty() ? "" : fmt::format("; dropping its {} registered graph(s)", owned.size())));
-    s.owners.erase(owner);
-    drop(self, owned);
-  });
+  self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
+  auto& ctx = *self->state.context;
   return {
-      [self](peer_hello_atom, const std::string& task, uint64_t incarnation, caf::actor& inbox, bool answer) {
-        auto& s = self->state;
-        s.connected[task] = {incarnation, inbox};
-        // The member that connected learns this inbox over the same connection.
-        if (!answer)
-          if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
-            self->send(sender, peer_hello_atom::value, s.context->task.to_string(), s.context->incarnation, s.inbox, true);
-        auto it = s.peers.find(task);
-        if (it == s.peers.end() || it->second.incarnation != incarnation || it->second.watched) return;
-        it->second.inbox = std::move(inbox);
-        connection_exists(self, it->second);
+      // Membership and peers
+      [&ctx](identify_atom) -> caf::result<std::string, uint64_t, std::string> {
+        return {ctx.task.to_string(), ctx.incarnation, ctx.devices};
       },
-      [self](peer_hello_atom, const std::string& task, uint64_t incarnation) {  // the backstop
-        auto& s = self->state;
-        auto it = s.peers.find(task);
-        if (it == s.peers.end() || it->second.incarnation != incarnation || it->second.watched) return;
-        s.context->log(fmt::format("no hello from peer {} within {} ms of its registration: watching it and sending "
-                                   "to it without",
-                                   task, s.context->connect_timeout.count()));
-        connection_exists(self, it->second);
-      },
-      [](clock_atom) { return trace::now_ns(); },
-      [self](trace_atom, uint64_t handle, uint64_t step) {
-        // A value of the step may have begun the task's own trace of it already: marked once.
-        // The answer tells the session the mark is there (master.cpp).
-        if (!self->state.context->hand_own_trace_to_session(handle, step)) trace::begin(handle, step);
-        return true;
-      },
-      [](trace_atom, uint64_t handle, uint64_t step, bool) { trace::end(handle, step); },
-      [self](trace_atom, uint64_t handle, uint64_t step, const std::vector<int64_t>& times) {
-        // Start and end of the step: ticks, then ns (core/trace.hpp's Moment).
-        const int64_t start = times.at(1), end = times.at(3);
-        std::shared_ptr<MemberContext> ctx = self->state.context;
-        trace::end(handle, step);
-        std::string owner = "?";
-        if (auto reg = ctx->find(handle)) owner = reg->owner_name;
-        trace::Event e;
-        e.key = handle;
-        e.step = step;
-        e.ts = times.at(0);
-        e.dur = times.at(2) - times.at(0);
-        e.name = trace::intern(fmt::format("step {} of graph {:#x} from {}", step, handle, owner));
-        e.cat = trace::Category::step;
-        e.row = trace::named_row("RunGraph");
-        trace::record(e);
-        self->spawn<caf::detached>([ctx, handle, step, start, end](caf::event_based_actor*) {
-          ctx->trace->add_steps({step}, trace::take({{handle, step}}, start, end, ctx->trace->base(start), 1));
-          try {
-            ctx->trace->write();
-          } catch (const Error& e) {
-            ctx->log(fmt::format("the trace of step {} was not written: {}", step, e.what()));
-          }
-        });
-      },
-      [self](trace_atom, uint64_t handle, const std::vector<uint64_t>& steps, int64_t from, int64_t to, int64_t shift,
-             int32_t pid) -> caf::result<std::vector<std::string>> {
-        std::vector<trace::StepId> ids;
-        for (uint64_t step : steps) {
-          trace::end(handle, step);
-          ids.push_back({handle, step});
-        }
-        // Formatting the steps' events takes a while: not on the worker's turn.
-        return on_own_thread<std::vector<std::string>>(self, [=](auto& promise) {
-          promise.deliver(trace::take(ids, from, to, shift, pid));
-        });
-      },
-      [self](identify_atom) -> caf::result<std::string, uint64_t, std::string> {
-        auto& c = *self->state.context;
-        return {c.task.to_string(), c.incarnation, c.devices};
-      },
-      [self](agreement_atom) { return self->state.context->agreement; },
+      [&ctx](agreement_atom) { return ctx.agreement; },
       [self](spec_atom) -> caf::result<std::vector<std::string>, std::vector<std::string>> {
-        std::vector<std::string> tasks, addresses;
-        for (auto& [t, a] : self->state.context->cluster) {
-          tasks.push_back(t.to_string());
-          addresses.push_back(a.to_string());
-        }
+        auto [tasks, addresses] = spec_of(self);
         return {std::move(tasks), std::move(addresses)};
       },
-      // A spare becomes a task whose process is gone for good (Master::take_over_with_spare): it
-      // answers as that task from now on, with its devices under that task's name, and holds
-      // nothing yet (the chief restores the task's variables from its checkpoint). Once, and only
-      // while nothing is registered with it. (The inbox and outboxes read the task's name only
-      // in messages of failed steps; none run here before.)
-      [self](take_over_atom, const std::string& task) -> caf::result<std::string, uint64_t, std::string> {
-        auto& c = *self->state.context;
-        TaskId to;
-        try {
-          to = parse_task_id(task);
-        } catch (const Error& e) {
-          return caf::make_error(caf::sec::runtime_error, e.what());
-        }
-        {
-          std::lock_guard<std::mutex> lock(c.mutex);
-          if (c.task.job != "spare" || !c.registrations.empty())
-            return caf::make_error(caf::sec::runtime_error,
-                                   fmt::format("task {} cannot take over {}: it is {}", c.task.to_string(), task,
-                                               c.task.job != "spare" ? "no spare" : "running graphs already"));
-        }
-        const std::string from = fmt::format("/job:{}/task:{}/", c.task.job, c.task.index);
-        const std::string into = fmt::format("/job:{}/task:{}/", to.job, to.index);
-        std::string devices = c.devices;
-        for (auto at = devices.find(from); at != std::string::npos; at = devices.find(from, at + into.size()))
-          devices.replace(at, from.size(), into);
-        c.log(fmt::format("takes over task {}, whose process is gone (devices {})", task, devices));
-        const TaskId was = c.task;
-        c.task = to;
-        c.devices = devices;
-        TaskAddress mine;
-        for (auto& [t, a] : c.cluster)
-          if (t == was) mine = a;
-        move_task(c, to, mine, was);
-        return {task, c.incarnation, c.devices};
+      [self](peer_hello_atom, const std::string& task, uint64_t incarnation, caf::actor& inbox, bool answer) {
+        peer_hello(self, task, incarnation, inbox, answer);
       },
-      // Where a task runs now, and the spare that took it over (no task of its own any more).
+      [self](peer_hello_atom, const std::string& task, uint64_t incarnation) { hello_backstop(self, task, incarnation); },
+      [self](take_over_atom, const std::string& task) { return take_over(self, task); },
       [self](moved_atom, const std::string& task, const std::string& address, const std::string& retired) {
-        auto& c = *self->state.context;
-        try {
-          move_task(c, parse_task_id(task), parse_task_address(address, "a task's new address"),
-                    parse_task_id(retired));
-          c.log(fmt::format("task {} runs at {} now (spare {} took it over)", task, address, retired));
-        } catch (const Error& e) {
-          c.log(fmt::format("ignored a move of task {} to {}: {}", task, address, e.what()));
-        }
+        moved(self, task, address, retired);
       },
       [self](inbox_atom) { return self->state.inbox; },
-      // The all-reduce actor of this process, for a peer of its ring (actors/cluster/allreduce.hpp).
-      [self](collective_atom) -> caf::result<caf::actor> {
-        auto& c = *self->state.context;
-        std::lock_guard<std::mutex> lock(c.mutex);
-        if (!c.collective)
-          return caf::make_error(caf::sec::runtime_error,
-                                 fmt::format("task {} has no all-reduce group (yet)", c.task.to_string()));
-        return c.collective;
+      [self](collective_atom) { return collective(self); },
+      // Tracing
+      [](clock_atom) { return trace::now_ns(); },
+      [self](trace_atom, uint64_t handle, uint64_t step) { return trace_mark(self, handle, step); },
+      [](trace_atom, uint64_t handle, uint64_t step, bool) { trace::end(handle, step); },
+      [self](trace_atom, uint64_t handle, uint64_t step, const std::vector<int64_t>& times) {
+        own_trace_done(self, handle, step, times);
       },
-      [self](register_atom, RegisterGraph& r) -> caf::result<int32_t, std::string> {
-        try {
-          register_graph(self, r);
-          return {int32_t(ErrorCode::ok), std::string()};
-        } catch (const Error& e) {
-          self->state.context->log(fmt::format("refused graph {:#x} from {}: {}", r.handle, r.owner, e.what()));
-          return {int32_t(e.code()), std::string(e.what())};
-        }
+      [self](trace_atom, uint64_t handle, const std::vector<uint64_t>& steps, int64_t from, int64_t to, int64_t shift,
+             int32_t pid) { return take_trace(self, handle, steps, from, to, shift, pid); },
+      // Steps
+      [self](register_atom, RegisterGraph& r) { return register_with(self, r); },
+      [self](run_graph_atom, uint64_t handle, uint64_t step, std::vector<WireTensor>& feeds) {
+        run_graph(self, handle, step, feeds);
       },
-      [self, requesters, requested_order, running](run_graph_atom, uint64_t handle, uint64_t step,
-                                                   std::vector<WireTensor>& feeds) {
-        auto requester = caf::actor_cast<caf::actor>(self->current_sender());
-        auto& ctx = *self->state.context;
-        running->emplace(std::pair{handle, step}, std::chrono::steady_clock::now());
-        // The task's own trace (troupe-node --trace) takes the steps in its range that their
-        // session does not trace itself (begun here or by a value of the step that came first).
-        ctx.begin_own_trace(handle, step);
-        auto answer = [self, requester, handle, step, running](RunGraphReply reply) {
-          if (auto start = self->state.context->end_own_trace(handle, step)) {
-            // Taken a little later: an outbox may still be sending a value of it.
-            const trace::Moment end = trace::moment();
-            self->delayed_send(self, std::chrono::milliseconds(500), trace_atom::value, handle, step,
-                               std::vector<int64_t>{start->ticks, start->ns, end.ticks, end.ns});
-          } else if (trace::traced(handle, step)) {
-            // A step its session traces stays so a little longer, for the same reason; its
-            // events wait for the master to take them.
-            self->delayed_send(self, std::chrono::milliseconds(500), trace_atom::value, handle, step, true);
-          }
-          running->erase({handle, step});
-          self->send(requester, run_done_atom::value, handle, step, std::move(reply));
-        };
-        auto reg = ctx.find(handle);
-        if (!reg) {
-          answer({int32_t(ErrorCode::failed_precondition),
-                  fmt::format("task {} (incarnation {:#x}) has no graph {:#x} registered: it was restarted or the "
-                              "graph dropped",
-                              ctx.task.to_string(), ctx.incarnation, handle),
-                  {}});
-          return;
-        }
-        if (!reg->broken.empty()) {
-          answer({int32_t(ErrorCode::unavailable), reg->broken, {}});
-          return;
-        }
-        std::vector<Tensor> values;
-        try {
-          for (std::size_t i = 0; i < feeds.size(); ++i) values.push_back(from_wire(feeds[i], fmt::format("feed {}", i)));
-        } catch (const Error& e) {
-          answer({int32_t(e.code()), fmt::format("task {}: {}", ctx.task.to_string(), e.what()), {}});
-          return;
-        }
-        if (requesters->insert_or_assign({handle, step}, requester).second) requested_order->push_back({handle, step});
-        if (requested_order->size() > 4096) {
-          requesters->erase(requested_order->front());
-          requested_order->pop_front();
-        }
-        self->request(reg->exe->step_actor(), timeouts::member_step(), run_atom::value, step, std::move(values))
-            .then(
-                [answer, weak = std::weak_ptr<Executable>(reg->exe)](StepResult& r) {
-                  // Weak: the last reference dropped here would stop the executable's actors
-                  // from inside this actor's handler.
-                  if (auto exe = weak.lock()) exe->step_ended();
-                  RunGraphReply out{int32_t(r.code), std::move(r.message), {}, std::move(r.device)};
-                  for (auto& t : r.fetches) out.fetches.push_back(to_wire(t));
-                  answer(std::move(out));
-                },
-                [self, answer](caf::error& e) {
-                  answer({int32_t(ErrorCode::internal),
-                          fmt::format("task {}: its step actor did not answer: {}",
-                                      self->state.context->task.to_string(), self->system().render(e)),
-                          {}});
-                });
-      },
-      [self, requesters](abort_atom, uint64_t handle, const Tag& tag, int32_t code, std::string& message,
-                         std::string& device) {
-        // An error of a step this member has answered already (its step actor's error sink).
-        auto it = requesters->find({handle, tag.step});
-        if (it != requesters->end())
-          self->send(it->second, run_done_atom::value, handle, tag.step,
-                     RunGraphReply{code, std::move(message), {}, std::move(device)});
+      [self](abort_atom, uint64_t handle, const Tag& tag, int32_t code, std::string& message, std::string& device) {
+        error_after_answer(self, handle, tag, code, message, device);
       },
       [self](abort_atom, uint64_t handle, uint64_t step, int32_t code, std::string& message) {
-        auto reg = self->state.context->find(handle);
-        if (!reg) return;
-        for (auto& o : reg->outboxes) self->send(o, abort_atom::value, step);
-        self->send(self->state.inbox, abort_atom::value, handle, step);
-        caf::anon_send(reg->exe->step_actor(), abort_atom::value, Tag{step, 0, 0}, code, message, std::string());
-      },
-      [self](transfer_stats_atom) {
-        auto& c = self->state.context->counters;
-        return std::vector<uint64_t>{c.values_sent.load(), c.bytes_sent.load(), c.values_received.load(),
-                                     c.bytes_received.load(), c.float16_values.load(), c.float16_bytes_saved.load()};
-      },
-      [self, running](status_atom) -> caf::result<std::vector<StepStatus>> {
-        std::vector<std::pair<std::shared_ptr<Registration>, StepStatus>> steps;
-        const auto now = std::chrono::steady_clock::now();
-        for (auto& [key, since] : *running)
-          if (auto reg = self->state.context->find(key.first))
-            steps.push_back({reg, StepStatus{reg->handle, reg->owner_name, key.second,
-                                             std::chrono::duration<double>(now - since).count(), {}}});
-        return on_own_thread<std::vector<StepStatus>>(self, [steps, system = &self->system()](auto& promise) mutable {
-          std::vector<StepStatus> out;
-          for (auto& [reg, status] : steps) {
-            status.waits = step_waits(*reg, status.step, *system);
-            out.push_back(std::move(status));
-          }
-          promise.deliver(std::move(out));
-        });
-      },
-      [self](step_waits_atom, uint64_t handle, uint64_t step) -> caf::result<std::vector<WaitReport>> {
-        auto reg = self->state.context->find(handle);
-        if (!reg || !reg->exe) return std::vector<WaitReport>{};
-        return on_own_thread<std::vector<WaitReport>>(self, [reg, step, system = &self->system()](auto& promise) {
-          promise.deliver(step_waits(*reg, step, *system));
-        });
-      },
-      [self](save_shards_atom, SaveShards& request) { return save_shards(self, std::move(request)); },
-      [self](restore_shards_atom, RestoreShards& request) { return restore_shards(self, std::move(request)); },
-      [self](check_dir_atom, std::string& dir, std::string& probe, std::string& chief) {
-        return check_dir(self, std::move(dir), std::move(probe), std::move(chief));
+        abort_step(self, handle, step, code, message);
       },
       [self](deregister_atom, uint64_t handle) -> caf::result<int32_t, std::string> {
         drop(self, {handle});
         return {int32_t(ErrorCode::ok), std::string()};
+      },
+      // State queries
+      [self](transfer_stats_atom) { return transfer_stats(self); },
+      [self](status_atom) { return status(self); },
+      [self](step_waits_atom, uint64_t handle, uint64_t step) { return waits_of(self, handle, step); },
+      // Checkpoints (cluster_checkpoint.hpp), each on a thread of its own
+      [self](save_shards_atom, SaveShards& request) { return save_shards(self, std::move(request)); },
+      [self](restore_shards_atom, RestoreShards& request) { return restore_shards(self, std::move(request)); },
+      [self](check_dir_atom, std::string& dir, std::string& probe, std::string& chief) {
+        return check_dir(self, std::move(dir), std::move(probe), std::move(chief));
       },
   };
 }

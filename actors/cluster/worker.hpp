@@ -23,13 +23,16 @@
 //   (save_shards_atom, SaveShards)  -> SaveShardsReply: this task's share of a checkpoint,
 //   (restore_shards_atom, RestoreShards) -> (code, message)   on a thread of its own
 //                                      (cluster_checkpoint.hpp)
-// Keeps its connections to peers and who asked for each recent step; the registrations are in
-// the MemberContext. It monitors each registering master and each peer, drops a master's
+// Keeps its connections to peers and who asked for each recent step (WorkerState); the
+// registrations are in the MemberContext. worker.cpp has a function per message, grouped by
+// concern: membership and peers, tracing, steps, state queries, checkpoints. It monitors each registering master and each peer, drops a master's
 // registrations when it goes, and logs peers connecting and going.
 // Internal to actors/: includes CAF.
 #include <caf/all.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -67,6 +70,13 @@ struct WorkerState {
   };
   std::map<std::string, Connected> connected;
   std::map<caf::actor_addr, std::string> owners;  // the masters it monitors, by name
+  // Steps, by (graph handle, step): who waits for each one's answer (errors that come after the
+  // answer go there too), the last 4096 asked for, forgotten oldest first; and the steps
+  // running here, since when (what --status reports).
+  using StepKey = std::pair<uint64_t, uint64_t>;
+  std::map<StepKey, caf::actor> requesters;
+  std::deque<StepKey> requested_order;
+  std::map<StepKey, std::chrono::steady_clock::time_point> running;
   static inline const char* name = "troupe.worker";
 };
 
