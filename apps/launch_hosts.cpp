@@ -116,6 +116,36 @@ std::vector<std::pair<std::string, std::string>> place_tasks(const std::vector<H
   return placed;
 }
 
+std::string file_stem(const std::string& task) {
+  std::string stem = task;
+  stem[stem.find(':')] = '-';
+  return stem;
+}
+
+pid_t spawn_in_group(const std::vector<std::string>& argv, int in, int out, const std::string& what) {
+  std::vector<std::string> copy = argv;
+  std::vector<char*> args;
+  for (auto& a : copy) args.push_back(a.data());
+  args.push_back(nullptr);
+  posix_spawn_file_actions_t files;
+  posix_spawn_file_actions_init(&files);
+  if (in >= 0) posix_spawn_file_actions_adddup2(&files, in, 0);
+  posix_spawn_file_actions_adddup2(&files, out, 1);
+  posix_spawn_file_actions_adddup2(&files, out, 2);
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attributes, 0);
+  pid_t pid = -1;
+  const int rc = posix_spawnp(&pid, args[0], &files, &attributes, args.data(), environ);
+  posix_spawnattr_destroy(&attributes);
+  posix_spawn_file_actions_destroy(&files);
+  if (rc != 0) throw std::runtime_error("cannot start " + argv[0] + what + ": " + std::strerror(rc));
+  return pid;
+}
+
+int exit_code_of(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
 std::string shell_quote(const std::string& text) {
   std::string out = "'";
   for (char c : text) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -124,15 +154,13 @@ std::string shell_quote(const std::string& text) {
 
 std::string remote_task_script(const std::string& task, const std::vector<std::string>& argv, const std::string& dir,
                                const std::string& cwd, const std::vector<std::string>& env) {
-  std::string pid_file = task;
-  pid_file[pid_file.find(':')] = '-';
   std::string command = "env";
   for (auto& e : env) command += " " + shell_quote(e);
   for (auto& a : argv) command += " " + shell_quote(a);
   // fd 3 keeps the session's input for the watchdog (an asynchronous list's own input is
   // /dev/null); the task's is /dev/null.
   return "cd " + shell_quote(cwd) + " 2>/dev/null || cd; exec 3<&0 </dev/null; " + command + " & p=$!; echo $p > " +
-         shell_quote(dir + "/" + pid_file + ".pid") +
+         shell_quote(dir + "/" + file_stem(task) + ".pid") +
          "; { if read -r line <&3 && [ \"$line\" = kill ]; then kill -KILL $p; kill -CONT $p; else kill -TERM $p; "
          "sleep 10; kill -KILL $p; fi; } >/dev/null 2>&1 & w=$!; exec 3<&-; wait $p; rc=$?; kill $w 2>/dev/null; "
          "exit $rc";
@@ -153,30 +181,15 @@ Outcome run_bounded(const std::vector<std::string>& argv, const std::string& inp
   int in[2], out[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0)
     throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  std::vector<char*> args;
-  std::vector<std::string> copy = argv;
-  for (auto& a : copy) args.push_back(a.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_adddup2(&files, in[0], 0);
-  posix_spawn_file_actions_adddup2(&files, out[1], 1);
-  posix_spawn_file_actions_adddup2(&files, out[1], 2);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attributes, 0);
   pid_t pid = -1;
-  const int rc = posix_spawnp(&pid, args[0], &files, &attributes, args.data(), environ);
-  posix_spawnattr_destroy(&attributes);
-  posix_spawn_file_actions_destroy(&files);
+  try {
+    pid = spawn_in_group(argv, in[0], out[1]);
+  } catch (...) {
+    for (int fd : {in[0], in[1], out[0], out[1]}) ::close(fd);
+    throw;
+  }
   ::close(in[0]);
   ::close(out[1]);
-  if (rc != 0) {
-    ::close(in[1]);
-    ::close(out[0]);
-    throw std::runtime_error("cannot start " + argv[0] + ": " + std::strerror(rc));
-  }
   ::fcntl(in[1], F_SETFL, O_NONBLOCK);
   Outcome outcome;
   std::size_t written = 0;
@@ -208,7 +221,7 @@ Outcome run_bounded(const std::vector<std::string>& argv, const std::string& inp
   int status = 0;
   if (timed_out) ::kill(-pid, SIGKILL);
   ::waitpid(pid, &status, 0);
-  outcome.exit_code = timed_out ? -1 : WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  outcome.exit_code = timed_out ? -1 : exit_code_of(status);
   return outcome;
 }
 

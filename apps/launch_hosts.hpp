@@ -9,6 +9,8 @@
 // the watchdog SIGKILL the task (a hung one); end of input (troupe-launch closing it, or dying,
 // or the connection dropping) makes it SIGTERM the task and SIGKILL it 10 s later. So a remote
 // task never outlives its ssh session, and ssh's exit status is the task's.
+#include <sys/types.h>
+
 #include <chrono>
 #include <map>
 #include <string>
@@ -33,6 +35,18 @@ std::vector<Host> read_hostfile(const std::string& path);
 std::vector<std::pair<std::string, std::string>> place_tasks(const std::vector<Host>& hosts,
                                                              const std::vector<std::pair<std::string, int>>& jobs,
                                                              int base_port);
+
+// How a task names its files: "ps:1" -> "ps-1" (DIR/ps-1.pid; tls/ps-1.pem, as troupe-node
+// --make-certs names them).
+std::string file_stem(const std::string& task);
+
+// Starts `argv` (PATH searched) in a process group of its own (stopping it stops what it starts),
+// with `in` as its standard input (-1: this process's) and `out` as its standard output and
+// error. Throws std::runtime_error "cannot start PROGRAM`what`: why".
+pid_t spawn_in_group(const std::vector<std::string>& argv, int in, int out, const std::string& what = "");
+
+// A waitpid status as an exit code: the process's own, or 128 + the signal that ended it.
+int exit_code_of(int status);
 
 // `text` quoted for a POSIX shell.
 std::string shell_quote(const std::string& text);

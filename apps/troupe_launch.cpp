@@ -37,7 +37,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -155,41 +154,25 @@ Process spawn(const std::string& task, std::vector<std::string> argv, const std:
   }
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  posix_spawn_file_actions_t files;
-  posix_spawn_file_actions_init(&files);
-  posix_spawn_file_actions_adddup2(&files, fds[1], 1);
-  posix_spawn_file_actions_adddup2(&files, fds[1], 2);
-  if (input[0] >= 0) posix_spawn_file_actions_adddup2(&files, input[0], 0);
   // A process group of its own: stopping the task stops what it started too, and a terminal's
   // Ctrl-C reaches only troupe-launch, which stops the tasks in order.
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attributes, 0);
   Process p;
   p.task = task;
-  const int rc = posix_spawnp(&p.pid, args[0], &files, &attributes, args.data(), environ);
-  posix_spawnattr_destroy(&attributes);
-  posix_spawn_file_actions_destroy(&files);
+  try {
+    p.pid = troupe::launch::spawn_in_group(argv, input[0], fds[1], " for " + task);
+  } catch (...) {
+    for (int fd : {fds[0], fds[1], input[0], input[1]})
+      if (fd >= 0) ::close(fd);
+    throw;
+  }
   ::close(fds[1]);
   if (input[0] >= 0) ::close(input[0]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    if (input[1] >= 0) ::close(input[1]);
-    throw std::runtime_error("cannot start " + argv[0] + " for " + task + ": " + std::strerror(rc));
-  }
   p.out = fds[0];
   p.in = input[1];
   p.argv = given;
   p.host = host;
-  if (host.empty()) {  // a remote task's script writes its own, on its host
-    std::string file = task;
-    file[file.find(':')] = '-';
-    std::ofstream(std::filesystem::path(pid_dir) / (file + ".pid")) << p.pid << "\n";
-  }
+  if (host.empty())  // a remote task's script writes its own, on its host
+    std::ofstream(std::filesystem::path(pid_dir) / (troupe::launch::file_stem(task) + ".pid")) << p.pid << "\n";
   return p;
 }
 
@@ -227,7 +210,7 @@ void pump(std::vector<Process>& all, int wait_ms) {
     if (p.exit_code || p.pid <= 0) continue;
     int status = 0;
     if (::waitpid(p.pid, &status, WNOHANG) == p.pid) {
-      p.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      p.exit_code = troupe::launch::exit_code_of(status);
       if (p.in >= 0) ::close(p.in), p.in = -1;
     }
   }
@@ -498,10 +481,8 @@ int main(int argc, char** argv) {
         if (list.empty()) list = tls ? std::vector<std::string>{"tls/cluster.json", "tls/ca.pem"}
                                      : std::vector<std::string>{"cluster.json"};
         if (tls) {
-          std::string stem = task;
-          stem[stem.find(':')] = '-';
-          list.push_back("tls/" + stem + ".pem");
-          list.push_back("tls/" + stem + ".key");
+          list.push_back("tls/" + troupe::launch::file_stem(task) + ".pem");
+          list.push_back("tls/" + troupe::launch::file_stem(task) + ".key");
         }
       }
       std::string where;

@@ -122,6 +122,29 @@ hosts_flag="$ps_host,$w0_host,$w1_host"
 # The job, started from w0 and bounded: "${launch_job[@]}" --hosts HOSTS LAUNCH_ARGS... -- APP_ARGS....
 launch_job=(ip netns exec "$prefix-w0" timeout -k 5 "$job_bound_s" "$launch" --ssh "$ssh_cmd" --node "$node")
 train=("$app" --model mlp --threads 1 --json)
+# start_job NAME LAUNCH_ARGS...: the job in the background ($job), its output in $work/NAME.out.
+start_job() {
+  local name=$1
+  shift
+  "${launch_job[@]}" "$@" >"$work/$name.out" 2>&1 &
+  job=$!
+  bg_pids+=($job)
+  name_of[$job]="the $name job"
+}
+# job_ended NAME EXPECTED: waits for $job and fails unless it exited with EXPECTED.
+job_ended() {
+  local rc=0
+  wait "$job" || rc=$?
+  bg_pids=()
+  ((rc == $2)) || show_fail "$work/$1.out" "$1: the launcher exited with $rc, not $2"
+}
+# accuracy_kept NAME WHAT: the chief's test accuracy in $work/NAME.out is at least MIN_ACCURACY; says so after WHAT.
+accuracy_kept() {
+  local accuracy
+  accuracy=$(field test_accuracy "$work/$1.out")
+  at_least "$accuracy" "$MIN_ACCURACY" 0 || show_fail "$work/$1.out" "$1: test accuracy $accuracy < $MIN_ACCURACY"
+  echo "$2: test accuracy $accuracy"
+}
 
 # ---- Asynchronous training across the three hosts.
 "${launch_job[@]}" --hosts "$hosts_flag" -- "${train[@]}" --mode async --steps 400 >"$work/async.out" 2>&1 || show_fail "$work/async.out" "async: the job failed"
@@ -129,9 +152,7 @@ grep -q "ps:0 on $ps_host, .*worker:0 on $w0_host, worker:1 on $w1_host" "$work/
   show_fail "$work/async.out" "async: the tasks were not placed ps, w0, w1"
 grep -q "^\[ps:0\] .*started on $ps_host:2222" "$work/async.out" || show_fail "$work/async.out" "async: ps:0 did not start on its host"
 [[ $(field global_steps "$work/async.out") -ge 400 ]] || show_fail "$work/async.out" "async: fewer than 400 global steps"
-accuracy=$(field test_accuracy "$work/async.out")
-at_least "$accuracy" "$MIN_ACCURACY" 0 || show_fail "$work/async.out" "async: test accuracy $accuracy < $MIN_ACCURACY"
-echo "async across three hosts, 400 global steps: test accuracy $accuracy"
+accuracy_kept async "async across three hosts, 400 global steps"
 only_sshd_left async
 
 # ---- Synchronous replicas over mutual TLS.
@@ -139,9 +160,7 @@ only_sshd_left async
 grep -q '^\[ps:0\] .* started on .*; mutual TLS, certificate ' "$work/tls.out" || show_fail "$work/tls.out" "ps:0 did not use TLS"
 ! grep -q 'refused a TLS connection' "$work/tls.out" || show_fail "$work/tls.out" "a member was refused"
 [[ $(field global_steps "$work/tls.out") == 300 ]] || show_fail "$work/tls.out" "sync over TLS: not 300 global steps"
-accuracy=$(field test_accuracy "$work/tls.out")
-at_least "$accuracy" "$MIN_ACCURACY" 0 || show_fail "$work/tls.out" "sync over TLS: test accuracy $accuracy < $MIN_ACCURACY"
-echo "sync over mutual TLS across three hosts, 300 global steps: test accuracy $accuracy"
+accuracy_kept tls "sync over mutual TLS across three hosts, 300 global steps"
 only_sshd_left tls
 
 # ---- ps:0's process killed on its host, started again by the launcher, restored by the chief;
@@ -166,11 +185,8 @@ ps_pid() {
 }
 dir=$work/killed
 mkdir -p "$dir"
-"${launch_job[@]}" --hosts "$hosts_flag" --dir "$dir" --restart-ps 2 --hang-timeout 5 -- "${train[@]}" --mode async \
-  --steps 4000 --checkpoint-dir "$dir/ckpt" --save-every-steps 100 >"$work/killed.out" 2>&1 &
-job=$!
-bg_pids+=($job)
-name_of[$job]="the killed job"
+start_job killed --hosts "$hosts_flag" --dir "$dir" --restart-ps 2 --hang-timeout 5 -- "${train[@]}" --mode async \
+  --steps 4000 --checkpoint-dir "$dir/ckpt" --save-every-steps 100
 after_checkpoint killed "$job" "$dir/ckpt" ""
 victim=$(ps_pid killed "$dir")
 echo "killed: SIGKILL to ps:0 (pid $victim on host ps) after ckpt-$(newest_checkpoint "$dir/ckpt")"
@@ -183,10 +199,7 @@ after_checkpoint killed "$job" "$dir/ckpt" "$(newest_checkpoint "$dir/ckpt")"
 victim=$(ps_pid killed "$dir")
 echo "killed: SIGSTOP to ps:0 (pid $victim on host ps, started again) after ckpt-$(newest_checkpoint "$dir/ckpt")"
 kill -STOP "$victim"
-rc=0
-wait "$job" || rc=$?
-bg_pids=()
-((rc == 0)) || show_fail "$work/killed.out" "killed: the job failed (exit $rc)"
+job_ended killed 0
 grep -q 'troupe-launch: ps:0 .* exited with 137 .*starting it again (1 of 2)' "$work/killed.out" ||
   show_fail "$work/killed.out" "killed: the launcher did not start ps:0 again after SIGKILL"
 grep -q 'troupe-launch: ps:0 (pid [0-9]*) has not answered for [0-9.]* s (stopped or hung): killing it' "$work/killed.out" ||
@@ -195,41 +208,28 @@ grep -q 'troupe-launch: ps:0 .* exited with 137 .*starting it again (2 of 2)' "$
   show_fail "$work/killed.out" "killed: the launcher did not start the stopped ps:0 again"
 [[ $(grep -c '^\[worker:0\] worker:0: recovered from the loss of ps:0' "$work/killed.out") -ge 2 ]] ||
   show_fail "$work/killed.out" "killed: the chief did not recover ps:0 twice"
-accuracy=$(field test_accuracy "$work/killed.out")
-at_least "$accuracy" "$MIN_ACCURACY" 0 || show_fail "$work/killed.out" "killed: test accuracy $accuracy < $MIN_ACCURACY"
-echo "async with ps:0 killed, then stopped, and restored each time, 4000 global steps: test accuracy $accuracy"
+accuracy_kept killed "async with ps:0 killed, then stopped, and restored each time, 4000 global steps"
 only_sshd_left killed
 
 # ---- ps:0 lost for good: a spare on another host takes it over (spare:0 on w0; both workers on w1).
 dir=$work/spare
 mkdir -p "$dir"
-"${launch_job[@]}" --hosts "$ps_host,$w0_host,$w1_host:2" --spares 1 --dir "$dir" -- "${train[@]}" --mode async \
-  --steps 3000 --checkpoint-dir "$dir/ckpt" --save-every-steps 100 >"$work/spare.out" 2>&1 &
-job=$!
-bg_pids+=($job)
-name_of[$job]="the spare job"
+start_job spare --hosts "$ps_host,$w0_host,$w1_host:2" --spares 1 --dir "$dir" -- "${train[@]}" --mode async \
+  --steps 3000 --checkpoint-dir "$dir/ckpt" --save-every-steps 100
 after_checkpoint spare "$job" "$dir/ckpt" ""
 grep -q "ps:0 on $ps_host, spare:0 on $w0_host, worker:0 on $w1_host, worker:1 on $w1_host" "$work/spare.out" ||
   show_fail "$work/spare.out" "spare: the tasks were not placed ps, w0, w1, w1"
 victim=$(ps_pid spare "$dir")
 echo "spare: SIGKILL to ps:0 (pid $victim on host ps) after ckpt-$(newest_checkpoint "$dir/ckpt")"
 kill -KILL "$victim"
-rc=0
-wait "$job" || rc=$?
-bg_pids=()
-((rc == 0)) || show_fail "$work/spare.out" "spare: the job failed (exit $rc)"
+job_ended spare 0
 grep -q "^\[worker:0\] worker:0: recovered from the loss of ps:0 (again at $w0_host:2222, on spare:0" "$work/spare.out" ||
   show_fail "$work/spare.out" "spare: ps:0 was not taken over by spare:0 on w0"
-accuracy=$(field test_accuracy "$work/spare.out")
-at_least "$accuracy" "$MIN_ACCURACY" 0 || show_fail "$work/spare.out" "spare: test accuracy $accuracy < $MIN_ACCURACY"
-echo "async with ps:0 lost for good, taken over by spare:0 on host w0: test accuracy $accuracy"
+accuracy_kept spare "async with ps:0 lost for good, taken over by spare:0 on host w0"
 only_sshd_left spare
 
 # ---- Ctrl-C to the launcher stops every task on every host.
-"${launch_job[@]}" --hosts "$hosts_flag" -- "${train[@]}" --mode async --steps 100000 >"$work/interrupted.out" 2>&1 &
-job=$!
-bg_pids+=($job)
-name_of[$job]="the interrupted job"
+start_job interrupted --hosts "$hosts_flag" -- "${train[@]}" --mode async --steps 100000
 until grep -q '^\[job\] global step' "$work/interrupted.out" 2>/dev/null; do
   running_child "$job" || show_fail "$work/interrupted.out" "interrupted: the job ended before it trained"
   ((SECONDS < 300)) || show_fail "$work/interrupted.out" "interrupted: no progress in time"
@@ -238,10 +238,7 @@ done
 launcher=$(descendant "$job" troupe-launch)
 [[ -n $launcher ]] || fail "interrupted: cannot find the launcher's pid under $job"
 kill -INT "$launcher"
-rc=0
-wait "$job" || rc=$?
-bg_pids=()
-((rc == 1)) || show_fail "$work/interrupted.out" "interrupted: the launcher exited with $rc, not 1"
+job_ended interrupted 1
 grep -q 'the job failed: stopped by a signal' "$work/interrupted.out" || show_fail "$work/interrupted.out" "interrupted: no word of the stop"
 only_sshd_left interrupted
 echo "SIGINT to the launcher stopped every task on the three hosts"
