@@ -189,11 +189,6 @@ std::string data_file(const std::string& dir, const char* stem) {
   return ::access(gz.c_str(), R_OK) == 0 ? gz : dir + "/" + stem;
 }
 
-std::string clock_text(double seconds) {
-  int s = int(std::lround(std::max(0.0, seconds)));
-  return fmt::format("{}:{:02}", s / 60, s % 60);
-}
-
 }  // namespace troupe::app
 
 using namespace troupe::app;
@@ -342,7 +337,7 @@ int main(int argc, char** argv) {
           double rate = double(seen) / elapsed;
           std::string line = fmt::format("epoch {}/{}  step {}/{}  loss {:.4f}  {:.0f} examples/s  ETA {}",
                                          epoch, a.epochs, step, steps, loss_sum / double(seen), rate,
-                                         clock_text(double(train_size - (step * a.batch)) / rate));
+                                         train::clock_text(double(train_size - (step * a.batch)) / rate));
           if (tty) std::printf("\r%-90s", line.c_str());
           else std::printf("%s\n", line.c_str());
           std::fflush(stdout);

@@ -63,8 +63,6 @@ void build_model(layers::Sequential& model, const std::string& kind);
 // DIR/STEM.gz when it exists, else DIR/STEM.
 std::string data_file(const std::string& dir, const char* stem);
 
-std::string clock_text(double seconds);
-
 // The run of one worker of a cluster job (--cluster): returns the exit code.
 int run_cluster(const Args& a);
 

@@ -14,12 +14,12 @@ namespace troupe::train {
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+}  // namespace
 
 std::string clock_text(double seconds) {
   const int s = int(std::lround(std::max(0.0, seconds)));
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
-}  // namespace
 
 // ---- CheckpointHook
 

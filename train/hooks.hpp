@@ -127,6 +127,9 @@ class TensorBoardHook : public Hook {
   std::shared_ptr<EventWriter> writer_;
 };
 
+// A duration as "m:ss" (an ETA), rounded to the second; 0:00 for none.
+std::string clock_text(double seconds);
+
 // The chief's progress, every `every` and at the last step: the mean loss (a moving average
 // over the steps), examples/s over the stretch, and for sync the gradients dropped so far.
 //   tty   one line redrawn in place: "step 1200/3000  loss 0.4312  5123 examples/s  ETA 0:42"
