@@ -88,6 +88,11 @@ finished() {
   code=0
   wait "$1" || code=$?
 }
+# finished_ok PID BOUND_S OUT WHY: finished, and exit code 0, else OUT is shown and the test fails saying WHY.
+finished_ok() {
+  finished "$1" "$2"
+  [[ $code -eq 0 ]] || { cat "$3"; fail "$4"; }
+}
 
 # 1. A checkpoint directory that cannot be written: refused before the first step.
 if unshare -m true 2>/dev/null; then
@@ -148,8 +153,7 @@ start 8 "$node" --cluster "$work/8.json" --task /job:ps/replica:0/task:0 --threa
 p=$started
 wait_for "$work/8.out" "started on" 30 "$p"
 kill -TERM "$p"
-finished "$p" 30
-[[ $code -eq 0 ]] || { cat "$work/8.out"; fail "troupe-node --task /job:ps/replica:0/task:0 did not stop cleanly"; }
+finished_ok "$p" 30 "$work/8.out" "troupe-node --task /job:ps/replica:0/task:0 did not stop cleanly"
 echo "8: troupe-node --task /job:ps/replica:0/task:0 runs ps:0"
 
 # TF_CONFIG alone (no --cluster, no --task) places each worker, TensorFlow's way.
@@ -160,10 +164,8 @@ start 8b-w0 env TF_CONFIG="$(tf_config "$work/8b.json" 0)" "$app" "${common[@]}"
 w0=$started
 start 8b-w1 env TF_CONFIG="$(tf_config "$work/8b.json" 1)" "$app" "${common[@]}" --mode async --steps 200
 w1=$started
-finished "$w0" 120
-[[ $code -eq 0 ]] || { cat "$work/8b-w0.out"; fail "8: worker:0 placed by TF_CONFIG failed"; }
-finished "$w1" 60
-[[ $code -eq 0 ]] || { cat "$work/8b-w1.out"; fail "8: worker:1 placed by TF_CONFIG failed"; }
+finished_ok "$w0" 120 "$work/8b-w0.out" "8: worker:0 placed by TF_CONFIG failed"
+finished_ok "$w1" 60 "$work/8b-w1.out" "8: worker:1 placed by TF_CONFIG failed"
 has "$work/8b-w0.out" "done: async on 2 workers"
 has "$work/8b-w1.out" "worker:1: done at global step"
 kill -TERM "$ps_pid"
@@ -197,10 +199,8 @@ done
 kill -KILL "$ps_pid"
 sleep 0.5
 start_ps "$work/3.json" 3-ps-again
-finished "$w0" 180
-[[ $code -eq 0 ]] || { cat "$work/3-w0.out"; fail "3: the chief did not finish after ps:0 came back"; }
-finished "$w1" 60
-[[ $code -eq 0 ]] || { cat "$work/3-w1.out"; fail "3: worker:1 (no --checkpoint-dir) did not finish"; }
+finished_ok "$w0" 180 "$work/3-w0.out" "3: the chief did not finish after ps:0 came back"
+finished_ok "$w1" 60 "$work/3-w1.out" "3: worker:1 (no --checkpoint-dir) did not finish"
 has "$work/3-w0.out" "recovered from the loss of ps:0"
 has "$work/3-w0.out" "checkpoints: "
 has "$work/3-w1.out" "worker:1: done at global step"
@@ -216,8 +216,7 @@ start 2-w1 "$app" "${common[@]}" --cluster "$work/2.json" --task worker:1 --mode
 w1=$started
 wait_for "$work/2-w0.out" "progress: global step [1-9][0-9]" 60 "$w0"
 kill -KILL "$w1"
-finished "$w0" 120
-[[ $code -eq 0 ]] || { cat "$work/2-w0.out"; fail "2: the chief did not finish after worker:1 was killed"; }
+finished_ok "$w0" 120 "$work/2-w0.out" "2: the chief did not finish after worker:1 was killed"
 has "$work/2-w0.out" "replica task(s) worker:1 lost: synchronous steps now complete with the gradients of the 1 replica(s) alive"
 has "$work/2-w0.out" "done: sync on 2 workers, 1200 global steps"
 kill -TERM "$ps_pid"
