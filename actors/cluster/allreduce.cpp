@@ -303,6 +303,98 @@ void prepare_ops(Ring* self, std::vector<Tensor>& tensors) {
   }
 }
 
+// -- ring membership --
+
+void on_neighbour_down(Ring* self, caf::down_msg& dm) {
+  auto& s = self->state;
+  const bool next = s.next && dm.source == s.next.address(), prev = s.prev && dm.source == s.prev.address();
+  if (!next && !prev) return;
+  const int64_t who = next ? mod(s.rank + 1, s.size) : mod(s.rank - 1, s.size);
+  const std::string why =
+      fmt::format("all-reduce: the ring lost {} ({})", s.names[std::size_t(who)], self->system().render(dm.reason));
+  // A neighbour whose group ended normally had received all this one sent (its next had
+  // acknowledged its bye, after all it sent), and all it sent came before this message: the
+  // all-reduce in flight may still finish. Any later one cannot.
+  if (dm.reason == caf::exit_reason::user_shutdown) {
+    if (s.broken.empty()) s.broken = why;
+    return;
+  }
+  fail_group(self, why);
+}
+
+void notify_ready(Ring* self) {
+  auto& s = self->state;
+  if (!s.next || !s.prev) return;
+  for (auto& w : s.ready_waiters) w.deliver(true);
+  s.ready_waiters.clear();
+}
+
+void on_hello(Ring* self, int32_t from, caf::actor& ring) {
+  auto& s = self->state;
+  if (from == mod(s.rank + 1, s.size) && !s.next) {
+    s.next = ring;
+    self->monitor(ring);
+  }
+  if (from == mod(s.rank - 1, s.size) && !s.prev) {
+    s.prev = ring;
+    if (s.prev != s.next) self->monitor(ring);
+  }
+  notify_ready(self);
+}
+
+caf::result<bool> on_ready(Ring* self) {
+  auto& s = self->state;
+  if (s.next && s.prev) return true;
+  s.ready_waiters.push_back(self->make_response_promise());
+  return s.ready_waiters.back();
+}
+
+// -- runs --
+
+caf::result<int32_t, std::string> on_run(Ring* self, RunRequest& request) {
+  auto& s = self->state;
+  if (!s.broken.empty()) return {int32_t(ErrorCode::unavailable), s.broken};
+  if (s.answer) return {int32_t(ErrorCode::failed_precondition), std::string("all-reduce: one call at a time")};
+  try {
+    prepare_ops(self, *request.tensors);
+  } catch (const Error& e) {
+    s.ops.clear();
+    return {int32_t(e.code()), std::string(e.what())};
+  }
+  if (s.ops.empty() || s.size == 1) {
+    s.ops.clear();
+    return {int32_t(ErrorCode::ok), std::string()};
+  }
+  s.answer = self->make_response_promise();
+  auto promise = *s.answer;
+  start_op(self);
+  return promise;
+}
+
+void on_timeout(Ring* self, uint64_t id) {
+  auto& s = self->state;
+  if (s.ops.empty() || s.ops.front().id != id) return;
+  const Op& op = s.ops.front();
+  fail_group(self, fmt::format("all-reduce: buffer {} ({} {} elements) did not get its data from {} within {} ms "
+                               "({} of {} chunks came)",
+                               id, op.elements, name_of(op.dtype), s.names[std::size_t(mod(s.rank - 1, s.size))],
+                               s.options.timeout.count(), op.received, op.expected));
+}
+
+// -- leaving --
+
+// The group is going: once the next process acknowledges (it has then received every
+// chunk sent before, the connection keeping their order), this process may exit.
+caf::result<bool> on_bye(Ring* self) {
+  auto& s = self->state;
+  if (!s.next || s.size == 1) return true;
+  auto promise = self->make_response_promise();
+  self->request(s.next, std::chrono::seconds(5), ar_bye_ack_atom::value)
+      .then([promise](bool) mutable { promise.deliver(true); },
+            [promise](caf::error&) mutable { promise.deliver(true); });  // gone already: it had them all
+  return promise;
+}
+
 caf::behavior ring_actor(Ring* self, std::shared_ptr<MemberContext> context, AllReduceOptions options, int size,
                          int rank, std::vector<std::string> names) {
   auto& s = self->state;
@@ -311,88 +403,15 @@ caf::behavior ring_actor(Ring* self, std::shared_ptr<MemberContext> context, All
   s.size = size;
   s.rank = rank;
   s.names = std::move(names);
-  self->set_down_handler([self](caf::down_msg& dm) {
-    auto& s = self->state;
-    const bool next = s.next && dm.source == s.next.address(), prev = s.prev && dm.source == s.prev.address();
-    if (!next && !prev) return;
-    const int64_t who = next ? mod(s.rank + 1, s.size) : mod(s.rank - 1, s.size);
-    const std::string why =
-        fmt::format("all-reduce: the ring lost {} ({})", s.names[std::size_t(who)], self->system().render(dm.reason));
-    // A neighbour whose group ended normally had received all this one sent (its next had
-    // acknowledged its bye, after all it sent), and all it sent came before this message: the
-    // all-reduce in flight may still finish. Any later one cannot.
-    if (dm.reason == caf::exit_reason::user_shutdown) {
-      if (s.broken.empty()) s.broken = why;
-      return;
-    }
-    fail_group(self, why);
-  });
-  auto notify_ready = [self] {
-    auto& s = self->state;
-    if (!s.next || !s.prev) return;
-    for (auto& w : s.ready_waiters) w.deliver(true);
-    s.ready_waiters.clear();
-  };
+  self->set_down_handler([self](caf::down_msg& dm) { on_neighbour_down(self, dm); });
   return {
-      [self, notify_ready](ar_hello_atom, int32_t from, caf::actor& ring) {
-        auto& s = self->state;
-        if (from == mod(s.rank + 1, s.size) && !s.next) {
-          s.next = ring;
-          self->monitor(ring);
-        }
-        if (from == mod(s.rank - 1, s.size) && !s.prev) {
-          s.prev = ring;
-          if (s.prev != s.next) self->monitor(ring);
-        }
-        notify_ready();
-      },
-      [self](ar_ready_atom) -> caf::result<bool> {
-        auto& s = self->state;
-        if (s.next && s.prev) return true;
-        s.ready_waiters.push_back(self->make_response_promise());
-        return s.ready_waiters.back();
-      },
-      [self](ar_run_atom, RunRequest& request) -> caf::result<int32_t, std::string> {
-        auto& s = self->state;
-        if (!s.broken.empty()) return {int32_t(ErrorCode::unavailable), s.broken};
-        if (s.answer) return {int32_t(ErrorCode::failed_precondition), std::string("all-reduce: one call at a time")};
-        try {
-          prepare_ops(self, *request.tensors);
-        } catch (const Error& e) {
-          s.ops.clear();
-          return {int32_t(e.code()), std::string(e.what())};
-        }
-        if (s.ops.empty() || s.size == 1) {
-          s.ops.clear();
-          return {int32_t(ErrorCode::ok), std::string()};
-        }
-        s.answer = self->make_response_promise();
-        auto promise = *s.answer;
-        start_op(self);
-        return promise;
-      },
+      [self](ar_hello_atom, int32_t from, caf::actor& ring) { on_hello(self, from, ring); },
+      [self](ar_ready_atom) -> caf::result<bool> { return on_ready(self); },
+      [self](ar_run_atom, RunRequest& request) -> caf::result<int32_t, std::string> { return on_run(self, request); },
       [self](ar_data_atom, uint64_t id, int32_t t, int32_t c, TensorChunk& x) { handle_data(self, id, t, c, x); },
-      // The group is going: once the next process acknowledges (it has then received every
-      // chunk sent before, the connection keeping their order), this process may exit.
-      [self](ar_bye_atom) -> caf::result<bool> {
-        auto& s = self->state;
-        if (!s.next || s.size == 1) return true;
-        auto promise = self->make_response_promise();
-        self->request(s.next, std::chrono::seconds(5), ar_bye_ack_atom::value)
-            .then([promise](bool) mutable { promise.deliver(true); },
-                  [promise](caf::error&) mutable { promise.deliver(true); });  // gone already: it had them all
-        return promise;
-      },
+      [self](ar_bye_atom) -> caf::result<bool> { return on_bye(self); },
       [](ar_bye_ack_atom) { return true; },
-      [self](ar_timeout_atom, uint64_t id) {
-        auto& s = self->state;
-        if (s.ops.empty() || s.ops.front().id != id) return;
-        const Op& op = s.ops.front();
-        fail_group(self, fmt::format("all-reduce: buffer {} ({} {} elements) did not get its data from {} within {} ms "
-                                     "({} of {} chunks came)",
-                                     id, op.elements, name_of(op.dtype), s.names[std::size_t(mod(s.rank - 1, s.size))],
-                                     s.options.timeout.count(), op.received, op.expected));
-      },
+      [self](ar_timeout_atom, uint64_t id) { on_timeout(self, id); },
   };
 }
 

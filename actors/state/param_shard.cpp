@@ -97,6 +97,8 @@ Updatable updatable(ParamShardState& state, const std::string& name, const Optim
   return {&value, &slots};
 }
 
+// -- optimizer application --
+
 // One optimizer step on the rows of the variable a sparse gradient touches, in place.
 ShardReply sparse_optimizer_step(ParamShardState& state, const std::string& name, const OptimizerSpec& spec,
                                  const Tensor& values, const Tensor& indices, double learning_rate) {
@@ -137,6 +139,8 @@ ShardReply optimizer_step(ParamShardState& state, const std::string& name, const
   }
   return {};
 }
+
+// -- sync-replica barriers --
 
 // The gradients (votes) `name` completes a step with: its ops' m, or fewer while lowered.
 int aggregated(const ParamShardState& state, const std::string& name, int replicas) {
@@ -377,6 +381,7 @@ bool VariableMemory::reserve(int64_t delta) {
 
 namespace {
 
+// -- store --
 
 // The names of the variables a shard holds, sorted.
 std::vector<std::string> variable_names(const ParamShardState& st) {
@@ -386,6 +391,91 @@ std::vector<std::string> variable_names(const ParamShardState& st) {
   return names;
 }
 
+ShardReply on_read(Shard* self, const std::string& name) {
+  auto it = self->state.variables.find(name);
+  if (it == self->state.variables.end())
+    return {{},
+            ErrorCode::failed_precondition,
+            "variable '" + name + "' is not initialised (run its initializer first)"};
+  return {it->second, ErrorCode::ok, {}};
+}
+
+ShardReply on_update(Shard* self, const std::string& name, int32_t kind, Tensor& value, bool validate_shape) {
+  auto& vars = self->state.variables;
+  auto update = VariableUpdate(kind);
+  auto it = vars.find(name);
+  if (update == VariableUpdate::assign) {
+    if (it != vars.end() && validate_shape && it->second.shape() != value.shape())
+      return {{},
+              ErrorCode::invalid_argument,
+              "cannot assign " + value.describe() + " to variable '" + name + "' of " + it->second.describe()};
+    const int64_t held = it == vars.end() ? 0 : int64_t(it->second.byte_size());
+    if (auto full = reserve(self->state, int64_t(value.byte_size()) - held, name, "the value")) return *full;
+    // Own the bytes: the value may be a feed or another node's output that others hold.
+    Tensor owned = value.buffer_use_count() == 1 ? std::move(value) : value.copy();
+    vars[name] = owned;
+    forget_sync_state(self->state, name);
+    return {owned, ErrorCode::ok, {}};
+  }
+  if (it == vars.end())
+    return {{},
+            ErrorCode::failed_precondition,
+            "variable '" + name + "' is not initialised (run its initializer first)"};
+  Tensor& current = it->second;
+  if (current.buffer_use_count() > 1) current = current.copy();
+  try {
+    apply_variable_update(current, value, update);
+  } catch (const Error& e) {
+    return {{}, e.code(), "variable '" + name + "': " + e.what()};
+  }
+  return {current, ErrorCode::ok, {}};
+}
+
+ShardContents on_snapshot(Shard* self, const std::vector<OptimizerState>& wanted) {
+  ShardContents out;
+  for (auto& [name, value] : self->state.variables) out.variables.emplace_back(name, value);
+  for (auto& w : wanted) {
+    auto var = self->state.variables.find(w.variable);
+    if (var == self->state.variables.end()) continue;
+    OptimizerState state{w.variable, w.spec, {}, 0};
+    auto it = self->state.slots.find(slots_key(w.variable, w.spec));
+    if (it != self->state.slots.end()) {
+      state.step = it->second.step;
+      state.slots = it->second.tensors;
+    }
+    bool fits = int(state.slots.size()) == w.spec.num_slots();
+    for (auto& t : state.slots) fits = fits && t.shape() == var->second.shape();
+    if (!fits) state.slots = initial_slots(w.spec, var->second);
+    out.optimizers.push_back(std::move(state));
+  }
+  return out;
+}
+
+ShardReply on_restore(Shard* self, ShardContents& contents) {
+  auto& st = self->state;
+  int64_t delta = 0;
+  for (auto& [name, value] : contents.variables) {
+    auto it = st.variables.find(name);
+    delta += int64_t(value.byte_size()) - (it == st.variables.end() ? 0 : int64_t(it->second.byte_size()));
+  }
+  for (auto& o : contents.optimizers) {
+    auto it = st.slots.find(slots_key(o.variable, o.spec));
+    delta += bytes_of(o.slots) - (it == st.slots.end() ? 0 : bytes_of(it->second.tensors));
+  }
+  if (auto full = reserve(st, delta, contents.variables.empty() ? std::string() : contents.variables[0].first,
+                          "the restored values"))
+    return *full;
+  for (auto& [name, value] : contents.variables) {
+    forget_sync_state(self->state, name);
+    self->state.variables[name] = std::move(value);
+  }
+  for (auto& o : contents.optimizers)
+    self->state.slots[slots_key(o.variable, o.spec)] = {std::move(o.slots), o.step};
+  return {};
+}
+
+// -- memory budget --
+
 // What a shard holds takes from the process's variable budget; given back when it is dropped.
 void release_budget(ParamShardState& st) {
   if (!st.memory) return;
@@ -394,6 +484,14 @@ void release_budget(ParamShardState& st) {
   for (auto& [key, slots] : st.slots) held += bytes_of(slots.tensors);
   st.memory->reserve(-held);
 }
+
+void charge_to_budget(Shard* self, std::shared_ptr<VariableMemory> memory) {
+  self->state.memory = std::move(memory);
+  // The bytes a shard holds go back to the budget when it ends.
+  self->attach_functor([self] { release_budget(self->state); });
+}
+
+// -- restart --
 
 // An exception other than the errors a handler answers with (std::bad_alloc, a bug) left the
 // shard's state in doubt: a variable may be half updated. CAF would end the actor, and every
@@ -452,52 +550,12 @@ auto contain(Shard* self, F handler) {
 caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) { return budgeted_param_shard(self, nullptr); }
 
 caf::behavior budgeted_param_shard(caf::stateful_actor<ParamShardState>* self, std::shared_ptr<VariableMemory> memory) {
-  self->state.memory = std::move(memory);
-  // The bytes a shard holds go back to the budget when it ends.
-  self->attach_functor([self] { release_budget(self->state); });
+  charge_to_budget(self, std::move(memory));
   return {
+      contain(self, [self](read_atom, const std::string& name) -> ShardReply { return on_read(self, name); }),
       contain(self,
-              [self](read_atom, const std::string& name) -> ShardReply {
-                auto it = self->state.variables.find(name);
-                if (it == self->state.variables.end())
-                  return {{},
-                          ErrorCode::failed_precondition,
-                          "variable '" + name + "' is not initialised (run its initializer first)"};
-                return {it->second, ErrorCode::ok, {}};
-              }),
-      contain(
-          self,
-          [self](update_atom, const std::string& name, int32_t kind, Tensor& value, bool validate_shape) -> ShardReply {
-            auto& vars = self->state.variables;
-            auto update = VariableUpdate(kind);
-            auto it = vars.find(name);
-            if (update == VariableUpdate::assign) {
-              if (it != vars.end() && validate_shape && it->second.shape() != value.shape())
-                return {
-                    {},
-                    ErrorCode::invalid_argument,
-                    "cannot assign " + value.describe() + " to variable '" + name + "' of " + it->second.describe()};
-              const int64_t held = it == vars.end() ? 0 : int64_t(it->second.byte_size());
-              if (auto full = reserve(self->state, int64_t(value.byte_size()) - held, name, "the value")) return *full;
-              // Own the bytes: the value may be a feed or another node's output that others hold.
-              Tensor owned = value.buffer_use_count() == 1 ? std::move(value) : value.copy();
-              vars[name] = owned;
-              forget_sync_state(self->state, name);
-              return {owned, ErrorCode::ok, {}};
-            }
-            if (it == vars.end())
-              return {{},
-                      ErrorCode::failed_precondition,
-                      "variable '" + name + "' is not initialised (run its initializer first)"};
-            Tensor& current = it->second;
-            if (current.buffer_use_count() > 1) current = current.copy();
-            try {
-              apply_variable_update(current, value, update);
-            } catch (const Error& e) {
-              return {{}, e.code(), "variable '" + name + "': " + e.what()};
-            }
-            return {current, ErrorCode::ok, {}};
-          }),
+              [self](update_atom, const std::string& name, int32_t kind, Tensor& value,
+                     bool validate_shape) -> ShardReply { return on_update(self, name, kind, value, validate_shape); }),
       contain(self,
               [self](apply_atom, const std::string& name, const OptimizerSpec& spec, const Tensor& grad,
                      double learning_rate) -> ShardReply {
@@ -526,49 +584,8 @@ caf::behavior budgeted_param_shard(caf::stateful_actor<ParamShardState>* self, s
                 return sync_aggregate(self->state, name, m);
               }),
       contain(self,
-              [self](snapshot_atom, const std::vector<OptimizerState>& wanted) {
-                ShardContents out;
-                for (auto& [name, value] : self->state.variables) out.variables.emplace_back(name, value);
-                for (auto& w : wanted) {
-                  auto var = self->state.variables.find(w.variable);
-                  if (var == self->state.variables.end()) continue;
-                  OptimizerState state{w.variable, w.spec, {}, 0};
-                  auto it = self->state.slots.find(slots_key(w.variable, w.spec));
-                  if (it != self->state.slots.end()) {
-                    state.step = it->second.step;
-                    state.slots = it->second.tensors;
-                  }
-                  bool fits = int(state.slots.size()) == w.spec.num_slots();
-                  for (auto& t : state.slots) fits = fits && t.shape() == var->second.shape();
-                  if (!fits) state.slots = initial_slots(w.spec, var->second);
-                  out.optimizers.push_back(std::move(state));
-                }
-                return out;
-              }),
-      contain(
-          self,
-          [self](restore_atom, ShardContents& contents) -> ShardReply {
-            auto& st = self->state;
-            int64_t delta = 0;
-            for (auto& [name, value] : contents.variables) {
-              auto it = st.variables.find(name);
-              delta += int64_t(value.byte_size()) - (it == st.variables.end() ? 0 : int64_t(it->second.byte_size()));
-            }
-            for (auto& o : contents.optimizers) {
-              auto it = st.slots.find(slots_key(o.variable, o.spec));
-              delta += bytes_of(o.slots) - (it == st.slots.end() ? 0 : bytes_of(it->second.tensors));
-            }
-            if (auto full = reserve(st, delta, contents.variables.empty() ? std::string() : contents.variables[0].first,
-                                    "the restored values"))
-              return *full;
-            for (auto& [name, value] : contents.variables) {
-              forget_sync_state(self->state, name);
-              self->state.variables[name] = std::move(value);
-            }
-            for (auto& o : contents.optimizers)
-              self->state.slots[slots_key(o.variable, o.spec)] = {std::move(o.slots), o.step};
-            return {};
-          }),
+              [self](snapshot_atom, const std::vector<OptimizerState>& wanted) { return on_snapshot(self, wanted); }),
+      contain(self, [self](restore_atom, ShardContents& contents) -> ShardReply { return on_restore(self, contents); }),
       contain(self,
               [self](names_atom) { return variable_names(self->state); }),
 
