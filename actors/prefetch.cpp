@@ -1,4 +1,5 @@
 #include "actors/prefetch.hpp"
+#include "actors/session_impl.hpp"
 
 #include "actors/state/queue_actor.hpp"
 #include "actors/runtime.hpp"
@@ -39,7 +40,7 @@ struct Prefetcher::Impl {
 };
 
 Prefetcher::Prefetcher(Session& session, const ops::Queue& queue, data::Pipeline pipeline, data::Position from)
-    : impl_(new Impl{session.runtime(), queue.spec(), nullptr}) {
+    : impl_(new Impl{runtime_of(session), queue.spec(), nullptr}) {
   impl_->queue = impl_->runtime->queue(impl_->spec);
   thread_ = std::thread([this, from, pipeline = std::move(pipeline)]() mutable { run(std::move(pipeline), from); });
 }

@@ -8,30 +8,12 @@
 #include <mutex>
 #include <vector>
 
-#include "actors/cluster/cluster_spec.hpp"
+#include "actors/network.hpp"
 #include "actors/messages.hpp"
 #include "ops/data/queue.hpp"
 
 namespace troupe {
 
-// CAF's network layer (the middleman), for a process that talks to other processes: heartbeats
-// every `heartbeat`, and a peer silent for `connection_timeout` is taken as gone (a hung peer is
-// seen only so).
-// With `tls` (actors/cluster/tls.hpp) every connection is mutual TLS through CAF's openssl
-// module: published and connected through it, automatic connections off.
-struct NetworkOptions {
-  std::chrono::milliseconds heartbeat{200};
-  std::chrono::milliseconds connection_timeout{1000};
-  TlsFiles tls;
-  std::string tls_holder = "this process";  // who the TLS files are, in their errors ("task ps:0")
-};
-
-// CAF's network layer as every networked Troupe process sets it up: the middleman, the message
-// types tensors cross in (actors/cluster/tensor_transfer.hpp), heartbeats and the connection
-// timeout, and deserializing in the middleman's own thread (middleman.workers=0: no hop to a
-// worker thread per message; docs/performance.md, "Bytes between two processes"). The TLS files
-// are checked first (check_tls_files): CAF's own failure at a bad file leaves the process hanging at exit.
-void configure_network(caf::actor_system_config& config, const NetworkOptions& network);
 // TROUPE_CAF_OPTIONS="key=integer,..." sets integer CAF options for tuning experiments, e.g.
 // work-stealing.aggressive-steal-interval=100 or middleman.workers=1; call it after the defaults.
 // An item that is not key=integer is refused (invalid_argument) naming it.

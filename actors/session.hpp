@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include "actors/cluster/cluster_spec.hpp"
+#include "actors/network.hpp"  // TlsFiles
 #include "core/report.hpp"  // kWaitingNotice: how often a wait is told
 #include "core/tensor.hpp"
 #include "graph/scope.hpp"
@@ -160,10 +160,10 @@ struct TaskTransfers {
   uint64_t float16_values = 0, float16_bytes_saved = 0;
 };
 
-class Runtime;
-class ParamShards;
-class Master;
+class SessionImpl;
 
+// A Session runs in this process or on a cluster (SessionOptions::target): two implementations
+// behind this one type (actors/session_impl.hpp).
 class Session {
  public:
   explicit Session(std::shared_ptr<Graph> graph, SessionOptions options = {});
@@ -216,17 +216,11 @@ class Session {
   // Names of the variables initialised in this session's parameter shards, sorted.
   std::vector<std::string> variable_names() const;
   const Graph& graph() const;
-  // The process's runtime this session runs on (internal: actors/runtime.hpp).
-  const std::shared_ptr<Runtime>& runtime() const;
-  // The parameter shards holding this session's variables (internal: actors/state/param_shard.hpp).
-  const std::shared_ptr<ParamShards>& param_shards() const;
-  // A cluster session's master (options().target), null for a local session; internal (the Saver).
-  Master* cluster_master() const;
   const SessionOptions& options() const;
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  friend SessionImpl& session_impl(const Session& session);
+  std::unique_ptr<SessionImpl> impl_;
 };
 
 }  // namespace troupe

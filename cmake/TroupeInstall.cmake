@@ -13,7 +13,7 @@ include(CMakePackageConfigHelpers)
 # that no installed header reaches the others.
 set(TROUPE_INTERNAL_HEADERS
   actors/cluster/cluster_checkpoint.hpp actors/cluster/cluster_messages.hpp actors/cluster/master.hpp
-  actors/cluster/tensor_transfer.hpp
+  actors/cluster/tensor_transfer.hpp actors/cluster/member_rendezvous.hpp actors/session_impl.hpp actors/signature.hpp
   actors/cluster/worker.hpp actors/cluster/inbox.hpp actors/cluster/outbox.hpp actors/cluster/member_context.hpp
   actors/device_actor.hpp actors/messages.hpp
   actors/state/param_shard.hpp actors/state/queue_actor.hpp actors/runtime.hpp actors/scheduler.hpp

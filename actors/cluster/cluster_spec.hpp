@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "actors/network.hpp"
+
 namespace troupe {
 
 struct TaskAddress {
@@ -60,16 +62,6 @@ std::vector<uint16_t> free_loopback_ports(int count);
 // The spec of a cluster on the local host, in TF_CONFIG's JSON form: each job of `jobs` (name,
 // tasks) with its tasks on free loopback ports, e.g. {"cluster": {"ps": ["127.0.0.1:41233"], ...}}.
 std::string local_cluster_json(const std::vector<std::pair<std::string, int>>& jobs);
-
-// One process's TLS identity: the cluster's CA and this process's certificate (PEM; may hold
-// the chain after it) and unencrypted private key (PEM). Empty (no CA): plain TCP.
-struct TlsFiles {
-  std::string ca;
-  std::string certificate;
-  std::string key;
-  bool empty() const { return ca.empty(); }
-  friend bool operator==(const TlsFiles&, const TlsFiles&) = default;
-};
 
 class ClusterSpec {
  public:

@@ -1,5 +1,6 @@
 #include "actors/cluster/inbox.hpp"
 
+#include "actors/cluster/member_rendezvous.hpp"
 #include "actors/executor/executable.hpp"
 #include "core/trace.hpp"
 
@@ -46,8 +47,8 @@ caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr
         }
         // A value may be the first of its step to reach this task (before the step's run_graph).
         s.context->begin_own_trace(v.handle, v.tag.step);
-        auto recv = reg->recv_of.find(v.key);
-        if (recv == reg->recv_of.end()) {
+        const caf::actor* recv = reg->rendezvous->recv_of(v.key);
+        if (!recv) {
           fail_step(*reg, v.tag, ErrorCode::internal,
                     fmt::format("task {}: a value for rendezvous key {:#x}, which no _Recv of registration {:#x} has",
                                 s.context->task.to_string(), v.key, v.handle));
@@ -55,7 +56,7 @@ caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr
         }
         if (v.dead) {
           s.context->counters.values_received.fetch_add(1, std::memory_order_relaxed);
-          send_input(self->context(), recv->second, v.tag, 0, Value{Tensor(), true});
+          send_input(self->context(), *recv, v.tag, 0, Value{Tensor(), true});
           return;
         }
         const uint64_t transfer = v.chunk.transfer;
@@ -86,7 +87,7 @@ caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr
           s.traced_since.erase(since);
         }
         s.context->counters.values_received.fetch_add(1, std::memory_order_relaxed);
-        send_input(self->context(), recv->second, v.tag, 0, Value{std::move(*whole), false});
+        send_input(self->context(), *recv, v.tag, 0, Value{std::move(*whole), false});
       },
       [self](abort_atom, uint64_t handle, uint64_t step) {  // a failed step's partly received tensors go
         auto& s = self->state;

@@ -15,6 +15,7 @@
 #include "actors/cluster/cluster_spec.hpp"
 #include "actors/cluster/worker.hpp"
 #include "actors/executor/executable.hpp"
+#include "actors/signature.hpp"
 #include "actors/timeouts.hpp"
 #include "actors/trace/wait_chain.hpp"
 #include "core/thread_annotations.hpp"
@@ -118,29 +119,6 @@ std::vector<std::string> split_devices(const std::string& joined) {
   return out;
 }
 
-// A variable lives in one process: every op on it goes where its VariableV2 asks to be (the
-// request completed with the default job and task, and a CPU), whether or not the signature
-// holds the VariableV2 itself (an update run alone must not land on the scope's device). A
-// request naming no device that exists is left to placement, which says so.
-void pin_variables(const Graph& full, Graph& sub, const PlacementOptions& p) {
-  std::map<std::string, std::string> home;  // variable -> its VariableV2's full device
-  for (int id = 0; id < full.size(); ++id) {
-    const Node& n = full.node(id);
-    if (n.op != "VariableV2") continue;
-    DeviceSpec d = DeviceSpec::parse(n.requested_device);
-    if (!d.job && !d.task) d.task = p.default_task;
-    const std::string device = full_device_name(d.job.value_or(p.default_job), d.task.value_or(0),
-                                                d.type.value_or(p.default_type), d.index.value_or(0));
-    if (std::find(p.devices.begin(), p.devices.end(), device) != p.devices.end()) home[variable_name(n)] = device;
-  }
-  for (int id = 0; id < sub.size(); ++id) {
-    Node& n = sub.node(id);
-    if (!n.op_def->variable_op) continue;
-    auto it = home.find(variable_name(n));
-    if (it != home.end()) n.requested_device = it->second;
-  }
-}
-
 }  // namespace
 
 struct Master::Signature {
@@ -217,6 +195,16 @@ struct Master::Impl {
   // then per task its waiting nodes, a line each; empty when no task says anything waits.
   std::string explain_step(const Signature& sig, uint64_t handle, uint64_t step,
                            const std::vector<caf::actor>& workers, const std::vector<bool>& ask);
+  // Step `step`'s answers from `workers` (monitored, each sent its share), the fetches put in
+  // `result`, until all are in, one fails or is lost, or `deadline` (0: none) passes: the failure.
+  std::optional<StepResult> await_shares(Signature& sig, uint64_t handle, uint64_t step, caf::scoped_actor& self,
+                                         const std::vector<caf::actor>& workers, std::chrono::milliseconds deadline,
+                                         StepResult& result);
+  // The step's failure when the task of `share` is lost (`dm`); marks the task lost.
+  StepResult share_lost(const Signature::Share& share, uint64_t step, const caf::down_msg& dm);
+  // The step's failure past its deadline, with what the shares not `answered` wait for.
+  StepResult step_overdue(const Signature& sig, uint64_t handle, uint64_t step, const std::vector<caf::actor>& workers,
+                          const std::vector<bool>& answered, std::chrono::milliseconds deadline);
   std::string describe(int task) const {
     const auto& t = links->tasks[std::size_t(task)];
     return fmt::format("task {} at {}", t.id.to_string(), t.address.to_string());
@@ -598,10 +586,9 @@ caf::actor_system& Master::system() { return impl_->system(); }
 std::shared_ptr<Master::Signature> Master::prepare(const Graph& graph, const std::vector<Endpoint>& feeds,
                                                    const std::vector<Endpoint>& fetches, const std::vector<int>& targets) {
   Impl& im = *impl_;
-  Subgraph sub = prune_signature(graph, feeds, fetches, targets);
-
-  // place over every task's devices, the target's first
-  PlacementOptions p;
+  // placed over every task's devices, the target's first
+  SignaturePlacement where;
+  where.single_process = false;
   std::map<std::string, int> task_of;  // device -> task index
   {
     std::lock_guard<std::mutex> lock(im.links->mutex);
@@ -610,17 +597,17 @@ std::shared_ptr<Master::Signature> Master::prepare(const Graph& graph, const std
       if (i != im.target_task) order.push_back(i);
     for (int i : order)
       for (auto& d : im.links->tasks[std::size_t(i)].devices) {
-        p.devices.push_back(d);
+        where.devices.push_back(d);
         task_of[d] = i;
       }
-    p.default_job = im.links->tasks[std::size_t(im.target_task)].id.job;
-    p.default_task = im.links->tasks[std::size_t(im.target_task)].id.index;
+    where.default_job = im.links->tasks[std::size_t(im.target_task)].id.job;
+    where.default_task = im.links->tasks[std::size_t(im.target_task)].id.index;
   }
-  p.has_kernel = can_run_on;
-  pin_variables(graph, *sub.graph, p);
-  p.allow_soft_placement = im.options.allow_soft_placement;
-  p.policy = im.options.placement_policy ? *im.options.placement_policy : placement_policy_from_environment();
-  Partitions cut = partition(sub.graph, place(*sub.graph, p));
+  where.allow_soft_placement = im.options.allow_soft_placement;
+  where.policy = im.options.placement_policy;
+  const PlacedSignature placed = place_signature(graph, feeds, fetches, targets, where);
+  const Subgraph& sub = placed.sub;
+  const Partitions& cut = placed.cut;
 
   auto sig = std::make_shared<Signature>();
   sig->num_fetches = int(sub.fetches.size());
@@ -631,7 +618,7 @@ std::shared_ptr<Master::Signature> Master::prepare(const Graph& graph, const std
     share_of[task] = int(sig->shares.size());
     Signature::Share share;
     share.task = task;
-    LocalSignature local = local_signature(sub, cut, parts);
+    LocalSignature local = placed.share(parts);
     share.fetch_index = local.fetch_index;
     share.feed_index = local.feed_index;
     RegisterGraph& r = share.request;
@@ -867,6 +854,88 @@ std::string Master::describe_running() {
   return out;
 }
 
+std::optional<StepResult> Master::Impl::await_shares(Signature& sig, uint64_t handle, uint64_t step,
+                                                     caf::scoped_actor& self, const std::vector<caf::actor>& workers,
+                                                     std::chrono::milliseconds deadline, StepResult& result) {
+  std::vector<bool> answered(sig.shares.size(), false);
+  std::size_t remaining = sig.shares.size();
+  std::optional<StepResult> failure;
+  const auto until = deadline.count() > 0 ? std::chrono::steady_clock::now() + deadline
+                                          : std::chrono::steady_clock::time_point::max();
+  while (remaining > 0 && !failure) {
+    auto on_done = [&](run_done_atom, uint64_t h, uint64_t s, RunGraphReply& reply) {
+      if (h != handle || s != step) return;
+      const auto from = caf::actor_cast<caf::actor>(self->current_sender());
+      int i = from ? index_of(workers, from.address()) : -1;
+      if (i < 0) return;
+      if (reply.code != int32_t(ErrorCode::ok)) {
+        if (reply.code == int32_t(ErrorCode::unavailable)) sig.stale = true;  // a task lost a peer
+        failure = StepResult{{}, ErrorCode(reply.code), fmt::format("step {}: {}", step, reply.message),
+                             std::move(reply.device)};
+        return;
+      }
+      if (answered[std::size_t(i)]) return;
+      answered[std::size_t(i)] = true;
+      --remaining;
+      auto& share = sig.shares[std::size_t(i)];
+      try {
+        for (std::size_t k = 0; k < reply.fetches.size() && k < share.fetch_index.size(); ++k)
+          result.fetches[std::size_t(share.fetch_index[k])] =
+              from_wire(reply.fetches[k], fmt::format("fetch {} from {}", k, describe(share.task)));
+      } catch (const Error& e) {
+        failure = StepResult{{}, e.code(), e.what()};
+      }
+    };
+    auto on_down = [&](caf::down_msg& dm) {
+      int i = index_of(workers, dm.source);
+      if (i < 0) return;
+      failure = share_lost(sig.shares[std::size_t(i)], step, dm);
+    };
+    if (until == std::chrono::steady_clock::time_point::max()) {
+      self->receive(on_done, on_down);
+    } else {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+      bool late = false;
+      self->receive(on_done, on_down,
+                    caf::after(std::chrono::milliseconds(std::max<int64_t>(0, left.count()))) >> [&] { late = true; });
+      if (late) failure = step_overdue(sig, handle, step, workers, answered, deadline);
+    }
+  }
+  return failure;
+}
+
+StepResult Master::Impl::share_lost(const Signature::Share& share, uint64_t step, const caf::down_msg& dm) {
+  std::string why = fmt::format("its connection was lost ({})", system().render(dm.reason));
+  {
+    std::lock_guard<std::mutex> lock(links->mutex);
+    auto& t = links->tasks[std::size_t(share.task)];
+    if (t.lost.empty()) t.lost = why;
+  }
+  std::string waiting = fmt::format("its share of the step (RunGraph of {} partition(s))", share.request.parts.size());
+  for (auto& e : share.edges_from) waiting += ", " + e;
+  return StepResult{{}, ErrorCode::unavailable,
+                    fmt::format("step {}: {} was lost: {}; the step was waiting for {}", step, describe(share.task),
+                                why, waiting)};
+}
+
+StepResult Master::Impl::step_overdue(const Signature& sig, uint64_t handle, uint64_t step,
+                                      const std::vector<caf::actor>& workers, const std::vector<bool>& answered,
+                                      std::chrono::milliseconds deadline) {
+  // Which nodes of each task still running wait for what (and from which task), asked
+  // before the abort clears it; a task that does not answer in time is only named.
+  std::string running;
+  std::vector<bool> ask(answered.size());
+  for (std::size_t i = 0; i < answered.size(); ++i) {
+    ask[i] = !answered[i];
+    if (ask[i]) running += (running.empty() ? "" : ", ") + describe(sig.shares[i].task);
+  }
+  const std::string waiting = explain_step(sig, handle, step, workers, ask);
+  return StepResult{{}, ErrorCode::deadline_exceeded,
+                    fmt::format("step {} did not finish within its deadline of {} ms and was aborted; still "
+                                "running on {}{}",
+                                step, deadline.count(), running, waiting.empty() ? "" : "; " + waiting)};
+}
+
 StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds, std::chrono::milliseconds deadline,
                        bool traced) {
   Impl& im = *impl_;
@@ -912,75 +981,7 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
 
   StepResult result;
   result.fetches.resize(std::size_t(sig.num_fetches));
-  std::vector<bool> answered(sig.shares.size(), false);
-  std::size_t remaining = sig.shares.size();
-  std::optional<StepResult> failure;
-  const auto until = deadline.count() > 0 ? std::chrono::steady_clock::now() + deadline
-                                          : std::chrono::steady_clock::time_point::max();
-  while (remaining > 0 && !failure) {
-    auto on_done = [&](run_done_atom, uint64_t h, uint64_t s, RunGraphReply& reply) {
-      if (h != handle || s != step) return;
-      const auto from = caf::actor_cast<caf::actor>(self->current_sender());
-      int i = from ? index_of(workers, from.address()) : -1;
-      if (i < 0) return;
-      if (reply.code != int32_t(ErrorCode::ok)) {
-        if (reply.code == int32_t(ErrorCode::unavailable)) sig.stale = true;  // a task lost a peer
-        failure = StepResult{{}, ErrorCode(reply.code), fmt::format("step {}: {}", step, reply.message),
-                             std::move(reply.device)};
-        return;
-      }
-      if (answered[std::size_t(i)]) return;
-      answered[std::size_t(i)] = true;
-      --remaining;
-      auto& share = sig.shares[std::size_t(i)];
-      try {
-        for (std::size_t k = 0; k < reply.fetches.size() && k < share.fetch_index.size(); ++k)
-          result.fetches[std::size_t(share.fetch_index[k])] =
-              from_wire(reply.fetches[k], fmt::format("fetch {} from {}", k, im.describe(share.task)));
-      } catch (const Error& e) {
-        failure = StepResult{{}, e.code(), e.what()};
-      }
-    };
-    auto on_down = [&](caf::down_msg& dm) {
-      int i = index_of(workers, dm.source);
-      if (i < 0) return;
-      auto& share = sig.shares[std::size_t(i)];
-      std::string why = fmt::format("its connection was lost ({})", im.system().render(dm.reason));
-      {
-        std::lock_guard<std::mutex> lock(im.links->mutex);
-        auto& t = im.links->tasks[std::size_t(share.task)];
-        if (t.lost.empty()) t.lost = why;
-      }
-      std::string waiting = fmt::format("its share of the step (RunGraph of {} partition(s))", share.request.parts.size());
-      for (auto& e : share.edges_from) waiting += ", " + e;
-      failure = StepResult{{}, ErrorCode::unavailable,
-                           fmt::format("step {}: {} was lost: {}; the step was waiting for {}", step,
-                                       im.describe(share.task), why, waiting)};
-    };
-    if (until == std::chrono::steady_clock::time_point::max()) {
-      self->receive(on_done, on_down);
-    } else {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
-      bool late = false;
-      self->receive(on_done, on_down,
-                    caf::after(std::chrono::milliseconds(std::max<int64_t>(0, left.count()))) >> [&] { late = true; });
-      if (late) {
-        // Which nodes of each task still running wait for what (and from which task), asked
-        // before the abort clears it; a task that does not answer in time is only named.
-        std::string running;
-        std::vector<bool> ask(answered.size());
-        for (std::size_t i = 0; i < answered.size(); ++i) {
-          ask[i] = !answered[i];
-          if (ask[i]) running += (running.empty() ? "" : ", ") + im.describe(sig.shares[i].task);
-        }
-        const std::string waiting = im.explain_step(sig, handle, step, workers, ask);
-        failure = StepResult{{}, ErrorCode::deadline_exceeded,
-                             fmt::format("step {} did not finish within its deadline of {} ms and was aborted; still "
-                                         "running on {}{}",
-                                         step, deadline.count(), running, waiting.empty() ? "" : "; " + waiting)};
-      }
-    }
-  }
+  std::optional<StepResult> failure = im.await_shares(sig, handle, step, self, workers, deadline, result);
   for (auto& w : workers) self->demonitor(w);
   if (!failure) return result;
   for (std::size_t i = 0; i < workers.size(); ++i)

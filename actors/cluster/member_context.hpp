@@ -29,6 +29,7 @@ namespace troupe {
 inline constexpr uint64_t kMessageOverhead = 64;
 
 class Executable;
+class MemberRendezvous;
 class ParamShards;
 class TraceFile;
 class Runtime;
@@ -39,7 +40,7 @@ struct Registration {
   caf::actor owner;
   std::string owner_name;
   std::shared_ptr<Executable> exe;
-  std::unordered_map<uint64_t, caf::actor> recv_of;  // fingerprint64(rendezvous key) -> _Recv
+  std::shared_ptr<const MemberRendezvous> rendezvous;  // where the inbox finds its _Recvs
   std::unordered_set<uint64_t> peer_incarnations;    // values from any other are refused
   std::set<std::string> peers;                       // the tasks it exchanges values with
   std::unordered_map<uint64_t, std::string> task_of;  // a peer's incarnation -> its task (traces)

@@ -1,4 +1,5 @@
 #include "actors/cluster/supervisor.hpp"
+#include "actors/session_impl.hpp"
 
 #include <fmt/format.h>
 
@@ -29,6 +30,18 @@ std::optional<std::string> failed_task(const Error& failed) {
   if (!device.job || !device.task) return std::nullopt;
   return *device.job + ":" + std::to_string(*device.task);
 }
+
+// How long the recovery of a failed step may take, counted from its first failure.
+struct RecoveryBound {
+  bool chief;
+  Clock::time_point deadline;
+  double seconds;
+};
+
+// The tasks that run a new process since last seen, and where.
+struct Restarted {
+  std::vector<std::string> tasks, addresses;
+};
 
 }  // namespace
 
@@ -73,6 +86,13 @@ struct Supervisor::Impl {
   }
   void watch_replicas();
   bool finished(const SupervisorOptions::SyncReplicas& sync);
+  double waited() const { return seconds_between(*failing_since, Clock::now()); }
+  std::vector<Master::TaskWorker> reconnect_tasks(const Error& failed, const RecoveryBound& bound);
+  Restarted find_restarted(const Error& failed, bool chief, const std::vector<Master::TaskWorker>& tasks);
+  void wait_for_the_step(const Error& failed, const RecoveryBound& bound);
+  std::optional<Recovery> restore_restarted(const Error& failed, const RecoveryBound& bound,
+                                            const Restarted& restarted);
+  void add_to_pending(Recovery r);
   void tell(const std::string& line) const {
     if (options.on_replicas) options.on_replicas(line);
     else report_to_stderr(line);
@@ -88,9 +108,9 @@ struct Supervisor::Impl {
     else report_to_stderr(line);
   }
   static Master& master_of(Session& s) {
-    if (!s.cluster_master())
+    if (!cluster_master_of(s))
       fail(ErrorCode::invalid_argument, "Supervisor: the session runs in this process (no target): nothing to supervise");
-    return *s.cluster_master();
+    return *cluster_master_of(s);
   }
 };
 
@@ -203,6 +223,135 @@ void Supervisor::recover(const Error& failed) {
   }
 }
 
+// Every task the steps run on reachable again (a lost one is reconnected, each try bounded)?
+// Tasks no step of this session uses (another worker) are not waited for.
+std::vector<Master::TaskWorker> Supervisor::Impl::reconnect_tasks(const Error& failed, const RecoveryBound& bound) {
+  for (;;) {
+    try {
+      return master.task_workers(master.tasks_in_use());
+    } catch (const Error& e) {
+      // Not back within the grace period: the chief gives a lost ps task's shards to a spare
+      // (the spec's "spare" job), restored below like a restarted process's.
+      if (Clock::now() > bound.deadline && bound.chief) {
+        if (auto moved = master.take_over_with_spare()) {
+          took_over.push_back(*moved);
+          continue;
+        }
+      }
+      // The error names the task that did not come back first, then the step's failure.
+      if (Clock::now() > bound.deadline)
+        fail(ErrorCode::unavailable, "the job cannot go on: a lost task did not come back within {:.1f} s (waited {:.1f} s{}): "
+             "{}; the step had failed with: {}", bound.seconds, waited(),
+             bound.chief ? ", and no spare took it over" : "", e.what(), failed.what());
+      // "task ps:1 at 127.0.0.1:2222: no cluster member answers ...": who, then why.
+      const std::string what = e.what();
+      const auto colon = what.find(": ");
+      tell_waiting(what.substr(0, colon) + " to come back", colon == std::string::npos ? "" : what.substr(colon + 2),
+                   waited(), bound.seconds);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+}
+
+Restarted Supervisor::Impl::find_restarted(const Error& failed, bool chief,
+                                           const std::vector<Master::TaskWorker>& tasks) {
+  Restarted restarted;
+  for (auto& t : tasks) {
+    auto it = incarnation.find(t.task);
+    if (it != incarnation.end() && it->second == t.incarnation) continue;
+    restarted.tasks.push_back(t.task);
+    restarted.addresses.push_back(t.address);
+    incarnation[t.task] = t.incarnation;
+  }
+  if (restarted.tasks.empty() && chief && failed.code() == ErrorCode::failed_precondition) {
+    // The same processes, yet a variable is not initialised: a task restarted while no supervisor
+    // saw it (this chief was away): the task of the failed node's device (a VariableV2 there).
+    if (const auto task = failed_task(failed))
+      for (auto& t : tasks)
+        if (t.task == *task) {
+          restarted.tasks.push_back(t.task);
+          restarted.addresses.push_back(t.address);
+        }
+  }
+  return restarted;
+}
+
+void Supervisor::Impl::wait_for_the_step(const Error& failed, const RecoveryBound& bound) {
+  // The same processes: a connection lost for a moment (run the step again), or, in a worker,
+  // variables the chief is still restoring. Otherwise the error is the program's own.
+  if (failed.code() == ErrorCode::failed_precondition && (bound.chief || (done.empty() && !pending)))
+    throw failed;
+  if (Clock::now() > bound.deadline)
+    fail(failed.code(), "{}; the job could not go on within {:.1f} s (waited for at most {:.0f} s{})", failed.what(),
+         waited(), bound.seconds, bound.chief ? "" : " for the chief to restore the variables");
+  if (!bound.chief && failed.code() == ErrorCode::failed_precondition)
+    tell_waiting("the chief to restore the variables of a restarted task", "", waited(), bound.seconds);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+// nullopt when a task was lost again while its variables were restored (tried again next time).
+std::optional<Recovery> Supervisor::Impl::restore_restarted(const Error& failed, const RecoveryBound& bound,
+                                                            const Restarted& restarted) {
+  const bool chief = bound.chief;
+  Recovery r;
+  r.tasks = restarted.tasks;
+  r.addresses = restarted.addresses;
+  for (auto& task : restarted.tasks) {
+    r.spares.emplace_back();
+    for (auto& [moved, spare] : took_over)
+      if (moved == task) r.spares.back() = spare;
+  }
+  took_over.clear();
+  r.cause = failed.what();
+  r.seconds_back = seconds_between(*failing_since, Clock::now());
+  auto latest = chief && !options.checkpoint_dir.empty() ? latest_checkpoint(options.checkpoint_dir) : std::nullopt;
+  // No checkpoint yet: fatal only where a variable is missing. A restarted task that holds none
+  // (a worker that rejoined) needs nothing, and the step run again says which is the case.
+  if (chief && !latest && failed.code() == ErrorCode::failed_precondition)
+    fail(ErrorCode::data_loss, "task(s) {} run a new process and their variables are lost, with {} to restore them "
+         "from; the step had failed with: {}", fmt::join(restarted.tasks, ", "),
+         options.checkpoint_dir.empty() ? std::string("no checkpoint directory (the chief saves none)")
+                                        : fmt::format("no checkpoint in '{}'", options.checkpoint_dir),
+         failed.what());
+  if (latest) {
+    RestoreReport report;
+    try {
+      report = saver->restore_tasks(*latest, restarted.tasks);
+    } catch (const Error& e) {
+      // Lost again while restoring: seen as restarted next time, and tried again (bounded).
+      if (e.code() != ErrorCode::unavailable || Clock::now() > bound.deadline) throw;
+      for (auto& t : restarted.tasks) incarnation.erase(t);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return std::nullopt;
+    }
+    r.checkpoint = report.path;
+    r.restored_step = report.global_step;
+    r.lost_steps = std::max<int64_t>(0, global_step - report.global_step);
+    r.variables = report.restored.size();
+    r.seconds_restored = seconds_between(*failing_since, Clock::now());
+  }
+  return r;
+}
+
+void Supervisor::Impl::add_to_pending(Recovery r) {
+  if (pending) {  // a second loss before a step ran again: one report of both
+    for (std::size_t i = 0; i < r.tasks.size(); ++i) {
+      pending->tasks.push_back(r.tasks[i]);
+      pending->addresses.push_back(r.addresses[i]);
+      pending->spares.push_back(r.spares[i]);
+    }
+    if (!r.checkpoint.empty()) {
+      pending->checkpoint = r.checkpoint;
+      pending->restored_step = r.restored_step;
+      pending->lost_steps = std::max(pending->lost_steps, r.lost_steps);
+      pending->variables += r.variables;
+      pending->seconds_restored = r.seconds_restored;
+    }
+  } else {
+    pending = std::move(r);
+  }
+}
+
 void Supervisor::try_to_recover(const Error& failed) {
   Impl& im = *impl_;
   if (failed.code() != ErrorCode::unavailable && failed.code() != ErrorCode::failed_precondition) throw failed;
@@ -215,124 +364,15 @@ void Supervisor::try_to_recover(const Error& failed) {
   // A worker also waits for the chief's restore after the task is back.
   // (and, should the task not come back, for the chief to give it to a spare and restore it there)
   const auto bound = chief ? im.options.grace : 2 * im.options.grace + std::chrono::seconds(10);
-  const auto deadline = *im.failing_since + bound;
-  const double bound_s = std::chrono::duration<double>(bound).count();
-  auto waited = [&] { return seconds_between(*im.failing_since, Clock::now()); };
+  const RecoveryBound within{chief, *im.failing_since + bound, std::chrono::duration<double>(bound).count()};
 
-  // Every task the steps run on reachable again (a lost one is reconnected, each try bounded)?
-  // Tasks no step of this session uses (another worker) are not waited for.
-  std::vector<Master::TaskWorker> tasks;
-  for (;;) {
-    try {
-      tasks = im.master.task_workers(im.master.tasks_in_use());
-      break;
-    } catch (const Error& e) {
-      // Not back within the grace period: the chief gives a lost ps task's shards to a spare
-      // (the spec's "spare" job), restored below like a restarted process's.
-      if (Clock::now() > deadline && chief) {
-        if (auto moved = im.master.take_over_with_spare()) {
-          im.took_over.push_back(*moved);
-          continue;
-        }
-      }
-      // The error names the task that did not come back first, then the step's failure.
-      if (Clock::now() > deadline)
-        fail(ErrorCode::unavailable, "the job cannot go on: a lost task did not come back within {:.1f} s (waited {:.1f} s{}): "
-             "{}; the step had failed with: {}", bound_s, waited(), chief ? ", and no spare took it over" : "", e.what(),
-             failed.what());
-      // "task ps:1 at 127.0.0.1:2222: no cluster member answers ...": who, then why.
-      const std::string what = e.what();
-      const auto colon = what.find(": ");
-      im.tell_waiting(what.substr(0, colon) + " to come back", colon == std::string::npos ? "" : what.substr(colon + 2),
-                      waited(), bound_s);
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-  }
-  std::vector<std::string> restarted, addresses;
-  for (auto& t : tasks) {
-    auto it = im.incarnation.find(t.task);
-    if (it != im.incarnation.end() && it->second == t.incarnation) continue;
-    restarted.push_back(t.task);
-    addresses.push_back(t.address);
-    im.incarnation[t.task] = t.incarnation;
-  }
-  if (restarted.empty() && chief && failed.code() == ErrorCode::failed_precondition) {
-    // The same processes, yet a variable is not initialised: a task restarted while no supervisor
-    // saw it (this chief was away): the task of the failed node's device (a VariableV2 there).
-    if (const auto task = failed_task(failed))
-      for (auto& t : tasks)
-        if (t.task == *task) {
-          restarted.push_back(t.task);
-          addresses.push_back(t.address);
-        }
-  }
-  if (restarted.empty()) {
-    // The same processes: a connection lost for a moment (run the step again), or, in a worker,
-    // variables the chief is still restoring. Otherwise the error is the program's own.
-    if (failed.code() == ErrorCode::failed_precondition && (chief || (im.done.empty() && !im.pending)))
-      throw failed;
-    if (Clock::now() > deadline)
-      fail(failed.code(), "{}; the job could not go on within {:.1f} s (waited for at most {:.0f} s{})", failed.what(),
-           waited(), bound_s, chief ? "" : " for the chief to restore the variables");
-    if (!chief && failed.code() == ErrorCode::failed_precondition)
-      im.tell_waiting("the chief to restore the variables of a restarted task", "", waited(), bound_s);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::vector<Master::TaskWorker> tasks = im.reconnect_tasks(failed, within);
+  const Restarted restarted = im.find_restarted(failed, chief, tasks);
+  if (restarted.tasks.empty()) {
+    im.wait_for_the_step(failed, within);
     return;
   }
-
-  Recovery r;
-  r.tasks = restarted;
-  r.addresses = addresses;
-  for (auto& task : restarted) {
-    r.spares.emplace_back();
-    for (auto& [moved, spare] : im.took_over)
-      if (moved == task) r.spares.back() = spare;
-  }
-  im.took_over.clear();
-  r.cause = failed.what();
-  r.seconds_back = seconds_between(*im.failing_since, Clock::now());
-  auto latest = chief && !im.options.checkpoint_dir.empty() ? latest_checkpoint(im.options.checkpoint_dir) : std::nullopt;
-  // No checkpoint yet: fatal only where a variable is missing. A restarted task that holds none
-  // (a worker that rejoined) needs nothing, and the step run again says which is the case.
-  if (chief && !latest && failed.code() == ErrorCode::failed_precondition)
-    fail(ErrorCode::data_loss, "task(s) {} run a new process and their variables are lost, with {} to restore them "
-         "from; the step had failed with: {}", fmt::join(restarted, ", "),
-         im.options.checkpoint_dir.empty() ? std::string("no checkpoint directory (the chief saves none)")
-                                           : fmt::format("no checkpoint in '{}'", im.options.checkpoint_dir),
-         failed.what());
-  if (latest) {
-    RestoreReport report;
-    try {
-      report = im.saver->restore_tasks(*latest, restarted);
-    } catch (const Error& e) {
-      // Lost again while restoring: seen as restarted next time, and tried again (bounded).
-      if (e.code() != ErrorCode::unavailable || Clock::now() > deadline) throw;
-      for (auto& t : restarted) im.incarnation.erase(t);
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      return;
-    }
-    r.checkpoint = report.path;
-    r.restored_step = report.global_step;
-    r.lost_steps = std::max<int64_t>(0, im.global_step - report.global_step);
-    r.variables = report.restored.size();
-    r.seconds_restored = seconds_between(*im.failing_since, Clock::now());
-  }
-  if (im.pending) {  // a second loss before a step ran again: one report of both
-    for (std::size_t i = 0; i < r.tasks.size(); ++i) {
-      im.pending->tasks.push_back(r.tasks[i]);
-      im.pending->addresses.push_back(r.addresses[i]);
-      im.pending->spares.push_back(r.spares[i]);
-    }
-    if (!r.checkpoint.empty()) {
-      im.pending->checkpoint = r.checkpoint;
-      im.pending->restored_step = r.restored_step;
-      im.pending->lost_steps = std::max(im.pending->lost_steps, r.lost_steps);
-      im.pending->variables += r.variables;
-      im.pending->seconds_restored = r.seconds_restored;
-    }
-  } else {
-    im.pending = std::move(r);
-  }
+  if (auto r = im.restore_restarted(failed, within, restarted)) im.add_to_pending(std::move(*r));
 }
 
 }  // namespace troupe

@@ -9,6 +9,7 @@
 
 #include "actors/cluster/cluster_checkpoint.hpp"
 #include "actors/cluster/inbox.hpp"
+#include "actors/cluster/member_rendezvous.hpp"
 #include "actors/cluster/outbox.hpp"
 #include "actors/executor/executable.hpp"
 #include "actors/state/param_shard.hpp"
@@ -22,11 +23,6 @@
 #include "graph/graph_def.hpp"
 
 namespace troupe {
-namespace {
-
-uint64_t key_of(const std::string& rendezvous_key) { return fingerprint64(rendezvous_key); }
-
-}  // namespace
 
 Registration::~Registration() {
   for (auto& o : outboxes) caf::anon_send_exit(o, caf::exit_reason::user_shutdown);
@@ -190,9 +186,6 @@ void register_graph(Worker* self, RegisterGraph& r) {
   reg->owner_name = r.owner;
 
   PartitionSet set;
-  set.report_root_sends = true;
-  set.error_sink = caf::actor_cast<caf::actor>(self);
-  set.error_sink_id = r.handle;
   set.fetch_names = r.fetch_names;
   set.num_targets = r.num_targets;
   for (std::size_t i = 0; i < r.arg_parts.size(); ++i) set.args.push_back({r.arg_parts[i], r.arg_nodes[i]});
@@ -241,7 +234,7 @@ void register_graph(Worker* self, RegisterGraph& r) {
         const std::string key = rendezvous_key(n);
         auto& edges = edges_to[to];
         slot_of[key] = {to, uint32_t(edges.size())};
-        edges.push_back({key_of(key), float16.count(key) > 0});
+        edges.push_back({MemberRendezvous::key_of(key), float16.count(key) > 0});
       }
     }
   std::map<std::string, caf::actor> outbox_of;
@@ -270,15 +263,13 @@ void register_graph(Worker* self, RegisterGraph& r) {
       if (d->name().ends_with(name.substr(at))) return d.get();
     return nullptr;
   };
-  options.remote_target = [&](const Node& send) -> std::optional<Target> {
-    auto slot = slot_of.find(rendezvous_key(send));
-    if (slot == slot_of.end()) return std::nullopt;
-    return Target{outbox_of.at(slot->second.first), slot->second.second};
-  };
+  auto rendezvous = std::make_shared<MemberRendezvous>(caf::actor_cast<caf::actor>(self), r.handle);
+  for (auto& [key, slot] : slot_of) rendezvous->send_through(key, outbox_of.at(slot.first), slot.second);
+  options.rendezvous = rendezvous;
+  reg->rendezvous = rendezvous;
   auto shards = ctx.shards;
   reg->exe = std::make_shared<Executable>(self->system(), std::move(set),
                                           [shards](const std::string& v) { return shards->of(v); }, options);
-  for (auto& [key, actor] : reg->exe->recv_actors()) reg->recv_of[key_of(key)] = actor;
 
   if (r.owner_actor && self->state.owners.emplace(r.owner_actor.address(), r.owner).second) {
     self->monitor(r.owner_actor);

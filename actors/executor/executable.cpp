@@ -79,79 +79,6 @@ void spawn_slices(int n, std::size_t active, bool huge, std::vector<const void*>
   for (auto& h : hot_of) hot.insert(hot.end(), h.begin(), h.end());
 }
 
-// ---- prune ----------------------------------------------------------------------------
-
-// The subgraph of the signature, CSE'd, checked for what no executor could run: a fetch or
-// target inside a loop, an edge between frames that bypasses Enter and Exit.
-Subgraph prune(const Graph& graph, const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
-               const std::vector<int>& targets) {
-  Subgraph sub = prune_and_merge(graph, feeds, fetches, targets);
-  const Graph& g = *sub.graph;
-  std::vector<const std::string*> frames(std::size_t(g.size()));  // each node's, looked up once
-  for (int id = 0; id < g.size(); ++id) frames[std::size_t(id)] = &loop_frame(g.node(id));
-  auto frame_of = [&](int id) -> const std::string& { return *frames[std::size_t(id)]; };
-  for (auto& f : sub.fetches)
-    if (!frame_of(f.node).empty())
-      fail(ErrorCode::invalid_argument,
-           "fetch '{}' is inside while loop '{}', where it has one value per iteration: fetch the loop's results",
-           tensor_name(g.node(f.node), f.port), frame_of(f.node));
-  for (int t : sub.targets)
-    if (!frame_of(t).empty())
-      fail(ErrorCode::invalid_argument, "target '{}' is inside while loop '{}': run the loop's results instead",
-           g.node(t).name, frame_of(t));
-
-  // Values cross a loop's boundary only through Enter (in) and Exit (out): any other edge
-  // between frames would deliver its messages under the wrong tags and hang the step.
-  auto where = [&](const std::string& f) { return f.empty() ? std::string("outside any loop") : "in while loop '" + f + "'"; };
-  for (int id = 0; id < g.size(); ++id) {
-    const Node& n = g.node(id);
-    if (n.op == "Exit") continue;
-    const std::string& frame = frame_of(id);
-    const bool enter = n.op == "Enter";
-    for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
-      const Node& p = g.node(n.inputs[slot].node);
-      if ((enter && slot == 0) || is_constant_value(p)) continue;
-      if (frame_of(p.id) != frame)
-        fail(ErrorCode::invalid_argument,
-             "{} {} reads {} {}: values cross a loop's boundary only through Enter and Exit (build loops with while_loop)",
-             n.describe(), where(frame), tensor_name(p, n.inputs[slot].port), where(frame_of(p.id)));
-    }
-    for (int c : n.control_inputs)
-      if (!(enter && !get_attr_or<bool>(n.attrs, "is_constant", false)) && frame_of(c) != frame)
-        fail(ErrorCode::invalid_argument,
-             "{} {} has a control input from {} {}: control edges do not cross a loop's boundary",
-             n.describe(), where(frame), g.node(c).describe(), where(frame_of(c)));
-  }
-  return sub;
-}
-
-// ---- place ----------------------------------------------------------------------------
-
-// Every node's device among this process's, and the graph cut by them. Ops the actors carry
-// out themselves (Merge, the frame ops) run anywhere; variable and queue ops talk to actors from
-// the host, on a CPU.
-Partitions place_and_partition(const std::shared_ptr<Graph>& g, const ExecutableOptions& options) {
-  const auto& registry = DeviceRegistry::instance();
-  PlacementOptions p;
-  for (const auto& d : registry.devices()) p.devices.push_back(d->name());
-  p.single_process = true;
-  p.has_kernel = can_run_on;
-  p.allow_soft_placement = options.allow_soft_placement;
-  p.policy = options.placement_policy ? *options.placement_policy : placement_policy_from_environment();
-  std::vector<int> device_of;
-  try {
-    device_of = place_indices(*g, p);
-  } catch (const Error& e) {
-    if (registry.gpu_count() > 0 || std::string(e.what()).find("GPU") == std::string::npos) throw;
-    throw Error(e.code(), fmt::format("{} (no GPU here: {})", e.what(), registry.gpu_status()));
-  }
-  if (!device_of.empty() && std::all_of(device_of.begin(), device_of.end(), [&](int d) { return d == device_of[0]; }))
-    return whole_partition(g, p.devices[std::size_t(device_of[0])]);
-  std::vector<std::string> names(device_of.size());
-  for (std::size_t id = 0; id < device_of.size(); ++id) names[id] = p.devices[std::size_t(device_of[id])];
-  return partition(g, names);
-}
-
 // ---- plan ----------------------------------------------------------------------------
 
 using PartSignature = PartitionSet::Signature;
@@ -505,9 +432,9 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
       });
 }
 
-// Each _Send to the _Recv of its rendezvous key, in whichever partition that is, or to another
-// process (options.remote_target).
-void wire_transfers(const std::vector<std::shared_ptr<ExecPlan>>& parts, const ExecutableOptions& options) {
+// Each _Send to where the rendezvous says: the _Recv of its key, in whichever partition that is,
+// or beyond this executable.
+void wire_transfers(const std::vector<std::shared_ptr<ExecPlan>>& parts, const Rendezvous& rendezvous) {
   std::map<std::string, Target> recv_of;
   for (auto& p : parts)
     for (int id = 0; id < int(p->nodes.size()); ++id)
@@ -517,14 +444,19 @@ void wire_transfers(const std::vector<std::shared_ptr<ExecPlan>>& parts, const E
       if (p->nodes[id].kind != NodeKind::send) continue;
       const std::string key = rendezvous_key(p->graph->node(id));
       auto it = recv_of.find(key);
-      if (it != recv_of.end()) {
-        p->nodes[id].outputs[0].push_back(it->second);
-        continue;
-      }
-      auto remote = options.remote_target ? options.remote_target(p->graph->node(id)) : std::nullopt;
-      if (!remote) fail(ErrorCode::internal, "{}: no _Recv has its rendezvous key '{}'", p->nodes[id].where(), key);
-      p->nodes[id].outputs[0].push_back(*remote);
+      p->nodes[id].outputs[0].push_back(rendezvous.resolve(p->graph->node(id), key,
+                                                           it == recv_of.end() ? nullptr : &it->second,
+                                                           p->nodes[id].where()));
     }
+}
+
+// The _Recv actor of every rendezvous key among `parts`.
+std::map<std::string, caf::actor> recv_actors(const std::vector<std::shared_ptr<ExecPlan>>& parts) {
+  std::map<std::string, caf::actor> out;
+  for (auto& p : parts)
+    for (int id = 0; id < int(p->nodes.size()); ++id)
+      if (p->nodes[id].kind == NodeKind::recv && p->actors[id]) out[rendezvous_key(p->graph->node(id))] = p->actors[id];
+  return out;
 }
 
 }  // namespace
@@ -582,59 +514,15 @@ WaitSource NodePlan::input_source(int slot) const {
   return {"", producer.name, tensor_name(producer, in.port)};
 }
 
-bool can_run_on(const Node& n, const std::string& type) {
-  if (n.op_def->variable_op || n.op_def->queue_op) return type == "CPU";
-  if (n.op_def->fires_on_first_live_input || n.op_def->frame_op) return true;
-  return KernelRegistry::global().has(n.op, type == "GPU" ? DeviceType::gpu : DeviceType::cpu);
-}
-
-Subgraph prune_signature(const Graph& graph, const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
-                         const std::vector<int>& targets) {
-  return prune(graph, feeds, fetches, targets);
-}
-
-LocalSignature local_signature(const Subgraph& sub, const Partitions& cut, const std::vector<int>& parts) {
-  LocalSignature out;
-  std::map<int, int> local_of;  // partition index in cut -> in out.set
-  for (int i : parts) {
-    local_of[i] = int(out.set.parts.size());
-    out.set.parts.push_back(cut.parts[std::size_t(i)]);
-  }
-  out.set.signatures.resize(out.set.parts.size());
-  for (int i = 0; i < int(sub.fetches.size()); ++i) {
-    auto at = cut.of[sub.fetches[i].node];
-    auto it = local_of.find(at.part);
-    if (it == local_of.end()) continue;
-    out.set.signatures[it->second].fetches.push_back({{at.node, sub.fetches[i].port}, int(out.fetch_index.size())});
-    out.set.fetch_names.push_back(tensor_name(sub.graph->node(sub.fetches[i].node), sub.fetches[i].port));
-    out.fetch_index.push_back(i);
-  }
-  for (int t : sub.targets) {
-    auto it = local_of.find(cut.of[t].part);
-    if (it == local_of.end()) continue;
-    out.set.signatures[it->second].targets.push_back(cut.of[t].node);
-    ++out.set.num_targets;
-  }
-  for (int i = 0; i < int(sub.args.size()); ++i) {
-    auto at = cut.of[sub.args[i]];
-    auto it = local_of.find(at.part);
-    if (it == local_of.end()) continue;
-    out.set.args.push_back({it->second, at.node});
-    out.feed_index.push_back(i);
-  }
-  return out;
-}
-
 Executable::Executable(caf::actor_system& system, const Graph& graph,
                        const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
                        const std::vector<int>& targets, const ShardOf& shard_of,
                        const ExecutableOptions& options)
     : system_(&system) {
-  Subgraph sub = prune(graph, feeds, fetches, targets);
-  Partitions cut = place_and_partition(sub.graph, options);
-  std::vector<int> all(cut.parts.size());
-  for (int i = 0; i < int(all.size()); ++i) all[i] = i;
-  build(local_signature(sub, cut, all).set, shard_of, options);
+  SignaturePlacement where = local_placement();
+  where.allow_soft_placement = options.allow_soft_placement;
+  where.policy = options.placement_policy;
+  build(place_signature(graph, feeds, fetches, targets, where).whole(), shard_of, options);
 }
 
 Executable::Executable(caf::actor_system& system, PartitionSet set, const ShardOf& shard_of,
@@ -653,8 +541,8 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
   step.args = set.args;
   step.num_fetches = int(set.fetch_names.size());
   step.num_targets = set.num_targets;
-  step.error_sink = set.error_sink;
-  step.error_sink_id = set.error_sink_id;
+  std::shared_ptr<Rendezvous> rendezvous = options.rendezvous ? options.rendezvous : std::make_shared<LocalRendezvous>();
+  step.rendezvous = rendezvous;
   static std::atomic<uint64_t> next_trace_key{1};
   trace_key_ = options.trace_key ? options.trace_key : next_trace_key.fetch_add(1);
   std::vector<PartPlan> parts;
@@ -712,18 +600,18 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
 
   // wire
   for (PartPlan& part : parts) wire_partition(*part.plan, part.forwards);
-  wire_transfers(step.parts, options);
+  wire_transfers(step.parts, *rendezvous);
   for (std::size_t i = 0; i < parts.size(); ++i) {
     ExecPlan& p = *parts[i].plan;
     for (auto& [f, index] : signatures[i].fetches) p.nodes[f.node].outputs[f.port].push_back({step_actor_, uint32_t(index)});
     for (int t : signatures[i].targets) p.nodes[t].control_outputs.push_back({step_actor_, kControlSlot});
-    if (set.report_root_sends)
-      for (int id = 0; id < int(p.nodes.size()); ++id)
-        if (p.nodes[id].kind == NodeKind::send && loop_frame(p.graph->node(id)).empty()) {
-          p.nodes[id].control_outputs.push_back({step_actor_, kControlSlot});
-          ++step.num_root_sends;
-        }
+    for (int id = 0; id < int(p.nodes.size()); ++id)
+      if (p.nodes[id].kind == NodeKind::send && rendezvous->awaits(p.graph->node(id))) {
+        p.nodes[id].control_outputs.push_back({step_actor_, kControlSlot});
+        ++step.num_awaited_sends;
+      }
   }
+  rendezvous->bind(recv_actors(step.parts));
   if (huge) {
     for (PartPlan& part : parts)
       for (const NodePlan& n : part.plan->nodes)
@@ -741,14 +629,6 @@ void Executable::step_ended() {
     hot.swap(hot_);
   }
   huge_pages::collapse_around(hot);
-}
-
-std::map<std::string, caf::actor> Executable::recv_actors() const {
-  std::map<std::string, caf::actor> out;
-  for (auto& p : plan_->parts)
-    for (int id = 0; id < int(p->nodes.size()); ++id)
-      if (p->nodes[id].kind == NodeKind::recv && p->actors[id]) out[rendezvous_key(p->graph->node(id))] = p->actors[id];
-  return out;
 }
 
 const ExecPlan* Executable::part_on(const std::string& device) const {

@@ -1,15 +1,12 @@
 #pragma once
 // An Executable is one run signature (feeds, fetches, targets) of a graph, prepared once and
-// reused by every step with that signature. Its constructor is a pipeline of named steps:
-//   prune     the subgraph the fetches and targets need, feeds as _Arg nodes, CSE'd;
-//   place     a device for every node (graph/placement.hpp);
-//   partition one graph per device, _Send/_Recv between them (graph/partition.hpp), each
-//             a Graph of its own that round-trips through the Cap'n Proto GraphDef (tested);
+// reused by every step with that signature. It is built from the partitions this process runs,
+// which the signature pipeline (actors/signature.hpp) prunes, places and cuts, in named steps:
 //   plan      per partition an ExecPlan built from that partition alone (plus which of its
 //             nodes are fetched): each node's actor kind, inputs, constants, kernel;
 //   spawn     one actor per node of every partition, and the step actor;
-//   wire      each output to its consumers' actors, each _Send to the _Recv of its rendezvous
-//             key, fetches and targets to the step actor.
+//   wire      each output to its consumers' actors, each _Send where its rendezvous
+//             (rendezvous.hpp) says, fetches and targets to the step actor.
 // A partition keeps its own frame and stack state (no partition reads another's), so each
 // could run in another process. The plans hold the actors' handles and each actor holds its
 // plan; the destructor breaks that cycle once every actor is down.
@@ -28,36 +25,17 @@
 #include <tuple>
 #include <vector>
 
-#include "actors/executor/node_kind.hpp"
 #include "actors/executor/frame_table.hpp"
+#include "actors/executor/node_kind.hpp"
+#include "actors/executor/rendezvous.hpp"
+#include "actors/executor/target.hpp"
 #include "actors/messages.hpp"
-#include "graph/partition.hpp"
-#include "graph/placement.hpp"
-#include "graph/prune.hpp"
+#include "actors/signature.hpp"
 #include "ops/kernel.hpp"
 
 namespace troupe {
 
 class NodeActor;
-
-struct Target {
-  caf::actor actor;
-  uint32_t slot;
-  bool drop_dead = false;  // an Exit's data input: only the last iteration's live value matters
-  // An Exit's or a loop invariant's pred (the LoopCond): a live true, which every iteration but
-  // the last sends, says only that the loop goes on, and is not sent (a message and a turn of
-  // each Exit and each loop invariant an iteration: they act only on the false or dead).
-  bool drop_true = false;
-  // A node with one actor per worker (NodePlan::replicas): iteration k goes to the replica of
-  // the worker it runs on (node.hpp, deliver()) instead of `node`, which is replicas[0]. (The
-  // count sits in padding, so a Target stays 32 bytes.)
-  uint16_t replica_count = 0;
-  NodeActor* node = nullptr;  // the actor's, when it is a node on the fast path (node.hpp)
-  NodeActor* const* replicas = nullptr;
-  // The replica that takes the inputs of iterations on worker `r` (deliver(), prefetch_mailbox()).
-  NodeActor* replica(int r) const { return replicas[std::size_t(r) % replica_count]; }
-};
-static_assert(sizeof(Target) == 32, "a Target stays 32 bytes: two to a cache line");
 
 // The values StackPush nodes save for a loop's gradient, per step, stack and iteration path
 // (the iterations of every frame the push ran in, outermost first); shared by the node actors
@@ -204,63 +182,17 @@ struct ExecPlan {
 
 // What the step actor reads: every partition, and where feeds go.
 struct StepPlan {
-  struct Feed {
-    int part;
-    int node;  // the feed's _Arg node there
-  };
+  using Feed = PartitionSet::Feed;
   std::vector<std::shared_ptr<ExecPlan>> parts;
   std::vector<Feed> args;  // per feed
   int num_fetches = 0;
   int num_targets = 0;
-  int num_root_sends = 0;  // _Sends outside loops that report firing (a cluster member's share)
+  int num_awaited_sends = 0;  // _Sends the answer waits for (Rendezvous::awaits)
   std::vector<std::string> fetch_names;
-  // Where the error of a step that has already been answered goes (a cluster member's worker,
-  // which tells the master): a member may answer a step before all its nodes have run.
-  caf::actor error_sink;  // takes (abort_atom, error_sink_id, tag, code, message, device)
-  uint64_t error_sink_id = 0;
+  std::shared_ptr<const Rendezvous> rendezvous;  // never null
 };
 
 class Runtime;
-
-// What one process runs of a signature: its partitions, and where the step's feeds, fetches and
-// targets are among them (a local Session's process runs all partitions; a cluster member the
-// ones on its task's devices).
-struct PartitionSet {
-  struct Signature {
-    std::vector<std::pair<Endpoint, int>> fetches;  // (endpoint in the partition, fetch index)
-    std::vector<int> targets;                       // nodes of the partition
-  };
-  std::vector<Partition> parts;
-  std::vector<Signature> signatures;   // per part
-  std::vector<StepPlan::Feed> args;    // per feed of this process
-  std::vector<std::string> fetch_names;  // per fetch of this process
-  int num_targets = 0;
-  // A cluster member's share: its step is answered once every _Send outside loops has fired
-  // too (so a partition with no fetch or target, a ps's, is not answered before it ran), and
-  // errors after the answer go to `error_sink`.
-  bool report_root_sends = false;
-  caf::actor error_sink;  // takes (abort_atom, error_sink_id, tag, code, message, device)
-  uint64_t error_sink_id = 0;
-};
-
-// Whether `node` can run on a device of `type` ("CPU", "GPU"): placement's has_kernel. Ops the
-// actors carry out themselves (Merge, the frame ops) run anywhere; variable and queue ops talk
-// to actors from the host, on a CPU.
-bool can_run_on(const Node& node, const std::string& type);
-
-// The subgraph of a signature, checked for what no executor could run (a fetch or target
-// inside a loop, an edge between frames that bypasses Enter and Exit); feeds become _Arg nodes.
-Subgraph prune_signature(const Graph& graph, const std::vector<Endpoint>& feeds, const std::vector<Endpoint>& fetches,
-                         const std::vector<int>& targets);
-
-// The share of partitions `parts` (indices into cut.parts) in signature `sub`: local fetch i is
-// the signature's fetch fetch_index[i], local feed i its feed feed_index[i].
-struct LocalSignature {
-  PartitionSet set;
-  std::vector<int> fetch_index;
-  std::vector<int> feed_index;
-};
-LocalSignature local_signature(const Subgraph& sub, const Partitions& cut, const std::vector<int>& parts);
 
 struct ExecutableOptions {
   bool allow_soft_placement = true;
@@ -269,13 +201,12 @@ struct ExecutableOptions {
   // TROUPE_PLACEMENT.
   std::optional<PlacementOptions::Policy> placement_policy;
   // The device of this process a partition's device name stands for; unset: the registry's
-  // device of that name. A cluster member maps "/job:worker/task:1/device:CPU:0" to its own.
+  // device of that name (partitions named for another job and task map to this process's own).
   std::function<const Device*(const std::string&)> find_device;
-  // Where a _Send whose _Recv runs in another process sends (a cluster member's outbox for that
-  // process); unset, or no answer: such a _Send is an error.
-  std::function<std::optional<Target>(const Node& send)> remote_target;
-  // What names this executable's steps to the tracer (core/trace.hpp): a cluster member's
-  // registration handle; 0: a number of its own, unique in the process.
+  // Where its _Sends deliver (rendezvous.hpp); unset: a LocalRendezvous.
+  std::shared_ptr<Rendezvous> rendezvous;
+  // What names this executable's steps to the tracer (core/trace.hpp), when its steps are named
+  // elsewhere too; 0: a number of its own, unique in the process.
   uint64_t trace_key = 0;
 };
 
@@ -284,11 +215,11 @@ using ShardOf = std::function<caf::actor(const std::string& variable)>;
 
 class Executable {
  public:
-  // Everything in this process (a local Session).
+  // Every partition of the signature, placed over this process's devices (actors/signature.hpp).
   Executable(caf::actor_system& system, const Graph& graph, const std::vector<Endpoint>& feeds,
              const std::vector<Endpoint>& fetches, const std::vector<int>& targets,
              const ShardOf& shard_of, const ExecutableOptions& options);
-  // Partitions already placed and cut (by a cluster's master): plan, spawn and wire them.
+  // Partitions the signature pipeline placed and cut: plan, spawn and wire them.
   Executable(caf::actor_system& system, PartitionSet set, const ShardOf& shard_of, const ExecutableOptions& options);
   ~Executable();
   Executable(const Executable&) = delete;
@@ -299,9 +230,6 @@ class Executable {
   const std::vector<std::shared_ptr<ExecPlan>>& parts() const { return plan_->parts; }
   // The partition of `device` (full name); nullptr if nothing runs there.
   const ExecPlan* part_on(const std::string& device) const;
-  // The _Recv actor of every rendezvous key in this process (a cluster member's inbox delivers
-  // values from other processes to them).
-  std::map<std::string, caf::actor> recv_actors() const;
   // What names this executable's steps to the tracer: trace::begin(trace_key(), step) traces one.
   uint64_t trace_key() const { return trace_key_; }
   // Called when a step of this executable has ended (either way): after the first, a large
@@ -324,7 +252,7 @@ class Executable {
 // With `step`, only that step's, which the actors are told is running (a _Recv then says which
 // value has not come, and a node that has had no input yet but whose value another device waits
 // for is added, inferred, with the waiting nodes it depends on). A local session's reports and
-// a cluster member's are both these.
+// an executable run as a share of steps reports the same way.
 std::vector<WaitReport> ask_waits(caf::actor_system& system, const std::vector<const Executable*>& exes,
                                   caf::duration bound, std::optional<uint64_t> step = std::nullopt);
 

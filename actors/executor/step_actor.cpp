@@ -48,7 +48,7 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
   return {
       [self, report](run_atom, uint64_t step, std::vector<Tensor>& feeds) -> caf::result<StepResult> {
         const StepPlan& p = *self->state.plan;
-        const int due = p.num_fetches + p.num_targets + p.num_root_sends;
+        const int due = p.num_fetches + p.num_targets + p.num_awaited_sends;
         caf::result<StepResult> answer = StepResult{};
         if (due > 0) {
           auto& s = self->state.steps[step];
@@ -64,8 +64,8 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
           send_to_node(self->context(), *p.parts[p.args[i].part], p.args[i].node, tag, 0, Value{std::move(feeds[i]), false});
         for (auto& part : p.parts)
           for (int src : part->sources) send_to_node(self->context(), *part, src, tag, kControlSlot, Value{});
-        // Reports that came before the step did (values from other processes start work here
-        // before this process's share of the step is asked for).
+        // Reports that came before the step did (values from elsewhere start work here before
+        // this share of the step is run).
         auto early = self->state.early.find(step);
         if (early != self->state.early.end()) {
           auto reports = std::move(early->second);
@@ -76,7 +76,7 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
       },
       [self, report](input_atom, const Tag& tag, uint32_t slot, Value& value) {
         auto& st = self->state;
-        if (!st.steps.count(tag.step) && st.plan->error_sink && !st.ended.count(tag.step)) {
+        if (!st.steps.count(tag.step) && st.plan->rendezvous->shared() && !st.ended.count(tag.step)) {
           st.early[tag.step].emplace_back(slot, std::move(value));  // its run comes next
           return;
         }
@@ -84,12 +84,11 @@ caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
       },
       [self, finish](abort_atom, const Tag& tag, int32_t code, std::string& message, std::string& device) {
         if (!self->state.steps.count(tag.step)) {
-          // Answered already (a cluster member's share): the error still fails the step.
-          if (!self->state.plan->error_sink) return;
+          // Answered already (a shared step's share): the error still fails the step.
+          if (!self->state.plan->rendezvous->shared()) return;
           self->state.early.erase(tag.step);
           self->state.remember_ended(tag.step);
-          self->send(self->state.plan->error_sink, abort_atom::value, self->state.plan->error_sink_id, tag, code,
-                     std::move(message), std::move(device));
+          self->state.plan->rendezvous->abort(tag, ErrorCode(code), std::move(message), std::move(device));
           for (auto& part : self->state.plan->parts) {
             part->frames.drop_step(tag.step);
             for (auto& a : part->actors)

@@ -9,9 +9,10 @@
 //                                         to drop the step.
 // Per step it keeps the response promise, the fetches so far and how many reports are still
 // due; the entry is erased when the step ends, either way. Reports of ended steps are ignored.
-// A cluster member's step actor (its plan has an error sink) also keeps reports that come before
-// their step's run (values from other processes may start work here first), and remembers the
-// last 4096 steps that ended, whose late reports it drops.
+// The step actor of a shared rendezvous (Rendezvous::shared: this executable runs a share of
+// steps that others run too) also keeps reports that come before their step's run (values from
+// elsewhere may start work here first), hands a failure after its answer to the rendezvous, and
+// remembers the last 4096 steps that ended, whose late reports it drops.
 #include <deque>
 #include <unordered_map>
 #include <unordered_set>

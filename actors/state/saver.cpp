@@ -1,4 +1,5 @@
 #include "actors/state/saver.hpp"
+#include "actors/session_impl.hpp"
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -19,6 +20,7 @@
 #include "actors/cluster/master.hpp"
 #include "actors/state/param_shard.hpp"
 #include "actors/runtime.hpp"
+#include "actors/signature.hpp"
 #include "actors/timeouts.hpp"
 #include "core/checkpoint.hpp"
 #include "core/device_name.hpp"
@@ -70,14 +72,13 @@ GraphState graph_state(const Graph& g) {
   return out;
 }
 
-// The task a variable is placed on: the job and task its device requests, the target's for
-// what it leaves open (as the master places it).
+// The task ("job:index") a variable is placed on, as the signature pipeline places it on a
+// cluster whose target is `target_task`.
 std::string task_of_variable(const GraphVariable& v, const std::string& target_task) {
   const auto colon = target_task.find(':');
-  DeviceSpec d = DeviceSpec::parse(v.device);
-  if (!d.job && !d.task) return target_task;
-  return fmt::format("{}:{}", d.job ? *d.job : target_task.substr(0, colon),
-                     d.task ? *d.task : (d.job ? 0 : std::stoi(target_task.substr(colon + 1))));
+  const VariableHome home =
+      variable_home(v.device, target_task.substr(0, colon), std::stoi(target_task.substr(colon + 1)));
+  return fmt::format("{}:{}", home.job, home.task);
 }
 
 // The tasks holding the graph's variables: all a save or a restore needs (a worker away holds
@@ -124,11 +125,11 @@ struct Saver::Impl {
 };
 
 std::vector<ShardContents> Saver::Impl::snapshot(const GraphState& graph) const {
-  const ParamShards& shards = *session.param_shards();
+  const ParamShards& shards = *param_shards_of(session);
   std::vector<std::vector<OptimizerState>> wanted(std::size_t(shards.size()));
   for (auto& o : graph.optimizers) wanted[std::size_t(shards.index_of(o.variable))].push_back({o.variable, o.spec, {}, 0});
   std::vector<ShardContents> out(std::size_t(shards.size()));
-  caf::scoped_actor self{session.runtime()->system()};
+  caf::scoped_actor self{runtime_of(session)->system()};
   // Asked all at once: every shard takes its snapshot between two of its own messages.
   using Handle = decltype(self->request(caf::actor{}, timeouts::shard_checkpoint(), snapshot_atom::value, wanted[0]));
   std::vector<Handle> asked;
@@ -138,7 +139,7 @@ std::vector<ShardContents> Saver::Impl::snapshot(const GraphState& graph) const 
     asked[i].receive([&](ShardContents& c) { out[i] = std::move(c); },
                      [&](caf::error& e) {
                        fail(ErrorCode::unavailable, "Saver: parameter shard {} did not answer the snapshot: {}", i,
-                            session.runtime()->system().render(e));
+                            runtime_of(session)->system().render(e));
                      });
   return out;
 }
@@ -158,7 +159,7 @@ std::future<std::string> Saver::Impl::save_async(const std::string& dir, std::op
   std::lock_guard<std::mutex> lock(mutex);
   join_writer();
   const GraphState graph = graph_state(session.graph());
-  if (Master* master = session.cluster_master()) return save_on_cluster(*master, graph, dir, step, step_variable);
+  if (Master* master = cluster_master_of(session)) return save_on_cluster(*master, graph, dir, step, step_variable);
   std::vector<ShardContents> contents = snapshot(graph);
 
   std::set<std::string> held;
@@ -345,7 +346,7 @@ struct SharedProbe {
 }  // namespace
 
 void Saver::check_directory(const std::string& dir) {
-  Master* master = impl_->session.cluster_master();
+  Master* master = cluster_master_of(impl_->session);
   try {
     checkpoint::check_writable(dir);  // this process writes the index and the pointer
   } catch (const Error& e) {
@@ -525,7 +526,7 @@ RestoreReport Saver::restore_tasks(const std::string& path, const std::vector<st
 }
 
 RestoreReport Saver::Impl::restore(const std::string& path, const std::vector<std::string>& tasks) {
-  if (!tasks.empty() && !session.cluster_master())
+  if (!tasks.empty() && !cluster_master_of(session))
     fail(ErrorCode::invalid_argument, "Saver: restoring the variables of task(s) {} needs a cluster session",
          fmt::join(tasks, ", "));
   const GraphState graph = graph_state(session.graph());
@@ -602,7 +603,7 @@ RestoreReport Saver::Impl::restore(const std::string& path, const std::vector<st
   RestoreReport report{path, index.global_step, {wanted.begin(), wanted.end()}, {}};
   for (auto& [name, entry] : saved)
     if (!wanted.count(name)) report.extra.push_back(name);
-  if (Master* master = session.cluster_master()) {
+  if (Master* master = cluster_master_of(session)) {
     auto assigned = restore_on_cluster(*master, graph, path, requests, options.cluster_task_timeout, tasks);
     if (!tasks.empty()) report.restored = std::move(assigned);
     return report;
@@ -616,7 +617,7 @@ RestoreReport Saver::Impl::restore(const std::string& path, const std::vector<st
     throw Error(e.code(), fmt::format("Saver: cannot restore '{}', no variable was changed: {}", path, e.what()));
   }
 
-  const ParamShards& shards = *session.param_shards();
+  const ParamShards& shards = *param_shards_of(session);
   std::vector<ShardContents> contents(std::size_t(shards.size()));
   for (std::size_t i = 0; i < num_variables; ++i) {
     const GraphVariable& v = graph.variables[i];
@@ -629,13 +630,13 @@ RestoreReport Saver::Impl::restore(const std::string& path, const std::vector<st
     state.step = values[next++].scalar_value<int64_t>();
     contents[std::size_t(shards.index_of(o.variable))].optimizers.push_back(std::move(state));
   }
-  caf::scoped_actor self{session.runtime()->system()};
+  caf::scoped_actor self{runtime_of(session)->system()};
   for (int i = 0; i < shards.size(); ++i)
     self->request(shards.at(i), timeouts::shard_checkpoint(), restore_atom::value, std::move(contents[std::size_t(i)]))
         .receive([](ShardReply&) {},
                  [&](caf::error& e) {
                    fail(ErrorCode::unavailable, "Saver: parameter shard {} did not answer the restore: {}", i,
-                        session.runtime()->system().render(e));
+                        runtime_of(session)->system().render(e));
                  });
 
   return report;

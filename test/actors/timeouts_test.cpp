@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "actors/state/param_shard.hpp"
+#include "actors/session_impl.hpp"
 #include "actors/state/queue_actor.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
@@ -25,7 +26,7 @@ namespace {
 
 // Kills `actor` and returns once it is gone.
 void kill(Session& s, const caf::actor& actor) {
-  caf::scoped_actor self{s.runtime()->system()};
+  caf::scoped_actor self{runtime_of(s)->system()};
   self->send_exit(actor, caf::exit_reason::kill);
   self->wait_for(actor);
 }
@@ -51,7 +52,7 @@ BOOST_AUTO_TEST_CASE(a_read_from_a_parameter_shard_that_is_gone_fails_naming_the
   s.run({}, {}, {init});
   BOOST_TEST(s.run({doubled})[0].scalar_value<float>() == 2.0f);
 
-  kill(s, s.param_shards()->of("w"));
+  kill(s, param_shards_of(s)->of("w"));
   auto m = error_of([&] { s.run({doubled}); }, ErrorCode::unavailable);
   BOOST_TEST(contains(m, "VariableV2 'w'"), m);
   BOOST_TEST(contains(m, "the parameter shard did not answer the read of variable 'w'"), m);
@@ -63,7 +64,7 @@ BOOST_AUTO_TEST_CASE(an_update_of_a_variable_whose_shard_is_gone_fails_naming_th
   auto w = ops::variable(root.with_op_name("w"), {}, DType::float32);
   auto init = ops::assign(root.with_op_name("init"), w, ops::constant(root, 1.0f));
   Session s(root);
-  kill(s, s.param_shards()->of("w"));
+  kill(s, param_shards_of(s)->of("w"));
   auto m = error_of([&] { s.run({}, {}, {init}); }, ErrorCode::unavailable);
   BOOST_TEST(contains(m, "Assign 'init'"), m);
   BOOST_TEST(contains(m, "the parameter shard did not answer the update of variable 'w'"), m);
@@ -75,7 +76,7 @@ BOOST_AUTO_TEST_CASE(a_dequeue_from_a_queue_actor_that_is_gone_fails_naming_the_
   auto q = ops::Queue::fifo(root, {DType::float32}, {PartialShape{}}, {.shared_name = "gone"});
   auto next = q.dequeue(root.with_op_name("next"))[0];
   Session s(root);
-  kill(s, s.runtime()->queue(q.spec()));
+  kill(s, runtime_of(s)->queue(q.spec()));
   auto m = error_of([&] { s.run({next}); }, ErrorCode::unavailable);
   BOOST_TEST(contains(m, "QueueDequeue 'next'"), m);
   BOOST_TEST(contains(m, "queue 'gone'"), m);  // "is gone" or "did not answer its QueueDequeue request"
@@ -87,14 +88,14 @@ BOOST_AUTO_TEST_CASE(a_queue_actor_that_dies_holding_a_dequeue_fails_the_step_na
   auto q = ops::Queue::fifo(root, {DType::float32}, {PartialShape{}}, {.shared_name = "dies_holding"});
   auto next = q.dequeue(root.with_op_name("next"))[0];
   Session s(root);
-  caf::actor queue = s.runtime()->queue(q.spec());
+  caf::actor queue = runtime_of(s)->queue(q.spec());
   // The deadline only keeps a failing test from hanging: the queue's death must fail the step
   // long before it.
   auto step = std::async(std::launch::async, [&] { return s.run({}, {next}, {}, {.timeout = 60s}); });
   BOOST_REQUIRE(waits_for_its_queue(s, "next"));
   {
     // Answered after the queue has taken the node's dequeue (sent before): the queue holds it.
-    caf::scoped_actor self{s.runtime()->system()};
+    caf::scoped_actor self{runtime_of(s)->system()};
     self->request(queue, 10s, size_atom::value).receive([](QueueReply&) {}, [](caf::error&) {});
   }
   kill(s, queue);
