@@ -466,7 +466,7 @@ AllReduceGroup::AllReduceGroup(ClusterMember& member, std::string job, AllReduce
              options.timeout.count(), last_error);
       }
       try {
-        caf::actor worker = connect_member(system, ring[std::size_t(neighbour)].second,
+        WorkerActor worker = connect_member(system, ring[std::size_t(neighbour)].second,
                                            std::min(left, std::chrono::milliseconds(2000)));
         self->request(worker, std::min(left, std::chrono::milliseconds(2000)), collective_atom::value)
             .receive([&](caf::actor& a) { theirs = a; },

@@ -60,7 +60,7 @@ TaskAddress parse_target(const std::string& target) {
 struct TaskLink {
   TaskId id;
   TaskAddress address;
-  caf::actor worker;
+  WorkerActor worker;
   caf::actor inbox;
   uint64_t incarnation = 0;
   std::vector<std::string> devices;
@@ -101,7 +101,7 @@ caf::behavior owner_actor(caf::stateful_actor<OwnerState>* self, std::shared_ptr
 }
 
 // Which of `workers` (one per share of a signature) `a` is; -1 for none.
-int index_of(const std::vector<caf::actor>& workers, const caf::actor_addr& a) {
+int index_of(const std::vector<WorkerActor>& workers, const caf::actor_addr& a) {
   for (std::size_t i = 0; i < workers.size(); ++i)
     if (workers[i].address() == a) return int(i);
   return -1;
@@ -183,9 +183,9 @@ struct Master::Impl {
   // Reconnects lost tasks of `sig` and registers it anew where a task has a new incarnation.
   // Only with the right to register (current_handle).
   void make_current(Signature& sig);
-  std::vector<caf::actor> workers_of(const Signature& sig) {
+  std::vector<WorkerActor> workers_of(const Signature& sig) {
     std::lock_guard<std::mutex> lock(links->mutex);
-    std::vector<caf::actor> out;
+    std::vector<WorkerActor> out;
     for (auto& share : sig.shares) out.push_back(links->tasks[std::size_t(share.task)].worker);
     return out;
   }
@@ -194,16 +194,16 @@ struct Master::Impl {
   // nodes followed across tasks ("stuck: worker:0 'x' waits for 'y:0' from ps:0, where ..."),
   // then per task its waiting nodes, a line each; empty when no task says anything waits.
   std::string explain_step(const Signature& sig, uint64_t handle, uint64_t step,
-                           const std::vector<caf::actor>& workers, const std::vector<bool>& ask);
+                           const std::vector<WorkerActor>& workers, const std::vector<bool>& ask);
   // Step `step`'s answers from `workers` (monitored, each sent its share), the fetches put in
   // `result`, until all are in, one fails or is lost, or `deadline` (0: none) passes: the failure.
   std::optional<StepResult> await_shares(Signature& sig, uint64_t handle, uint64_t step, caf::scoped_actor& self,
-                                         const std::vector<caf::actor>& workers, std::chrono::milliseconds deadline,
+                                         const std::vector<WorkerActor>& workers, std::chrono::milliseconds deadline,
                                          StepResult& result);
   // The step's failure when the task of `share` is lost (`dm`); marks the task lost.
   StepResult share_lost(const Signature::Share& share, uint64_t step, const caf::down_msg& dm);
   // The step's failure past its deadline, with what the shares not `answered` wait for.
-  StepResult step_overdue(const Signature& sig, uint64_t handle, uint64_t step, const std::vector<caf::actor>& workers,
+  StepResult step_overdue(const Signature& sig, uint64_t handle, uint64_t step, const std::vector<WorkerActor>& workers,
                           const std::vector<bool>& answered, std::chrono::milliseconds deadline);
   std::string describe(int task) const {
     const auto& t = links->tasks[std::size_t(task)];
@@ -218,7 +218,7 @@ struct Master::Impl {
 TaskAddress Master::Impl::current_address(int i) {
   const TaskLink& t = links->tasks[std::size_t(i)];
   const std::string name = t.id.to_string();
-  std::vector<caf::actor> ask;
+  std::vector<WorkerActor> ask;
   {
     std::lock_guard<std::mutex> lock(links->mutex);
     const TaskLink& target = links->tasks[std::size_t(target_task)];
@@ -260,7 +260,7 @@ void Master::Impl::connect_unnamed(int i) {
   std::lock_guard<std::mutex> one_at_a_time(connecting);
   TaskLink& t = links->tasks[std::size_t(i)];
   if (t.retired) fail(ErrorCode::failed_precondition, "it took over another task: it is no task of its own");
-  caf::actor worker;
+  WorkerActor worker;
   try {
     worker = connect_member(system(), t.address, connect_bound());
   } catch (const Error&) {
@@ -337,7 +337,7 @@ void Master::Impl::connect_unnamed(int i) {
             },
             [&](caf::error&) {});
   }
-  self->send(owner, worker);
+  self->send(owner, caf::actor_cast<caf::actor>(worker));  // to monitor it
   std::lock_guard<std::mutex> lock(links->mutex);
   t.clock_offset = offset;
   t.clock_error = error;
@@ -396,7 +396,7 @@ Master::Master(const std::string& target, const MasterOptions& options) : impl_(
   };
   std::vector<std::string> tasks, addresses;
   with_retries("the session's target member at " + at.to_string(), [&] {
-    caf::actor worker = connect_member(im.system(), at, im.connect_bound());
+    WorkerActor worker = connect_member(im.system(), at, im.connect_bound());
     caf::scoped_actor self{im.system()};
     self->request(worker, caf::duration{im.connect_bound()}, agreement_atom::value)
         .receive([&](std::vector<std::string>& a) { im.target_agreement = std::move(a); },
@@ -433,7 +433,7 @@ Master::~Master() {
 
 std::vector<TaskTransfers> Master::transfer_stats() const {
   Impl& im = *impl_;
-  std::vector<std::pair<std::string, caf::actor>> workers;
+  std::vector<std::pair<std::string, WorkerActor>> workers;
   {
     std::lock_guard<std::mutex> lock(im.links->mutex);
     for (auto& t : im.links->tasks)
@@ -541,7 +541,7 @@ std::optional<std::pair<std::string, std::string>> Master::take_over_with_spare(
     const std::string spare_task = spare.id.to_string();
     const TaskAddress at = spare.address;
     try {
-      caf::actor worker = connect_member(im.system(), at, im.connect_bound());
+      WorkerActor worker = connect_member(im.system(), at, im.connect_bound());
       caf::scoped_actor self{im.system()};
       self->request(worker, caf::duration{im.connect_bound()}, take_over_atom::value, task)
           .receive([](std::string&, uint64_t, std::string&) {},
@@ -567,7 +567,7 @@ std::optional<std::pair<std::string, std::string>> Master::take_over_with_spare(
     caf::scoped_actor self{im.system()};
     for (auto& [name, address] : members) {
       try {
-        caf::actor w = connect_member(im.system(), address, im.connect_bound());
+        WorkerActor w = connect_member(im.system(), address, im.connect_bound());
         self->request(w, caf::duration{im.connect_bound()}, moved_atom::value, task, at.to_string(), spare_task)
             .receive([] {}, [](caf::error&) {});
       } catch (const Error&) {
@@ -731,7 +731,7 @@ void Master::Impl::register_signature(Signature& sig) {
   std::map<std::string, uint64_t> incarnation_of;
   std::map<std::string, caf::actor> inbox_of;
   std::map<std::string, TaskAddress> address_of;  // where each runs now (a spare's, after a take-over)
-  std::vector<caf::actor> workers;
+  std::vector<WorkerActor> workers;
   {
     std::lock_guard<std::mutex> lock(links->mutex);
     for (auto& t : links->tasks) {
@@ -789,7 +789,7 @@ void Master::Impl::register_signature(Signature& sig) {
                  fmt::format("did not answer the registration within {} s",
                              std::chrono::duration_cast<std::chrono::seconds>(timeouts::member_register()).count()));
   }
-  for (auto& w : workers) self->demonitor(w);
+  for (auto& w : workers) self->demonitor(w.address());
   if (code != ErrorCode::ok) {
     deregister(sig, handle);
     sig.handle = 0;
@@ -801,7 +801,7 @@ void Master::Impl::register_signature(Signature& sig) {
 void Master::Impl::deregister(const Signature& sig, uint64_t handle) {
   caf::scoped_actor self{system()};
   for (auto& share : sig.shares) {
-    caf::actor worker;
+    WorkerActor worker;
     {
       std::lock_guard<std::mutex> lock(links->mutex);
       if (!links->tasks[std::size_t(share.task)].lost.empty()) continue;
@@ -814,9 +814,9 @@ void Master::Impl::deregister(const Signature& sig, uint64_t handle) {
 }
 
 std::string Master::Impl::explain_step(const Signature& sig, uint64_t handle, uint64_t step,
-                                       const std::vector<caf::actor>& workers, const std::vector<bool>& ask) {
+                                       const std::vector<WorkerActor>& workers, const std::vector<bool>& ask) {
   caf::scoped_actor self{system()};
-  using Handle = decltype(self->request(caf::actor{}, timeouts::late_step_report(), step_waits_atom::value, handle, step));
+  using Handle = decltype(self->request(WorkerActor{}, timeouts::late_step_report(), step_waits_atom::value, handle, step));
   std::vector<std::pair<std::size_t, Handle>> asked;
   for (std::size_t i = 0; i < workers.size(); ++i)
     if (ask[i] && workers[i])
@@ -855,7 +855,7 @@ std::string Master::describe_running() {
 }
 
 std::optional<StepResult> Master::Impl::await_shares(Signature& sig, uint64_t handle, uint64_t step,
-                                                     caf::scoped_actor& self, const std::vector<caf::actor>& workers,
+                                                     caf::scoped_actor& self, const std::vector<WorkerActor>& workers,
                                                      std::chrono::milliseconds deadline, StepResult& result) {
   std::vector<bool> answered(sig.shares.size(), false);
   std::size_t remaining = sig.shares.size();
@@ -919,7 +919,7 @@ StepResult Master::Impl::share_lost(const Signature::Share& share, uint64_t step
 }
 
 StepResult Master::Impl::step_overdue(const Signature& sig, uint64_t handle, uint64_t step,
-                                      const std::vector<caf::actor>& workers, const std::vector<bool>& answered,
+                                      const std::vector<WorkerActor>& workers, const std::vector<bool>& answered,
                                       std::chrono::milliseconds deadline) {
   // Which nodes of each task still running wait for what (and from which task), asked
   // before the abort clears it; a task that does not answer in time is only named.
@@ -959,7 +959,7 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
     }
   } ended{im, step};
   caf::scoped_actor self{im.system()};
-  std::vector<caf::actor> workers = im.workers_of(sig);
+  std::vector<WorkerActor> workers = im.workers_of(sig);
   // Every task has marked the step traced before any starts it: a task's kernels may fire on
   // another task's values before its own run_graph arrives, and its inbox records a value of a
   // traced step only once the mark is there. So each mark is answered before any run_graph goes
@@ -982,7 +982,7 @@ StepResult Master::run(Signature& sig, uint64_t step, std::vector<Tensor> feeds,
   StepResult result;
   result.fetches.resize(std::size_t(sig.num_fetches));
   std::optional<StepResult> failure = im.await_shares(sig, handle, step, self, workers, deadline, result);
-  for (auto& w : workers) self->demonitor(w);
+  for (auto& w : workers) self->demonitor(w.address());
   if (!failure) return result;
   for (std::size_t i = 0; i < workers.size(); ++i)
     self->send(workers[i], abort_atom::value, handle, step, int32_t(failure->code), failure->message);
@@ -995,7 +995,7 @@ TraceParts Master::take_trace(Signature& sig, const std::vector<uint64_t>& steps
   const uint64_t handle = sig.handle;
   TraceParts out;
   caf::scoped_actor self{im.system()};
-  std::vector<caf::actor> workers = im.workers_of(sig);
+  std::vector<WorkerActor> workers = im.workers_of(sig);
   using Answer = decltype(self->request(workers[0], timeouts::state_query(), trace_atom::value, handle, steps,
                                         int64_t(0), int64_t(0), int64_t(0), int32_t(0)));
   std::vector<std::pair<std::string, Answer>> asked;

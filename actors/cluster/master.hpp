@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/cluster/worker.hpp"
 #include "actors/messages.hpp"
 #include "actors/runtime.hpp"
 #include "actors/session.hpp"
@@ -99,7 +100,7 @@ class Master {
   // task unconstrained nodes (and variables) are placed on.
   struct TaskWorker {
     std::string task;
-    caf::actor worker;
+    WorkerActor worker;
     uint64_t incarnation = 0;  // the task's process: a restarted one has another
     std::string address;
   };

@@ -127,7 +127,7 @@ struct ClusterMember::Impl {
   std::string devices;
   std::shared_ptr<Runtime> runtime;
   std::shared_ptr<MemberContext> context;
-  caf::actor worker;
+  WorkerActor worker;
   uint16_t port = 0;
   bool tls = false;
 };
@@ -214,7 +214,7 @@ MemberIdentity identify_member(const TaskAddress& address, std::chrono::millisec
                                const MemberOptions& options) {
   auto runtime = Runtime::get_networked(options.threads, network_of(options));
   auto& system = runtime->system();
-  caf::actor worker = connect_member(system, address, timeout);
+  WorkerActor worker = connect_member(system, address, timeout);
   MemberIdentity out;
   caf::scoped_actor self{system};
   self->request(worker, timeout, identify_atom::value)
@@ -241,7 +241,7 @@ ClusterStatus cluster_status(const TaskAddress& address, std::chrono::millisecon
                       address.to_string(), timeout.count(), system.render(e));
                });
   ClusterStatus out;
-  using Handle = decltype(self->request(caf::actor{}, timeout, status_atom::value));
+  using Handle = decltype(self->request(WorkerActor{}, timeout, status_atom::value));
   std::vector<std::optional<Handle>> asked;
   for (std::size_t i = 0; i < tasks.size() && i < addresses.size(); ++i) {
     out.tasks.push_back(TaskStatus{tasks[i], addresses[i], {}, {}});

@@ -15,14 +15,15 @@
 #include <string>
 #include <unordered_map>
 
+#include "actors/cluster/worker.hpp"
 #include "actors/executor/rendezvous.hpp"
 
 namespace troupe {
 
 class MemberRendezvous final : public Rendezvous {
  public:
-  // `worker` takes (abort_atom, handle, Tag, code, message, device) for the registration `handle`.
-  MemberRendezvous(caf::actor worker, uint64_t handle) : worker_(std::move(worker)), handle_(handle) {}
+  // `worker` is the member's, `handle` the registration's.
+  MemberRendezvous(WorkerActor worker, uint64_t handle) : worker_(std::move(worker)), handle_(handle) {}
   // What names a value's rendezvous key on the wire: fingerprint64 of the key.
   static uint64_t key_of(const std::string& rendezvous_key);
   // The _Send of `key` delivers to slot `slot` of `outbox` (set before the executable is built).
@@ -37,7 +38,7 @@ class MemberRendezvous final : public Rendezvous {
   void abort(const Tag& tag, ErrorCode code, std::string message, std::string device) const override;
 
  private:
-  caf::actor worker_;
+  WorkerActor worker_;
   uint64_t handle_;
   std::map<std::string, Target> remote_;               // rendezvous key -> outbox slot
   std::unordered_map<uint64_t, caf::actor> recv_of_;  // key_of(rendezvous key) -> _Recv

@@ -23,6 +23,16 @@
 #include "graph/graph_def.hpp"
 
 namespace troupe {
+namespace {
+
+// Sends to an actor of no declared contract (an outbox, the inbox, a master's step) as the worker:
+// CAF lets a typed actor send() only to typed ones.
+template <class... Ts>
+void tell(WorkerSelf self, const caf::actor& to, Ts&&... xs) {
+  caf::send_as(caf::actor_cast<caf::actor>(self), to, std::forward<Ts>(xs)...);
+}
+
+}  // namespace
 
 Registration::~Registration() {
   for (auto& o : outboxes) caf::anon_send_exit(o, caf::exit_reason::user_shutdown);
@@ -64,7 +74,7 @@ std::string task_of_device(const std::string& device) {
   return *d.job + ":" + std::to_string(*d.task);
 }
 
-caf::actor connect_member(caf::actor_system& system, const TaskAddress& address, std::chrono::milliseconds bound) {
+WorkerActor connect_member(caf::actor_system& system, const TaskAddress& address, std::chrono::milliseconds bound) {
   // A connection refused (a member still starting) or dropped in CAF's handshake (the peer's
   // process busy, or connecting to this one at the same moment) is tried again until the bound.
   const auto deadline = std::chrono::steady_clock::now() + bound;
@@ -75,17 +85,23 @@ caf::actor connect_member(caf::actor_system& system, const TaskAddress& address,
   caf::scoped_actor self{system};
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    caf::actor out;
+    WorkerActor out;
     caf::error failed;
+    bool theirs = true;  // what is published takes WorkerActor's messages
     self->request(connector, caf::duration{std::max(left, std::chrono::milliseconds(1))},
                   caf::connect_atom::value, address.host, address.port)
         .receive(
-            [&](const caf::node_id&, caf::strong_actor_ptr& published, const std::set<std::string>&) {
-              out = caf::actor_cast<caf::actor>(published);
+            [&](const caf::node_id&, caf::strong_actor_ptr& published, const std::set<std::string>& interface) {
+              theirs = system.assignable<WorkerActor>(interface);
+              out = caf::actor_cast<WorkerActor>(published);
             },
             [&](caf::error& e) { failed = std::move(e); });
     if (!failed) {
       if (!out) fail(ErrorCode::unavailable, "nothing is published at {}", address.to_string());
+      if (!theirs)
+        fail(ErrorCode::failed_precondition,
+             "what is published at {} is no Troupe cluster member of this version (it takes other messages)",
+             address.to_string());
       return out;
     }
     // Only where no connection was left behind: a second one to the same node would make CAF
@@ -113,7 +129,6 @@ namespace {
 
 // ---- worker ----------------------------------------------------------------------------
 
-using Worker = caf::stateful_actor<WorkerState>;
 
 // The member's copy of the spec after a spare took a task over: `task` runs at `address`, and
 // the spare `retired` is no task of its own any more.
@@ -128,20 +143,20 @@ void move_task(MemberContext& c, const TaskId& task, const TaskAddress& address,
 // other at once make CAF drop both connections. Values then go to the peer directly, and its
 // loss is seen and logged. Only the middlemen talk here: the peer's worker may itself be busy
 // registering, and the master sent its inbox and incarnation.
-void watch(Worker* self, WorkerState::Peer& peer) {
+void watch(WorkerSelf self, WorkerState::Peer& peer) {
   self->monitor(peer.inbox);
   peer.watched = true;
 }
 
 // The peer's connection to this member exists (its hello or the answer came, or the backstop says
 // to go on): watch its inbox, and let the outboxes that waited for it send there.
-void connection_exists(Worker* self, WorkerState::Peer& peer) {
+void connection_exists(WorkerSelf self, WorkerState::Peer& peer) {
   watch(self, peer);
-  for (auto& outbox : peer.waiting) self->send(outbox, peer_hello_atom::value, peer.inbox);
+  for (auto& outbox : peer.waiting) tell(self, outbox, peer_hello_atom::value, peer.inbox);
   peer.waiting.clear();
 }
 
-WorkerState::Peer& peer_of(Worker* self, const TaskPeer& p) {
+WorkerState::Peer& peer_of(WorkerSelf self, const TaskPeer& p) {
   auto& s = self->state;
   auto it = s.peers.find(p.task);
   if (it != s.peers.end() && it->second.incarnation == p.incarnation) return it->second;
@@ -175,7 +190,7 @@ WorkerState::Peer& peer_of(Worker* self, const TaskPeer& p) {
   return s.peers[p.task] = std::move(peer);
 }
 
-void register_graph(Worker* self, RegisterGraph& r) {
+void register_graph(WorkerSelf self, RegisterGraph& r) {
   auto& ctx = *self->state.context;
   const std::string me = ctx.task.to_string();
   if (ctx.find(r.handle)) fail(ErrorCode::already_exists, "task {}: graph handle {:#x} is registered already", me, r.handle);
@@ -263,7 +278,7 @@ void register_graph(Worker* self, RegisterGraph& r) {
       if (d->name().ends_with(name.substr(at))) return d.get();
     return nullptr;
   };
-  auto rendezvous = std::make_shared<MemberRendezvous>(caf::actor_cast<caf::actor>(self), r.handle);
+  auto rendezvous = std::make_shared<MemberRendezvous>(caf::actor_cast<WorkerActor>(self), r.handle);
   for (auto& [key, slot] : slot_of) rendezvous->send_through(key, outbox_of.at(slot.first), slot.second);
   options.rendezvous = rendezvous;
   reg->rendezvous = rendezvous;
@@ -285,7 +300,7 @@ void register_graph(Worker* self, RegisterGraph& r) {
 }
 
 // Drops registrations (outside the lock: destroying an executable waits for its actors).
-void drop(Worker* self, std::vector<uint64_t> handles) {
+void drop(WorkerSelf self, std::vector<uint64_t> handles) {
   auto& ctx = *self->state.context;
   std::vector<std::shared_ptr<Registration>> gone;
   {
@@ -307,7 +322,7 @@ namespace {
 // Blocking work (a checkpoint's share of this task, cluster_checkpoint.hpp; a wait report) done
 // on a thread of its own, `work` delivering the answer to the promise when it is done.
 template <class... Reply, class Work>
-caf::result<Reply...> on_own_thread(caf::stateful_actor<WorkerState>* self, Work work) {
+caf::result<Reply...> on_own_thread(WorkerSelf self, Work work) {
   auto promise = self->make_response_promise<Reply...>();
   self->spawn<caf::detached>([promise, work = std::move(work)](caf::event_based_actor*) mutable { work(promise); });
   return promise;
@@ -319,14 +334,14 @@ std::vector<WaitReport> step_waits(const Registration& reg, uint64_t step, caf::
   return ask_waits(system, {reg.exe.get()}, timeouts::late_step_report(), step);
 }
 
-caf::result<SaveShardsReply> save_shards(caf::stateful_actor<WorkerState>* self, SaveShards request) {
+caf::result<SaveShardsReply> save_shards(WorkerSelf self, SaveShards request) {
   return on_own_thread<SaveShardsReply>(
       self, [context = self->state.context, request = std::move(request)](auto& promise) {
         promise.deliver(save_task_shards(*context, request));
       });
 }
 
-caf::result<int32_t, std::string> restore_shards(caf::stateful_actor<WorkerState>* self, RestoreShards request) {
+caf::result<int32_t, std::string> restore_shards(WorkerSelf self, RestoreShards request) {
   return on_own_thread<int32_t, std::string>(
       self, [context = self->state.context, request = std::move(request)](auto& promise) {
         auto [code, message] = restore_task_shards(*context, request);
@@ -334,7 +349,7 @@ caf::result<int32_t, std::string> restore_shards(caf::stateful_actor<WorkerState
       });
 }
 
-caf::result<int32_t, std::string> check_dir(caf::stateful_actor<WorkerState>* self, std::string dir,
+caf::result<int32_t, std::string> check_dir(WorkerSelf self, std::string dir,
                                             std::string probe, std::string chief) {
   return on_own_thread<int32_t, std::string>(self, [context = self->state.context, dir = std::move(dir),
                                                     probe = std::move(probe), chief = std::move(chief)](auto& promise) {
@@ -347,12 +362,11 @@ caf::result<int32_t, std::string> check_dir(caf::stateful_actor<WorkerState>* se
 
 namespace {
 
-using WorkerSelf = caf::stateful_actor<WorkerState>;
 
 // ---- Membership and peers
 
 // A peer's inbox or a master went away (down_msg).
-void on_down(WorkerSelf* self, caf::down_msg& dm) {
+void on_down(WorkerSelf self, caf::down_msg& dm) {
   auto& s = self->state;
   for (auto it = s.peers.begin(); it != s.peers.end(); ++it)
     if (it->second.inbox.address() == dm.source) {
@@ -362,7 +376,7 @@ void on_down(WorkerSelf* self, caf::down_msg& dm) {
       const std::string why = fmt::format("task {} lost its connection to peer {} at {} ({})", s.context->task.to_string(),
                                           it->first, it->second.address, self->system().render(dm.reason));
       s.context->log(fmt::format("peer lost: {} ({})", it->first, self->system().render(dm.reason)));
-      self->send(s.inbox, peer_lost_atom::value, it->second.incarnation);
+      tell(self, s.inbox, peer_lost_atom::value, it->second.incarnation);
       std::map<uint64_t, std::string> broken;  // registration -> why
       {
         std::lock_guard<std::mutex> lock(s.context->mutex);
@@ -376,7 +390,7 @@ void on_down(WorkerSelf* self, caf::down_msg& dm) {
       for (auto& [key, requester] : s.requesters)
         if (broken.count(key.first)) {
           s.running.erase(key);
-          self->send(requester, run_done_atom::value, key.first, key.second,
+          tell(self, requester, run_done_atom::value, key.first, key.second,
                      RunGraphReply{int32_t(ErrorCode::unavailable), broken[key.first], {}});
         }
       // Its connection is gone, and so is the inbox handle its hello brought: the next
@@ -400,12 +414,12 @@ void on_down(WorkerSelf* self, caf::down_msg& dm) {
 }
 
 // A peer's hello over its connection to this member (or the answer to this member's).
-void peer_hello(WorkerSelf* self, const std::string& task, uint64_t incarnation, caf::actor& inbox, bool answer) {
+void peer_hello(WorkerSelf self, const std::string& task, uint64_t incarnation, caf::actor& inbox, bool answer) {
   auto& s = self->state;
   s.connected[task] = {incarnation, inbox};
   // The member that connected learns this inbox over the same connection.
   if (!answer)
-    if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
+    if (auto sender = caf::actor_cast<WorkerActor>(self->current_sender()))
       self->send(sender, peer_hello_atom::value, s.context->task.to_string(), s.context->incarnation, s.inbox, true);
   auto it = s.peers.find(task);
   if (it == s.peers.end() || it->second.incarnation != incarnation || it->second.watched) return;
@@ -414,7 +428,7 @@ void peer_hello(WorkerSelf* self, const std::string& task, uint64_t incarnation,
 }
 
 // No hello from a registered peer within the connect timeout: watch it and send without.
-void hello_backstop(WorkerSelf* self, const std::string& task, uint64_t incarnation) {
+void hello_backstop(WorkerSelf self, const std::string& task, uint64_t incarnation) {
   auto& s = self->state;
   auto it = s.peers.find(task);
   if (it == s.peers.end() || it->second.incarnation != incarnation || it->second.watched) return;
@@ -424,7 +438,7 @@ void hello_backstop(WorkerSelf* self, const std::string& task, uint64_t incarnat
   connection_exists(self, it->second);
 }
 
-std::pair<std::vector<std::string>, std::vector<std::string>> spec_of(WorkerSelf* self) {
+std::pair<std::vector<std::string>, std::vector<std::string>> spec_of(WorkerSelf self) {
   std::vector<std::string> tasks, addresses;
   for (auto& [t, a] : self->state.context->cluster) {
     tasks.push_back(t.to_string());
@@ -438,7 +452,7 @@ std::pair<std::vector<std::string>, std::vector<std::string>> spec_of(WorkerSelf
 // yet (the chief restores the task's variables from its checkpoint). Once, and only while
 // nothing is registered with it. (The inbox and outboxes read the task's name only in messages
 // of failed steps; none run here before.)
-caf::result<std::string, uint64_t, std::string> take_over(WorkerSelf* self, const std::string& task) {
+caf::result<std::string, uint64_t, std::string> take_over(WorkerSelf self, const std::string& task) {
   auto& c = *self->state.context;
   TaskId to;
   try {
@@ -470,7 +484,7 @@ caf::result<std::string, uint64_t, std::string> take_over(WorkerSelf* self, cons
 }
 
 // Where a task runs now, and the spare that took it over (no task of its own any more).
-void moved(WorkerSelf* self, const std::string& task, const std::string& address, const std::string& retired) {
+void moved(WorkerSelf self, const std::string& task, const std::string& address, const std::string& retired) {
   auto& c = *self->state.context;
   try {
     move_task(c, parse_task_id(task), parse_task_address(address, "a task's new address"), parse_task_id(retired));
@@ -481,7 +495,7 @@ void moved(WorkerSelf* self, const std::string& task, const std::string& address
 }
 
 // The all-reduce actor of this process, for a peer of its ring (actors/cluster/allreduce.hpp).
-caf::result<caf::actor> collective(WorkerSelf* self) {
+caf::result<caf::actor> collective(WorkerSelf self) {
   auto& c = *self->state.context;
   std::lock_guard<std::mutex> lock(c.mutex);
   if (!c.collective)
@@ -493,14 +507,14 @@ caf::result<caf::actor> collective(WorkerSelf* self) {
 
 // The session traces the step: marked once (a value of the step may have begun the task's own
 // trace of it already). The answer tells the session the mark is there (master.cpp).
-bool trace_mark(WorkerSelf* self, uint64_t handle, uint64_t step) {
+bool trace_mark(WorkerSelf self, uint64_t handle, uint64_t step) {
   if (!self->state.context->hand_own_trace_to_session(handle, step)) trace::begin(handle, step);
   return true;
 }
 
 // The task's own trace of a step (troupe-node --trace) once it has ended: start and end of the
 // step as ticks, then ns (core/trace.hpp's Moment); written on a thread of its own.
-void own_trace_done(WorkerSelf* self, uint64_t handle, uint64_t step, const std::vector<int64_t>& times) {
+void own_trace_done(WorkerSelf self, uint64_t handle, uint64_t step, const std::vector<int64_t>& times) {
   const int64_t start = times.at(1), end = times.at(3);
   std::shared_ptr<MemberContext> ctx = self->state.context;
   trace::end(handle, step);
@@ -526,7 +540,7 @@ void own_trace_done(WorkerSelf* self, uint64_t handle, uint64_t step, const std:
 }
 
 // A session takes its traced steps' events from this task (formatted off the worker's turn).
-caf::result<std::vector<std::string>> take_trace(WorkerSelf* self, uint64_t handle, const std::vector<uint64_t>& steps,
+caf::result<std::vector<std::string>> take_trace(WorkerSelf self, uint64_t handle, const std::vector<uint64_t>& steps,
                                                  int64_t from, int64_t to, int64_t shift, int32_t pid) {
   std::vector<trace::StepId> ids;
   for (uint64_t step : steps) {
@@ -540,7 +554,7 @@ caf::result<std::vector<std::string>> take_trace(WorkerSelf* self, uint64_t hand
 
 // ---- Steps
 
-caf::result<int32_t, std::string> register_with(WorkerSelf* self, RegisterGraph& r) {
+caf::result<int32_t, std::string> register_with(WorkerSelf self, RegisterGraph& r) {
   try {
     register_graph(self, r);
     return {int32_t(ErrorCode::ok), std::string()};
@@ -551,7 +565,7 @@ caf::result<int32_t, std::string> register_with(WorkerSelf* self, RegisterGraph&
 }
 
 // Runs a step of a registered graph and answers the sender (run_done_atom) when it has ended.
-void run_graph(WorkerSelf* self, uint64_t handle, uint64_t step, std::vector<WireTensor>& feeds) {
+void run_graph(WorkerSelf self, uint64_t handle, uint64_t step, std::vector<WireTensor>& feeds) {
   auto requester = caf::actor_cast<caf::actor>(self->current_sender());
   auto& ctx = *self->state.context;
   self->state.running.emplace(std::pair{handle, step}, std::chrono::steady_clock::now());
@@ -570,7 +584,7 @@ void run_graph(WorkerSelf* self, uint64_t handle, uint64_t step, std::vector<Wir
       self->delayed_send(self, std::chrono::milliseconds(500), trace_atom::value, handle, step, true);
     }
     self->state.running.erase({handle, step});
-    self->send(requester, run_done_atom::value, handle, step, std::move(reply));
+    tell(self, requester, run_done_atom::value, handle, step, std::move(reply));
   };
   auto reg = ctx.find(handle);
   if (!reg) {
@@ -618,33 +632,33 @@ void run_graph(WorkerSelf* self, uint64_t handle, uint64_t step, std::vector<Wir
 
 // An error of a step this member has answered already (its step actor's error sink): a second
 // run_done to whoever asked.
-void error_after_answer(WorkerSelf* self, uint64_t handle, const Tag& tag, int32_t code, std::string& message,
+void error_after_answer(WorkerSelf self, uint64_t handle, const Tag& tag, int32_t code, std::string& message,
                         std::string& device) {
   auto it = self->state.requesters.find({handle, tag.step});
   if (it != self->state.requesters.end())
-    self->send(it->second, run_done_atom::value, handle, tag.step,
+    tell(self, it->second, run_done_atom::value, handle, tag.step,
                RunGraphReply{code, std::move(message), {}, std::move(device)});
 }
 
 // The step failed elsewhere: drop it here (outboxes, inbox, the step's actors).
-void abort_step(WorkerSelf* self, uint64_t handle, uint64_t step, int32_t code, std::string& message) {
+void abort_step(WorkerSelf self, uint64_t handle, uint64_t step, int32_t code, std::string& message) {
   auto reg = self->state.context->find(handle);
   if (!reg) return;
-  for (auto& o : reg->outboxes) self->send(o, abort_atom::value, step);
-  self->send(self->state.inbox, abort_atom::value, handle, step);
+  for (auto& o : reg->outboxes) tell(self, o, abort_atom::value, step);
+  tell(self, self->state.inbox, abort_atom::value, handle, step);
   caf::anon_send(reg->exe->step_actor(), abort_atom::value, Tag{step, 0, 0}, code, message, std::string());
 }
 
 // ---- State queries
 
-std::vector<uint64_t> transfer_stats(WorkerSelf* self) {
+std::vector<uint64_t> transfer_stats(WorkerSelf self) {
   auto& c = self->state.context->counters;
   return {c.values_sent.load(), c.bytes_sent.load(), c.values_received.load(), c.bytes_received.load(),
           c.float16_values.load(), c.float16_bytes_saved.load()};
 }
 
 // Every step running here and what it waits for (troupe-node --status), off the worker's turn.
-caf::result<std::vector<StepStatus>> status(WorkerSelf* self) {
+caf::result<std::vector<StepStatus>> status(WorkerSelf self) {
   std::vector<std::pair<std::shared_ptr<Registration>, StepStatus>> steps;
   const auto now = std::chrono::steady_clock::now();
   for (auto& [key, since] : self->state.running)
@@ -661,7 +675,7 @@ caf::result<std::vector<StepStatus>> status(WorkerSelf* self) {
   });
 }
 
-caf::result<std::vector<WaitReport>> waits_of(WorkerSelf* self, uint64_t handle, uint64_t step) {
+caf::result<std::vector<WaitReport>> waits_of(WorkerSelf self, uint64_t handle, uint64_t step) {
   auto reg = self->state.context->find(handle);
   if (!reg || !reg->exe) return std::vector<WaitReport>{};
   return on_own_thread<std::vector<WaitReport>>(self, [reg, step, system = &self->system()](auto& promise) {
@@ -671,7 +685,7 @@ caf::result<std::vector<WaitReport>> waits_of(WorkerSelf* self, uint64_t handle,
 
 }  // namespace
 
-caf::behavior worker_actor(WorkerSelf* self, std::shared_ptr<MemberContext> context) {
+WorkerActor::behavior_type worker_actor(WorkerSelf self, std::shared_ptr<MemberContext> context) {
   self->state.context = std::move(context);
   self->state.inbox = self->spawn<caf::linked>(inbox_actor, self->state.context);  // goes with the worker
   self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });

@@ -4,25 +4,7 @@
 // runs"). The member's other actors: inbox.hpp (values from other processes), outbox.hpp
 // (values to them); what they share: member_context.hpp.
 // Detached (a thread of its own): building a registered graph's actors blocks it, never a
-// scheduler thread. Takes
-//   (identify_atom)                 -> (task, incarnation, devices)
-//   (spec_atom)                     -> (tasks, addresses): the cluster spec it runs in
-//   (inbox_atom)                    -> its process's inbox
-//   (register_atom, RegisterGraph)  -> (code, message): connects to the peers it exchanges
-//                                      values with (bounded), builds the partitions' actors
-//                                      with an outbox per peer it sends to
-//   (run_graph_atom, handle, step, feeds)  runs the step on its partitions and answers the sender
-//                                      (run_done_atom, handle, step, RunGraphReply) once its
-//                                      fetches, targets and root-frame _Sends have reported
-//   (abort_atom, handle, step, code, message)  the step failed elsewhere: drop it here
-//   (abort_atom, handle, tag, code, message, device)
-//                                      from its step actors: an error after the answer,
-//                                      passed on to the master as a second run_done
-//   (deregister_atom, handle)       -> (code, message) once the actors are gone
-//   (transfer_stats_atom)           -> the process's transfer counters (MemberContext)
-//   (save_shards_atom, SaveShards)  -> SaveShardsReply: this task's share of a checkpoint,
-//   (restore_shards_atom, RestoreShards) -> (code, message)   on a thread of its own
-//                                      (cluster_checkpoint.hpp)
+// scheduler thread. What it takes is WorkerActor below: a message missing there does not compile.
 // Keeps its connections to peers and who asked for each recent step (WorkerState); the
 // registrations are in the MemberContext. worker.cpp has a function per message, grouped by
 // concern: membership and peers, tracing, steps, state queries, checkpoints. It monitors each registering master and each peer, drops a master's
@@ -44,16 +26,58 @@
 #include <unordered_set>
 #include <vector>
 
+#include "actors/cluster/cluster_checkpoint.hpp"
 #include "actors/cluster/cluster_messages.hpp"
 #include "actors/cluster/member_context.hpp"
 
 namespace troupe {
 
+// The worker's contract, by concern.
+using WorkerActor = caf::typed_actor<
+    // Membership and peers
+    caf::replies_to<identify_atom>::with<std::string, uint64_t, std::string>,  // task, incarnation, devices
+    caf::replies_to<agreement_atom>::with<std::vector<std::string>>,  // the spec as it started
+    caf::replies_to<spec_atom>::with<std::vector<std::string>, std::vector<std::string>>,  // tasks, addresses
+    // A peer's connection to this member exists (its inbox; `answer`: the reply to this one's hello).
+    caf::reacts_to<peer_hello_atom, std::string, uint64_t, caf::actor, bool>,
+    // The hello of that task and incarnation has not come within the connect bound (to itself).
+    caf::reacts_to<peer_hello_atom, std::string, uint64_t>,
+    caf::replies_to<take_over_atom, std::string>::with<std::string, uint64_t, std::string>,  // a spare's
+    caf::reacts_to<moved_atom, std::string, std::string, std::string>,  // task, its address, the spare
+    caf::replies_to<inbox_atom>::with<caf::actor>,       // its process's inbox
+    caf::replies_to<collective_atom>::with<caf::actor>,  // its all-reduce actor (allreduce.hpp)
+    // Tracing
+    caf::replies_to<clock_atom>::with<int64_t>,                  // trace::now_ns()
+    caf::replies_to<trace_atom, uint64_t, uint64_t>::with<bool>,  // the session traces (handle, step)
+    caf::reacts_to<trace_atom, uint64_t, uint64_t, bool>,        // it ended
+    caf::reacts_to<trace_atom, uint64_t, uint64_t, std::vector<int64_t>>,  // the task's own trace ended
+    caf::replies_to<trace_atom, uint64_t, std::vector<uint64_t>, int64_t, int64_t, int64_t, int32_t>::with<
+        std::vector<std::string>>,  // the events of steps of a handle, in a window, shifted, as pid
+    // Steps. A registration connects to the peers it exchanges values with (bounded) and builds
+    // the partitions' actors with an outbox per peer it sends to; a run answers the sender
+    // (run_done_atom, handle, step, RunGraphReply) once its fetches, targets and root-frame _Sends
+    // have reported.
+    caf::replies_to<register_atom, RegisterGraph>::with<int32_t, std::string>,
+    caf::reacts_to<run_graph_atom, uint64_t, uint64_t, std::vector<WireTensor>>,
+    // From a registration's rendezvous: an error after the answer, passed on to the master as a
+    // second run_done (handle, tag, code, message, device).
+    caf::reacts_to<abort_atom, uint64_t, Tag, int32_t, std::string, std::string>,
+    caf::reacts_to<abort_atom, uint64_t, uint64_t, int32_t, std::string>,  // failed elsewhere: drop it
+    caf::replies_to<deregister_atom, uint64_t>::with<int32_t, std::string>,  // once the actors are gone
+    // State queries
+    caf::replies_to<transfer_stats_atom>::with<std::vector<uint64_t>>,  // MemberContext's counters
+    caf::replies_to<status_atom>::with<std::vector<StepStatus>>,        // steps running here
+    caf::replies_to<step_waits_atom, uint64_t, uint64_t>::with<std::vector<WaitReport>>,
+    // Checkpoints (cluster_checkpoint.hpp), each on a thread of its own
+    caf::replies_to<save_shards_atom, SaveShards>::with<SaveShardsReply>,
+    caf::replies_to<restore_shards_atom, RestoreShards>::with<int32_t, std::string>,
+    caf::replies_to<check_dir_atom, std::string, std::string, std::string>::with<int32_t, std::string>>;
+
 struct WorkerState {
   std::shared_ptr<MemberContext> context;
   caf::actor inbox;
   struct Peer {
-    caf::actor worker;  // when this member made the connection
+    WorkerActor worker;  // when this member made the connection
     // The peer's inbox: the registration's handle until the hello (or its answer) brings one
     // over the connection between the two; monitored once `watched`, and the one outboxes use.
     caf::actor inbox;
@@ -80,12 +104,14 @@ struct WorkerState {
   static inline const char* name = "troupe.worker";
 };
 
-caf::behavior worker_actor(caf::stateful_actor<WorkerState>* self, std::shared_ptr<MemberContext> context);
+using WorkerSelf = WorkerActor::stateful_pointer<WorkerState>;
+WorkerActor::behavior_type worker_actor(WorkerSelf self, std::shared_ptr<MemberContext> context);
 
 // The worker published at `address`, connected within `bound` (CAF's own connect has no bound of
 // its own: a peer that accepts and never answers would block forever). Throws unavailable naming
-// the address.
-caf::actor connect_member(caf::actor_system& system, const TaskAddress& address, std::chrono::milliseconds bound);
+// the address, or failed_precondition when what is published there does not take WorkerActor's
+// messages (another program, or another version of Troupe).
+WorkerActor connect_member(caf::actor_system& system, const TaskAddress& address, std::chrono::milliseconds bound);
 
 // "worker:1" of "/job:worker/task:1/device:CPU:0"; throws invalid_argument for a name without job and task.
 std::string task_of_device(const std::string& device);

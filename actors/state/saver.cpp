@@ -277,7 +277,7 @@ std::future<std::string> Saver::Impl::save_on_cluster(Master& master, const Grap
       request.temp_dir = temp;
       caf::actor_system& sys = master.system();
       caf::scoped_actor self{sys};
-      using Handle = decltype(self->request(caf::actor{}, caf::duration{bound}, save_shards_atom::value, request));
+      using Handle = decltype(self->request(WorkerActor{}, caf::duration{bound}, save_shards_atom::value, request));
       std::vector<Handle> asked;
       for (auto& t : tasks) asked.push_back(self->request(t.worker, caf::duration{bound}, save_shards_atom::value, request));
       TaskErrors errors;
@@ -366,7 +366,7 @@ void Saver::check_directory(const std::string& dir) {
   const auto bound = impl_->options.cluster_task_timeout;
   const std::string chief = master->target_task();
   using Handle =
-      decltype(self->request(caf::actor{}, caf::duration{bound}, check_dir_atom::value, dir, probe.name, chief));
+      decltype(self->request(WorkerActor{}, caf::duration{bound}, check_dir_atom::value, dir, probe.name, chief));
   std::vector<Handle> asked;
   for (auto& t : tasks)
     asked.push_back(self->request(t.worker, caf::duration{bound}, check_dir_atom::value, dir, probe.name, chief));
@@ -462,7 +462,7 @@ std::vector<std::string> restore_on_cluster(Master& master, const GraphState& gr
   // Only the tasks that hold the variables restored are asked (and, when lost, reconnected).
   std::vector<std::string> holders;
   for (auto& [task, s] : share) holders.push_back(task);
-  std::map<std::string, caf::actor> worker;
+  std::map<std::string, WorkerActor> worker;
   if (!holders.empty())
     for (auto& t : master.task_workers(holders)) worker.emplace(t.task, t.worker);
   std::vector<std::string> assigned;
@@ -472,7 +472,7 @@ std::vector<std::string> restore_on_cluster(Master& master, const GraphState& gr
   for (bool assign : {false, true}) {
     caf::scoped_actor self{sys};
     TaskErrors errors;
-    using Handle = decltype(self->request(caf::actor{}, caf::duration{bound}, restore_shards_atom::value, share.begin()->second));
+    using Handle = decltype(self->request(WorkerActor{}, caf::duration{bound}, restore_shards_atom::value, share.begin()->second));
     std::vector<std::pair<std::string, Handle>> asked;
     for (auto& [task, s] : share) {
       s.assign = assign;

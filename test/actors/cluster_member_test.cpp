@@ -4,11 +4,15 @@
 // again is a new incarnation; a session refuses nodes started from specs that differ. Every process is stopped by its pid, also when a check fails.
 #include <boost/test/unit_test.hpp>
 
+#include <caf/io/all.hpp>
+
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
 
+#include "actors/cluster/cluster_messages.hpp"
 #include "actors/cluster/member.hpp"
+#include "actors/runtime.hpp"
 #include "actors/session.hpp"
 #include "ops/all.hpp"
 #include "test/support/child_process.hpp"
@@ -87,6 +91,22 @@ BOOST_AUTO_TEST_CASE(a_node_publishes_its_worker_says_who_it_is_and_stops_on_sig
   BOOST_TEST(now.incarnation != who.incarnation);
   again->signal(SIGINT);
   BOOST_TEST(again->wait_exit(30s).value_or(-1) == 0);
+}
+
+BOOST_AUTO_TEST_CASE(an_actor_published_with_another_contract_than_the_worker_is_refused_naming_its_address) {
+  auto runtime = Runtime::get_networked(1, NetworkOptions{});
+  caf::actor_system& system = runtime->system();
+  caf::actor other = system.spawn([](caf::event_based_actor*) -> caf::behavior {
+    return {[](identify_atom) { return std::string("not a member"); }};
+  });
+  auto port = system.middleman().publish(other, 0, "127.0.0.1", true);
+  if (!port) BOOST_FAIL(system.render(port.error()));
+  const TaskAddress address{"127.0.0.1", *port};
+  auto refused = error_of([&] { identify_member(address, 10s); }, ErrorCode::failed_precondition);
+  BOOST_TEST(contains(refused, "published at 127.0.0.1:" + std::to_string(*port) + " is no Troupe cluster member"),
+             refused);
+  system.middleman().unpublish(other, *port);
+  caf::anon_send_exit(other, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_CASE(a_task_the_spec_lacks_or_a_misspelt_spec_is_refused_with_exit_code_2) {
