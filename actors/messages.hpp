@@ -2,7 +2,7 @@
 // The messages that flow between Troupe's actors (docs/architecture.md, "The message that
 // flows").
 // Internal to actors/: includes CAF, so keep it out of public headers.
-#include <caf/all.hpp>
+#include "actors/caf_internals.hpp"
 
 #include <cstdint>
 #include <map>
@@ -144,8 +144,7 @@ using wait_note_atom = caf::atom_constant<caf::atom("waitnote")>;
 // context, hands every woken actor to the central round-robin queue instead).
 inline void send_input(caf::execution_unit* context, const caf::actor& to, const Tag& tag,
                        uint32_t slot, Value value) {
-  to->eq_impl(caf::make_message_id(), nullptr, context, input_atom::value, tag, slot,
-              std::move(value));
+  enqueue_from(context, to, input_atom::value, tag, slot, std::move(value));
 }
 
 }  // namespace troupe

@@ -3,7 +3,7 @@
 namespace troupe {
 
 caf::actor_system::module* make_scheduler(caf::actor_system& system) {
-  return new caf::scheduler::coordinator<SchedulingPolicy>(system);
+  return new SchedulerCoordinator<SchedulingPolicy>(system);
 }
 
 }  // namespace troupe

@@ -13,10 +13,7 @@
 //
 // Installed as the actor system's scheduler module by Runtime (CAF uses a scheduler module
 // supplied through the config's module factories instead of its own).
-#include <caf/all.hpp>
-#include <caf/policy/unprofiled.hpp>
-#include <caf/scheduler/coordinator.hpp>
-#include <caf/scheduler/worker.hpp>
+#include "actors/caf_internals.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -27,24 +24,24 @@
 
 namespace troupe {
 
-class SchedulingPolicy : public caf::policy::unprofiled {
+class SchedulingPolicy : public SchedulerPolicyBase {
  public:
   struct coordinator_data {
-    explicit coordinator_data(caf::scheduler::abstract_coordinator*) {}
+    explicit coordinator_data(SchedulerParent*) {}
     std::atomic<std::size_t> next_worker{0};
     std::atomic<int> sleeping{0};
     std::atomic<int> idle{0};  // workers that found no job in their last look (spinning or asleep)
   };
 
   struct worker_data {
-    explicit worker_data(caf::scheduler::abstract_coordinator*) {}
+    explicit worker_data(SchedulerParent*) {}
     worker_data(const worker_data&) {}
     // Guards queue and the changes of asleep (size and asleep may be peeked at without it). A
     // worker blocks only on its own; another worker's it takes with try_lock (steals,
     // wake_one_other), and never while holding its own, so no two are ever held waiting on each
     // other.
     std::mutex mutex;
-    std::deque<caf::resumable*> queue;
+    std::deque<Job*> queue;
     std::atomic<std::size_t> size{0};
     std::condition_variable wake;
     std::atomic<bool> asleep{false};  // written under the mutex
@@ -53,7 +50,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     std::atomic<bool> idle{false};     // counted in coordinator_data::idle
   };
 
-  using OurWorker = caf::scheduler::worker<SchedulingPolicy>;
+  using OurWorker = SchedulerWorker<SchedulingPolicy>;
 
   // Whether any worker of the scheduler `unit` belongs to looks for work (one relaxed load).
   // `unit` must be a worker of this policy's.
@@ -63,14 +60,14 @@ class SchedulingPolicy : public caf::policy::unprofiled {
 
   // Queues `job` behind everything `unit` (a worker of this policy's) has queued, as a job that
   // has used up its turn is: what waits there runs first.
-  static void enqueue_later(caf::execution_unit* unit, caf::resumable* job) {
+  static void enqueue_later(caf::execution_unit* unit, Job* job) {
     push(static_cast<OurWorker*>(unit), job, false);
   }
 
   // Hands `job` to a worker other than `unit` (a worker of this policy's) that looks for work;
   // false, and nothing done, when none does. A sleeping worker is woken for it only if `wake`:
   // the wake-up takes longer than a small job saves.
-  static bool offer(caf::execution_unit* unit, caf::resumable* job, bool wake = false) {
+  static bool offer(caf::execution_unit* unit, Job* job, bool wake = false) {
     auto* self = static_cast<OurWorker*>(unit);
     auto* parent = self->parent();
     const std::size_t n = parent->num_workers();
@@ -100,25 +97,25 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   // waking it if it sleeps. The job is that worker's: no other worker steals it (a spread
   // loop's node sent to its iteration's worker, which a thief would only send back, each time
   // through the node's mailbox and both queues' locks).
-  static void send_to(caf::execution_unit* unit, std::size_t index, caf::resumable* job) {
+  static void send_to(caf::execution_unit* unit, std::size_t index, Job* job) {
     hand(d(static_cast<OurWorker*>(unit)->parent()->worker_by_id(index)), job, /*own=*/true);
   }
 
   template <class Coordinator>
-  void central_enqueue(Coordinator* self, caf::resumable* job) {
+  void central_enqueue(Coordinator* self, Job* job) {
     auto n = self->num_workers();
     auto* w = self->worker_by_id(d(self).next_worker++ % n);
     w->external_enqueue(job);
   }
 
   template <class Worker>
-  void external_enqueue(Worker* self, caf::resumable* job) {
+  void external_enqueue(Worker* self, Job* job) {
     push(self, job, false);
     wake(self);
   }
 
   template <class Worker>
-  void internal_enqueue(Worker* self, caf::resumable* job) {
+  void internal_enqueue(Worker* self, Job* job) {
     push(self, job, true);
     auto* parent = self->parent();
     if (d(parent).sleeping.load(std::memory_order_relaxed) > 0 &&
@@ -127,7 +124,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   }
 
   template <class Worker>
-  void resume_job_later(Worker* self, caf::resumable* job) {
+  void resume_job_later(Worker* self, Job* job) {
     push(self, job, false);
   }
 
@@ -141,7 +138,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   }
 
   template <class Worker>
-  caf::resumable* dequeue(Worker* self) {
+  Job* dequeue(Worker* self) {
     bool counted = false;  // this worker is counted in coordinator_data::idle
     // Yields only in the spin right after work or a wake-up: a worker whose sleep timed out
     // spins through the queues again without yielding (microseconds), then sleeps again. A
@@ -150,7 +147,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
     auto& looking = d(self).idle;
     for (bool slept = false;;) {
       for (int round = 0; round < kSpinRounds; ++round) {
-        caf::resumable* job = pop_own(self);
+        Job* job = pop_own(self);
         if (!job) job = steal(self);
         if (job) {
           if (looking.load(std::memory_order_relaxed)) {
@@ -192,7 +189,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   template <class Worker, class UnaryFunction>
   void foreach_resumable(Worker* self, UnaryFunction f) {
     auto& me = d(self);
-    std::deque<caf::resumable*> jobs;
+    std::deque<Job*> jobs;
     {
       std::lock_guard<std::mutex> lock(me.mutex);
       jobs.swap(me.queue);
@@ -209,17 +206,17 @@ class SchedulingPolicy : public caf::policy::unprofiled {
 
   // A job in a queue that only its worker may run (send_to) is marked by the pointer's low bit
   // (a resumable is aligned to more than a byte).
-  static caf::resumable* mark_own(caf::resumable* job) {
-    return reinterpret_cast<caf::resumable*>(reinterpret_cast<uintptr_t>(job) | 1);
+  static Job* mark_own(Job* job) {
+    return reinterpret_cast<Job*>(reinterpret_cast<uintptr_t>(job) | 1);
   }
-  static bool is_own(caf::resumable* job) { return reinterpret_cast<uintptr_t>(job) & 1; }
-  static caf::resumable* unmark(caf::resumable* job) {
-    return reinterpret_cast<caf::resumable*>(reinterpret_cast<uintptr_t>(job) & ~uintptr_t(1));
+  static bool is_own(Job* job) { return reinterpret_cast<uintptr_t>(job) & 1; }
+  static Job* unmark(Job* job) {
+    return reinterpret_cast<Job*>(reinterpret_cast<uintptr_t>(job) & ~uintptr_t(1));
   }
 
   // Queues `job` at the back of another worker's queue, waking it if it sleeps; `own`: only
   // that worker may run it.
-  static void hand(worker_data& other, caf::resumable* job, bool own = false) {
+  static void hand(worker_data& other, Job* job, bool own = false) {
     std::lock_guard<std::mutex> lock(other.mutex);
     other.queue.push_back(own ? mark_own(job) : job);
     other.size.store(other.queue.size(), std::memory_order_relaxed);
@@ -231,7 +228,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   }
 
   template <class Worker>
-  static void push(Worker* self, caf::resumable* job, bool front) {
+  static void push(Worker* self, Job* job, bool front) {
     auto& me = d(self);
     std::lock_guard<std::mutex> lock(me.mutex);
     if (front) me.queue.push_front(job);
@@ -263,7 +260,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   }
 
   template <class Worker>
-  static caf::resumable* pop_own(Worker* self) {
+  static Job* pop_own(Worker* self) {
     auto& me = d(self);
     if (me.size.load(std::memory_order_relaxed) == 0) return nullptr;
     std::lock_guard<std::mutex> lock(me.mutex);
@@ -279,7 +276,7 @@ class SchedulingPolicy : public caf::policy::unprofiled {
   static constexpr int kStaleRounds = 64;
 
   template <class Worker>
-  static caf::resumable* steal(Worker* self) {
+  static Job* steal(Worker* self) {
     auto* parent = self->parent();
     auto n = parent->num_workers();
     // Per victim: its job count when this thief first saw it holding one queued job, and how

@@ -15,7 +15,7 @@ set(TROUPE_INTERNAL_HEADERS
   actors/cluster/cluster_checkpoint.hpp actors/cluster/cluster_messages.hpp actors/cluster/master.hpp
   actors/cluster/tensor_transfer.hpp actors/cluster/member_rendezvous.hpp actors/session_impl.hpp actors/signature.hpp
   actors/cluster/worker.hpp actors/cluster/inbox.hpp actors/cluster/outbox.hpp actors/cluster/member_context.hpp
-  actors/device_actor.hpp actors/messages.hpp
+  actors/device_actor.hpp actors/messages.hpp actors/caf_internals.hpp
   actors/state/param_shard.hpp actors/state/queue_actor.hpp actors/runtime.hpp actors/scheduler.hpp
   actors/trace/slow_step_watch.hpp actors/cluster/tls_watch.hpp actors/timeouts.hpp actors/trace/wait_chain.hpp core/checkpoint_internal.hpp core/wire/convert.hpp ops/nn/dnnl.hpp)
 file(GLOB_RECURSE TROUPE_PUBLIC_HEADERS CONFIGURE_DEPENDS RELATIVE ${PROJECT_SOURCE_DIR}

@@ -191,6 +191,141 @@ bool tiny_inputs_and_outputs(const Graph& g, const Node& n) {
   return true;
 }
 
+// Per loop (frame name) of a partition: its Exits, and its Enters that are not loop invariants.
+struct LoopEnds {
+  std::map<std::string, int> exits_of;
+  std::map<std::string, int> enters_of;
+};
+
+LoopEnds loop_ends(const Graph& g, const std::vector<NodeKind>& kinds) {
+  LoopEnds out;
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == "Exit") ++out.exits_of[loop_frame(g.node(n.inputs[0].node))];
+    if (kinds[std::size_t(id)] == NodeKind::enter) ++out.enters_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
+  }
+  return out;
+}
+
+// Constant inputs are handed to their consumers once, here, instead of travelling as a
+// message every step: a Const without control inputs has the same value in every step and
+// frame.
+bool hoistable(const Graph& g, int id) { return is_constant_value(g.node(id)); }
+
+// Per node, whether it gets an actor: a Const left with nothing to feed (no fetch or target,
+// `reported`; no control consumer) gets none.
+std::vector<bool> active_nodes(const Graph& g, const std::vector<bool>& reported) {
+  std::vector<bool> active(std::size_t(g.size()), true);
+  std::vector<bool> still_needed = reported;
+  for (int id = 0; id < g.size(); ++id) {
+    for (int c : g.node(id).control_inputs) still_needed[c] = true;
+    if (g.node(id).op_def->fires_on_first_live_input || g.node(id).op_def->frame_op)  // they see constants as messages
+      for (auto& in : g.node(id).inputs) still_needed[in.node] = true;
+  }
+  for (int id = 0; id < g.size(); ++id)
+    if (hoistable(g, id) && !still_needed[id]) active[id] = false;
+  return active;
+}
+
+// Node `id`'s inputs in `p` (its kind and activity set): its data slots, the hoisted constants
+// among them, its control inputs, and the start signal of a node that has no other input.
+void plan_inputs(ExecPlan& p, int id) {
+  const Graph& g = *p.graph;
+  const Node& n = g.node(id);
+  NodePlan& np = p.nodes[id];
+  // An _Arg takes its feed, a _Recv its value, as a message on slot 0.
+  const bool takes_message = n.op == "_Arg" || np.kind == NodeKind::recv;
+  np.num_inputs = takes_message ? 1 : int(n.inputs.size());
+  np.num_controls = int(n.control_inputs.size());
+  np.num_fixed = 0;
+  if (takes_message) return;
+  for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
+    auto in = n.inputs[slot];
+    if (hoistable(g, in.node) && !n.op_def->fires_on_first_live_input && !n.op_def->frame_op) {
+      np.fixed_inputs.resize(std::size_t(np.num_inputs));
+      np.fixed_inputs[slot] = get_attr<Tensor>(g.node(in.node).attrs, "value", g.node(in.node).name);
+      ++np.num_fixed;
+    }
+  }
+  if (np.active && np.num_inputs == np.num_fixed && n.control_inputs.empty()) {
+    np.num_controls = 1;  // the start signal
+    p.sources.push_back(id);
+  }
+}
+
+// Node `id`'s fields of the frame kinds, its loop's spread, and its StatePlan if it is of the
+// stack, queue or variable kinds.
+void plan_kind_fields(ExecPlan& p, int id, const LoopEnds& ends, const LoopSpreads& spreads, const ShardOf& shard_of,
+                      const ExecutableOptions& options) {
+  const Graph& g = *p.graph;
+  const Node& n = g.node(id);
+  NodePlan& np = p.nodes[id];
+  if (np.kind == NodeKind::enter) {
+    const std::string frame = get_attr<std::string>(n.attrs, "frame_name", n.name);
+    np.frame_exits = ends.exits_of.count(frame) ? ends.exits_of.at(frame) : 0;
+    np.frame_enters = ends.enters_of.count(frame) ? ends.enters_of.at(frame) : 0;
+  }
+  if (np.kind == NodeKind::enter || np.kind == NodeKind::loop_invariant)
+    np.frame_hash = fingerprint64(get_attr<std::string>(n.attrs, "frame_name", n.name));
+  if (np.kind == NodeKind::stack_push || np.kind == NodeKind::stack_pop)
+    p.states[id].stack_hash = fingerprint64(get_attr<std::string>(n.attrs, "stack_name", n.name));
+  // An Enter takes its values in the frame around the loop: it stays where they come.
+  if (!spreads.of.empty() && np.active && np.kind != NodeKind::enter)
+    if (auto it = spreads.of.find(loop_frame(n)); it != spreads.of.end()) {
+      np.spread = it->second;
+      np.carried = spreads.carried[id];
+    }
+  np.side = spreads.side[id];
+  np.in_loop = np.kind == NodeKind::kernel && !loop_frame(n).empty();
+  np.tiny = np.kind == NodeKind::kernel && tiny_inputs_and_outputs(g, n);
+  if (np.kind == NodeKind::next_iteration)
+    np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
+  if (np.kind == NodeKind::queue) p.states[id].queue_op = queue_op_of(n);
+  if (np.kind == NodeKind::variable) p.states[id].variable_op = variable_op_of(n);
+  if (np.kind == NodeKind::queue && np.active) {
+    if (!options.runtime) fail(ErrorCode::internal, "{}: no runtime to find its queue in", np.where());
+    p.states[id].queue = options.runtime->queue(QueueSpec::from(n.attrs, n.name));
+  }
+  if (n.op_def->variable_op && np.active) p.states[id].shard = shard_of(variable_name(n));
+}
+
+// The kernel of active kernel node `id` (on `device`), and those of its replicas.
+void create_kernels(PartPlan& out, int id, const Device* device, int workers) {
+  NodePlan& np = out.plan->nodes[id];
+  const Node& n = *np.node;
+  if (!np.active || np.kind != NodeKind::kernel) return;
+  if (np.spread && !np.carried && !n.op_def->stateful && device->type() == DeviceType::cpu && workers > 1)
+    np.replicas = workers;
+  try {
+    out.kernels[id] = KernelRegistry::global().create(n, device->type());
+    for (int r = 1; r < np.replicas; ++r)
+      out.replica_kernels[id].push_back(KernelRegistry::global().create(n, device->type()));
+  } catch (const Error& e) {
+    throw Error(e.code(), np.where() + ": " + e.what());
+  }
+}
+
+// Pass-through nodes (Identity, LoopCond) that take one value by message and have no control
+// edges and no fetch (`reported`) cost a hop and a firing per value and change nothing: their
+// consumers are wired to the producer instead, and they get no actor. (A loop's iteration has two.)
+void find_forwards(PartPlan& out, const std::vector<bool>& reported) {
+  ExecPlan& p = *out.plan;
+  const Graph& g = *p.graph;
+  out.forwards.assign(std::size_t(g.size()), false);
+  std::vector<bool> controls(std::size_t(g.size()), false);  // a control input of some node
+  for (int id = 0; id < g.size(); ++id)
+    for (int c : g.node(id).control_inputs) controls[c] = true;
+  for (int id = 0; id < g.size(); ++id) {
+    const Node& n = g.node(id);
+    if (p.nodes[id].active && (n.op == "Identity" || n.op == "LoopCond") && n.inputs.size() == 1 &&
+        !p.nodes[id].is_fixed(0) && n.control_inputs.empty() && !controls[id] && !reported[id]) {
+      out.forwards[id] = true;
+      p.nodes[id].active = false;
+      out.kernels[id].reset();
+    }
+  }
+}
+
 // The plan of one partition, from its graph alone; `workers`: the scheduler's threads.
 PartPlan plan_partition(const Partition& part, const PartSignature& signature, const ShardOf& shard_of,
                         const ExecutableOptions& options, int workers) {
@@ -206,34 +341,12 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
 
   std::vector<NodeKind> kinds(std::size_t(g.size()));  // each node's, found once
   for (int id = 0; id < g.size(); ++id) kinds[std::size_t(id)] = kind_of(g, g.node(id));
-  std::map<std::string, int> exits_of;  // per loop: its Exits in this partition
-  std::map<std::string, int> enters_of;  // and its Enters that are not loop invariants
-  for (int id = 0; id < g.size(); ++id) {
-    const Node& n = g.node(id);
-    if (n.op == "Exit") ++exits_of[loop_frame(g.node(n.inputs[0].node))];
-    if (kinds[std::size_t(id)] == NodeKind::enter) ++enters_of[get_attr<std::string>(n.attrs, "frame_name", n.name)];
-  }
-
+  const LoopEnds ends = loop_ends(g, kinds);
   const LoopSpreads spreads = loop_spreads(g, kinds, p);
-
-  // Constant inputs are handed to their consumers once, here, instead of travelling as a
-  // message every step: a Const without control inputs has the same value in every step and
-  // frame. A Const left with nothing to feed (no fetch, no control consumer) gets no actor.
-  auto hoistable = [&](int id) { return is_constant_value(g.node(id)); };
   std::vector<bool> reported(std::size_t(g.size()), false);  // fetched, or a target
   for (auto& f : signature.fetches) reported[f.first.node] = true;
   for (int t : signature.targets) reported[t] = true;
-  std::vector<bool> active(std::size_t(g.size()), true);
-  {
-    std::vector<bool> still_needed = reported;
-    for (int id = 0; id < g.size(); ++id) {
-      for (int c : g.node(id).control_inputs) still_needed[c] = true;
-      if (g.node(id).op_def->fires_on_first_live_input || g.node(id).op_def->frame_op)  // they see constants as messages
-        for (auto& in : g.node(id).inputs) still_needed[in.node] = true;
-    }
-    for (int id = 0; id < g.size(); ++id)
-      if (hoistable(id) && !still_needed[id]) active[id] = false;
-  }
+  const std::vector<bool> active = active_nodes(g, reported);
 
   out.kernels.resize(std::size_t(g.size()));
   for (int id = 0; id < g.size(); ++id) {
@@ -245,25 +358,7 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     np.device_name = &p.device;
     np.active = active[id];
     np.kind = kinds[std::size_t(id)];
-    // An _Arg takes its feed, a _Recv its value, as a message on slot 0.
-    const bool takes_message = n.op == "_Arg" || np.kind == NodeKind::recv;
-    np.num_inputs = takes_message ? 1 : int(n.inputs.size());
-    np.num_controls = int(n.control_inputs.size());
-    np.num_fixed = 0;
-    if (!takes_message) {
-      for (std::size_t slot = 0; slot < n.inputs.size(); ++slot) {
-        auto in = n.inputs[slot];
-        if (hoistable(in.node) && !n.op_def->fires_on_first_live_input && !n.op_def->frame_op) {
-          np.fixed_inputs.resize(std::size_t(np.num_inputs));
-          np.fixed_inputs[slot] = get_attr<Tensor>(g.node(in.node).attrs, "value", g.node(in.node).name);
-          ++np.num_fixed;
-        }
-      }
-      if (np.active && np.num_inputs == np.num_fixed && n.control_inputs.empty()) {
-        np.num_controls = 1;  // the start signal
-        p.sources.push_back(id);
-      }
-    }
+    plan_inputs(p, id);
     // A _Send has no outputs in its graph; its one target is the _Recv of its key (wire).
     np.outputs.resize(std::size_t(np.kind == NodeKind::send ? 1 : n.num_outputs()));
     // An Exit counts each control message as one finished iteration (exit_node.hpp): two
@@ -271,63 +366,10 @@ PartPlan plan_partition(const Partition& part, const PartSignature& signature, c
     if (np.kind == NodeKind::exit && n.control_inputs.size() > 1)
       fail(ErrorCode::internal, "{} has {} control inputs; an Exit takes at most one (its loop's iteration gate)",
            np.where(), n.control_inputs.size());
-    if (np.kind == NodeKind::enter) {
-      const std::string frame = get_attr<std::string>(n.attrs, "frame_name", n.name);
-      np.frame_exits = exits_of[frame];
-      np.frame_enters = enters_of[frame];
-    }
-    if (np.kind == NodeKind::enter || np.kind == NodeKind::loop_invariant)
-      np.frame_hash = fingerprint64(get_attr<std::string>(n.attrs, "frame_name", n.name));
-    if (np.kind == NodeKind::stack_push || np.kind == NodeKind::stack_pop)
-      np.stack_hash = fingerprint64(get_attr<std::string>(n.attrs, "stack_name", n.name));
-    // An Enter takes its values in the frame around the loop: it stays where they come.
-    if (!spreads.of.empty() && np.active && np.kind != NodeKind::enter)
-      if (auto it = spreads.of.find(loop_frame(n)); it != spreads.of.end()) {
-        np.spread = it->second;
-        np.carried = spreads.carried[id];
-      }
-    np.side = spreads.side[id];
-    np.in_loop = np.kind == NodeKind::kernel && !loop_frame(n).empty();
-    np.tiny = np.kind == NodeKind::kernel && tiny_inputs_and_outputs(g, n);
-    if (np.kind == NodeKind::next_iteration)
-      np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
-    if (np.kind == NodeKind::queue) np.queue_op = queue_op_of(n);
-    if (np.kind == NodeKind::variable) np.variable_op = variable_op_of(n);
-    if (np.kind == NodeKind::queue && np.active) {
-      if (!options.runtime) fail(ErrorCode::internal, "{}: no runtime to find its queue in", np.where());
-      np.queue = options.runtime->queue(QueueSpec::from(n.attrs, n.name));
-    }
-    if (n.op_def->variable_op && np.active) np.shard = shard_of(variable_name(n));
-    if (np.active && np.kind == NodeKind::kernel) {
-      if (np.spread && !np.carried && !n.op_def->stateful && device->type() == DeviceType::cpu && workers > 1)
-        np.replicas = workers;
-      try {
-        out.kernels[id] = KernelRegistry::global().create(n, device->type());
-        for (int r = 1; r < np.replicas; ++r)
-          out.replica_kernels[id].push_back(KernelRegistry::global().create(n, device->type()));
-      } catch (const Error& e) {
-        throw Error(e.code(), np.where() + ": " + e.what());
-      }
-    }
+    plan_kind_fields(p, id, ends, spreads, shard_of, options);
+    create_kernels(out, id, device, workers);
   }
-
-  // Pass-through nodes (Identity, LoopCond) that take one value by message and have no control
-  // edges and no fetch cost a hop and a firing per value and change nothing: their consumers
-  // are wired to the producer instead, and they get no actor. (A loop's iteration has two.)
-  out.forwards.assign(std::size_t(g.size()), false);
-  std::vector<bool> controls(std::size_t(g.size()), false);  // a control input of some node
-  for (int id = 0; id < g.size(); ++id)
-    for (int c : g.node(id).control_inputs) controls[c] = true;
-  for (int id = 0; id < g.size(); ++id) {
-    const Node& n = g.node(id);
-    if (active[id] && (n.op == "Identity" || n.op == "LoopCond") && n.inputs.size() == 1 &&
-        !p.nodes[id].is_fixed(0) && n.control_inputs.empty() && !controls[id] &&
-        !reported[id]) {
-      out.forwards[id] = true;
-      p.nodes[id].active = false;
-      out.kernels[id].reset();
-    }
-  }
+  find_forwards(out, reported);
   return out;
 }
 
@@ -531,6 +573,65 @@ Executable::Executable(caf::actor_system& system, PartitionSet set, const ShardO
   build(std::move(set), shard_of, options);
 }
 
+namespace {
+
+// spawn: the actors of `part` (`active` of its nodes active), every node's own first, a large
+// partition's on several threads (spawn_slices()), then the other replicas of nodes with
+// several. What a step reads of them goes into `hot` when `huge` (core/huge_pages.hpp).
+void spawn_partition(caf::actor_system& system, PartPlan& part, std::size_t active, const caf::actor& step_actor,
+                     bool huge, std::vector<const void*>& hot) {
+  ExecPlan& p = *part.plan;
+  p.step_actor = step_actor;
+  p.actors.resize(p.nodes.size());  // each node's own actor at its index (none for an inactive node)
+  p.fast.assign(p.nodes.size(), nullptr);
+  // One actor of node `id` (replica 0: its own), into `into`; its fast-path node, if it runs
+  // there. What a step reads of it goes into `hot_here`.
+  auto spawn = [&](int id, std::unique_ptr<OpKernel> kernel, int replica, caf::actor& into,
+                   std::vector<const void*>& hot_here) -> NodeActor* {
+    if (huge) hot_here.push_back(kernel.get());
+    auto [actor, node] = spawn_node(system, std::shared_ptr<const ExecPlan>(part.plan), id, std::move(kernel), replica);
+    into = std::move(actor);
+    if (huge) hot_here.push_back(caf::actor_cast<caf::abstract_actor*>(into));
+    return node->fast() ? node : nullptr;
+  };
+  spawn_slices(int(p.nodes.size()), active, huge, hot, [&](int from, int to, std::vector<const void*>& hot_here) {
+    for (int id = from; id < to; ++id) {
+      if (!p.nodes[id].active) continue;
+      if (huge) hot_here.push_back(&p.nodes[id]);
+      p.fast[id] = spawn(id, std::move(part.kernels[id]), 0, p.actors[id], hot_here);
+    }
+  });
+  for (auto& [id, kernels] : part.replica_kernels) {
+    NodePlan& np = p.nodes[std::size_t(id)];
+    np.replica_nodes.push_back(p.fast[std::size_t(id)]);
+    for (std::size_t r = 0; r < kernels.size(); ++r) {
+      p.actors.emplace_back();
+      np.replica_nodes.push_back(spawn(id, std::move(kernels[r]), int(r) + 1, p.actors.back(), hot));
+      p.fast.push_back(np.replica_nodes.back());
+    }
+  }
+}
+
+// wire: each output to its consumers' actors, each _Send where `rendezvous` says, and the
+// fetches, the targets and the awaited _Sends to the step actor.
+void wire_step(std::vector<PartPlan>& parts, const std::vector<PartSignature>& signatures, const caf::actor& step_actor,
+               Rendezvous& rendezvous, StepPlan& step) {
+  for (PartPlan& part : parts) wire_partition(*part.plan, part.forwards);
+  wire_transfers(step.parts, rendezvous);
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    ExecPlan& p = *parts[i].plan;
+    for (auto& [f, index] : signatures[i].fetches) p.nodes[f.node].outputs[f.port].push_back({step_actor, uint32_t(index)});
+    for (int t : signatures[i].targets) p.nodes[t].control_outputs.push_back({step_actor, kControlSlot});
+    for (int id = 0; id < int(p.nodes.size()); ++id)
+      if (p.nodes[id].kind == NodeKind::send && rendezvous.awaits(p.graph->node(id))) {
+        p.nodes[id].control_outputs.push_back({step_actor, kControlSlot});
+        ++step.num_awaited_sends;
+      }
+  }
+}
+
+}  // namespace
+
 void Executable::build(PartitionSet set, const ShardOf& shard_of, const ExecutableOptions& options) {
   caf::actor_system& system = *system_;
   // plan
@@ -562,55 +663,8 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
   // turn reads, by where it lies.
   std::vector<const void*> hot;
   const bool huge = active >= kHugePageNodes && huge_pages::enabled();
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    PartPlan& part = parts[i];
-    ExecPlan& p = *part.plan;
-    p.step_actor = step_actor_;
-    p.actors.resize(p.nodes.size());  // each node's own actor at its index (none for an inactive node)
-    p.fast.assign(p.nodes.size(), nullptr);
-    // One actor of node `id` (replica 0: its own), into `into`; its fast-path node, if it runs
-    // there. What a step reads of it goes into `hot_here`.
-    auto spawn = [&](int id, std::unique_ptr<OpKernel> kernel, int replica, caf::actor& into,
-                     std::vector<const void*>& hot_here) -> NodeActor* {
-      if (huge) hot_here.push_back(kernel.get());
-      auto [actor, node] = spawn_node(system, std::shared_ptr<const ExecPlan>(part.plan), id, std::move(kernel), replica);
-      into = std::move(actor);
-      if (huge) hot_here.push_back(caf::actor_cast<caf::abstract_actor*>(into));
-      return node->fast() ? node : nullptr;
-    };
-    // The nodes' own actors, a large partition's on several threads (spawn_slices()).
-    spawn_slices(int(p.nodes.size()), active_of[i], huge, hot, [&](int from, int to, std::vector<const void*>& hot_here) {
-      for (int id = from; id < to; ++id) {
-        if (!p.nodes[id].active) continue;
-        if (huge) hot_here.push_back(&p.nodes[id]);
-        p.fast[id] = spawn(id, std::move(part.kernels[id]), 0, p.actors[id], hot_here);
-      }
-    });
-    // The other replicas of nodes with several, after every node's own actor.
-    for (auto& [id, kernels] : part.replica_kernels) {
-      NodePlan& np = p.nodes[std::size_t(id)];
-      np.replica_nodes.push_back(p.fast[std::size_t(id)]);
-      for (std::size_t r = 0; r < kernels.size(); ++r) {
-        p.actors.emplace_back();
-        np.replica_nodes.push_back(spawn(id, std::move(kernels[r]), int(r) + 1, p.actors.back(), hot));
-        p.fast.push_back(np.replica_nodes.back());
-      }
-    }
-  }
-
-  // wire
-  for (PartPlan& part : parts) wire_partition(*part.plan, part.forwards);
-  wire_transfers(step.parts, *rendezvous);
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    ExecPlan& p = *parts[i].plan;
-    for (auto& [f, index] : signatures[i].fetches) p.nodes[f.node].outputs[f.port].push_back({step_actor_, uint32_t(index)});
-    for (int t : signatures[i].targets) p.nodes[t].control_outputs.push_back({step_actor_, kControlSlot});
-    for (int id = 0; id < int(p.nodes.size()); ++id)
-      if (p.nodes[id].kind == NodeKind::send && rendezvous->awaits(p.graph->node(id))) {
-        p.nodes[id].control_outputs.push_back({step_actor_, kControlSlot});
-        ++step.num_awaited_sends;
-      }
-  }
+  for (std::size_t i = 0; i < parts.size(); ++i) spawn_partition(system, parts[i], active_of[i], step_actor_, huge, hot);
+  wire_step(parts, signatures, step_actor_, *rendezvous, step);
   rendezvous->bind(recv_actors(step.parts));
   if (huge) {
     for (PartPlan& part : parts)
@@ -671,9 +725,11 @@ Executable::~Executable() {
       node.outputs.clear();
       node.control_outputs.clear();
       node.loop_end.clear();  // its Targets hold the Exits' actors, which hold the plan
-      node.queue = nullptr;
-      node.shard = nullptr;
       node.replica_nodes.clear();
+    }
+    for (auto& [id, state] : p->states) {
+      state.queue = nullptr;
+      state.shard = nullptr;
     }
     p->actors.clear();
     p->fast.clear();

@@ -92,16 +92,11 @@ struct NodePlan {
     inputs.resize(std::size_t(num_inputs));
     return inputs;
   }
-  // The frame, stack, variable and queue kinds'.
+  // The frame kinds' (the stack, variable and queue kinds' are in ExecPlan::states).
   int parallel_iterations = 1;   // next_iteration
   uint64_t frame_hash = 0;       // enter, loop_invariant, a loop_merge serving invariants: fingerprint64 of the frame name
   int frame_exits = 0;           // enter: how many Exits the loop has here (its frame's lifetime)
   int frame_enters = 0;          // enter: how many (non-constant) Enters the loop has here
-  uint64_t stack_hash = 0;       // stack kinds: fingerprint64 of the stack name
-  caf::actor queue;              // queue: the queue actor
-  QueueOp queue_op = QueueOp::size;           // queue: what it asks the queue
-  caf::actor shard;              // variable: the parameter shard holding its variable
-  VariableOp variable_op = VariableOp::read;  // variable: what it asks the shard
   IterationSpread* spread = nullptr;  // the loop's, when the node works in such a loop
   bool carried = false;  // with spread: the next iteration waits for it (a NextIteration reads it)
   // A kernel node of a loop whose iterations may overlap (parallel_iterations > 1) but do not
@@ -162,6 +157,17 @@ struct NodePlan {
   WaitSource input_source(int slot) const;
 };
 
+// What a node of the stack, queue or variable kinds reads beyond its NodePlan, kept apart
+// (ExecPlan::states) so that the plan of every other node, most of a graph, does not carry it.
+// The handles hold actors that hold the plan: ~Executable drops them.
+struct StatePlan {
+  uint64_t stack_hash = 0;                    // stack kinds: fingerprint64 of the stack name
+  caf::actor queue;                           // queue: the queue actor (null for an inactive node)
+  QueueOp queue_op = QueueOp::size;           // queue: what it asks the queue
+  caf::actor shard;                           // variable: the parameter shard holding its variable
+  VariableOp variable_op = VariableOp::read;  // variable: what it asks the shard
+};
+
 // One partition's plan: what its node actors read.
 struct ExecPlan {
   uint64_t trace_key = 0;        // the executable's, for the tracer (core/trace.hpp)
@@ -176,6 +182,10 @@ struct ExecPlan {
   std::vector<int> sources;  // nodes started by the step actor's start signal
   std::vector<std::unique_ptr<IterationSpread>> spreads;  // per loop with parallel_iterations > 1
   std::map<int, std::vector<int>> hosted;  // per loop Merge serving invariants, those (NodePlan::hosted)
+  // Per node of the stack, queue and variable kinds (by id), what only those read; a map's
+  // entries keep their place, so a node's actor may keep a pointer to its own.
+  std::map<int, StatePlan> states;
+  const StatePlan& state_of(const NodePlan& node) const { return states.at(int(&node - nodes.data())); }
   mutable StackStore stacks;
   mutable FrameTable frames;
 };

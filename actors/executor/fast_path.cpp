@@ -1,19 +1,22 @@
 // The fast path (node.hpp, "The fast path"): how values reach node actors and how those that
 // run on it are scheduled: the outputs sent to the consumers' mailboxes (with the mailboxes
-// prefetched a few consumers ahead), the ready lists of the thread that runs them, the Runner
-// and the Batch that take their turns, the hand-over of ready nodes to idle workers, the
+// prefetched a few consumers ahead), the ready lists of the thread that runs them, the NodeRunner
+// and the ReadyBatch that take their turns, the hand-over of ready nodes to idle workers, the
 // spreading of a loop's iterations over the workers, and the stop. One file, so the sending
 // and the posting inline into each other. The node protocol (what a node does with an input,
 // firing, errors) is node.cpp's.
-#include "actors/executor/node.hpp"
+#include "actors/executor/fast_path.hpp"
 
+#include <algorithm>
+
+#include "actors/executor/node.hpp"
 #include "actors/scheduler.hpp"
 #include "core/allocator.hpp"
 
 namespace troupe {
 namespace {
 
-// The fast path's state of this thread while it runs fast nodes (a Runner's or a Batch's turn):
+// The fast path's state of this thread while it runs fast nodes (a NodeRunner's or a ReadyBatch's turn):
 // the execution unit it runs them on, the cheap nodes made ready, to run on this thread in turn
 // after the current one (claimed; no reference held, see schedule()), and the first expensive
 // node made ready by the current node's turn, run here only if nothing else is.
@@ -71,13 +74,42 @@ LocalReady& local_ready() {
     // A thread that runs node actors runs kernels: it keeps the blocks they free at hand.
     HostAllocator::keep_blocks_on_this_thread();
     tls_ready_owner = std::make_unique<LocalReady>();
-    tls_ready_owner->nodes.reserve(1024);
+    tls_ready_owner->nodes.reserve(kReadyRoom);
     tls_ready = tls_ready_owner.get();
   }
   return *tls_ready;
 }
 
 }  // namespace
+
+void NodeActor::set_up_fast_path() {
+  fast_ = me_->kind != NodeKind::variable && me_->kind != NodeKind::queue;
+  if (fast_) {
+    // The mailbox's vectors get their room here, beside the actor, not at the first input on
+    // whichever thread sends it: the actors are spawned by threads whose heaps were made ready
+    // for them in huge pages (executable.cpp), while a vector grown in a step takes fresh 4 KiB
+    // pages of a worker's heap, a fault each. Room for two items for a node of two inputs or
+    // more (its inputs of a tag may wait together: deferral()), one for any other; the two
+    // vectors are swapped at each take, so each would grow in a step of its own, faulting in a
+    // large graph's first steps. An item is 136 bytes (below), so room beyond two items costs the
+    // set-up more than it saves.
+    static_assert(sizeof(NodeMailbox::Item) == 136);
+    const std::size_t room = std::size_t(std::clamp(expected_, 1, 2));
+    mailbox_.reserve(room);
+    taken_.reserve(room);
+  }
+  // A kernel node's firings are timed (kernel_node.hpp); until then it is expensive unless
+  // its inputs and outputs are known to be tiny (NodePlan::tiny).
+  cheap_ = me_->kind != NodeKind::kernel || me_->tiny;
+  spreads_ = fast_ && me_->spread;
+  side_ = me_->side;
+  // A kernel node takes its inputs into a Pending slot and keeps nothing else; one of a spread
+  // loop may move to another worker with an input (drain()) and takes each as it comes, unless
+  // it is on the way to the next iteration (carried: the loop's condition and Switch), which
+  // stays on the loop's chain whatever its cost (spreads_now()): deferring, it takes one turn
+  // an iteration, not one per input.
+  defers_ = fast_ && (!spreads_ || me_->carried) && me_->kind == NodeKind::kernel && expected_ >= 2;
+}
 
 void NodeActor::post(caf::execution_unit* unit, const Tag& tag, uint32_t slot, Value&& value) {
   if (!mailbox_.put(NodeMailbox::Item::Kind::input, slot, tag, std::move(value))) return;
@@ -121,7 +153,6 @@ bool NodeActor::spreads_now() const {
   // the loop.
   if (above > 0 && (me_->carried || cost_ < kSpreadNodeTicks)) return false;
   const int64_t cost = me_->spread->cost.load(std::memory_order_relaxed);
-  constexpr int64_t kCarriedShare = 4;  // 1/kCarriedShare of an iteration's cost, carried, still spreads
   if (cost < above || (above > 0 && me_->spread->carried.load(std::memory_order_relaxed) * kCarriedShare > cost) ||
       !tls_running || !ours(tls_unit))
     return false;
@@ -129,7 +160,7 @@ bool NodeActor::spreads_now() const {
 }
 
 void NodeActor::send_to_worker(int worker) {
-  caf::intrusive_ptr_add_ref(ctrl());  // the job's
+  hold_actor(ctrl());  // the job's
   SchedulingPolicy::send_to(tls_unit, std::size_t(worker), &runner_);
 }
 
@@ -192,7 +223,7 @@ void NodeActor::prefetch_fields() const {
   // From the line the first lies in (an actor is aligned to 16 bytes, not to a line) to that of
   // the last.
   const char* from = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(std::min(a, b)) & ~uintptr_t(63));
-  const char* to = std::min(std::max(a, b), from + 15 * 64);
+  const char* to = std::min(std::max(a, b), from + (kHotFieldLines - 1) * 64);
   for (const char* p = from; p <= to; p += 64) __builtin_prefetch(p);
 }
 
@@ -236,17 +267,17 @@ void NodeActor::schedule(caf::execution_unit* unit) {
 }
 
 void NodeActor::enqueue_runner(caf::execution_unit* unit) {
-  caf::intrusive_ptr_add_ref(ctrl());  // the job's, released by the worker after its turn
+  hold_actor(ctrl());  // the job's, released by the worker after its turn
   if (unit) unit->exec_later(&runner_);
   else home_system().scheduler().enqueue(&runner_);
 }
 
 bool NodeActor::offer(caf::execution_unit* unit) {
   if (!unit || !ours(unit) || !SchedulingPolicy::someone_idle(unit)) return false;
-  caf::intrusive_ptr_add_ref(ctrl());  // the job's
+  hold_actor(ctrl());  // the job's
   // A node that takes much longer than a wake-up may wake a sleeping worker.
   if (SchedulingPolicy::offer(unit, &runner_, /*wake=*/cost_ >= kWakeTicks)) return true;
-  caf::intrusive_ptr_release(ctrl());
+  release_actor(ctrl());
   return false;
 }
 
@@ -265,7 +296,7 @@ NodeActor::Drained NodeActor::drain() {
   const bool spreading = spreads_ && spreads_now();
   tls_spread_turn = spreading;
   const std::size_t ready_before = ready.nodes.size();
-  for (int round = 0; round < 4; ++round) {
+  for (int round = 0; round < kDrainRounds; ++round) {
     if (!mailbox_.take(taken_, taken_calls_, defers_ ? deferral() : NodeMailbox::Deferral{})) return Drained::idle;
     // The inputs first, then the calls: a wait report (a call) counts the inputs that waited
     // in the mailbox (deferral()) as received.
@@ -352,33 +383,19 @@ void NodeActor::handle(NodeMailbox::Item& item) {
   }
 }
 
-// Ready nodes given to another worker: it runs them as its own ready list.
-class NodeActor::Batch final : public caf::resumable {
- public:
-  explicit Batch(std::vector<NodeActor*> nodes) : nodes_(std::move(nodes)) {}
-  subtype_t subtype() const override { return unspecified; }
-  resume_result resume(caf::execution_unit* unit, std::size_t) override {
-    OnFastPath here(unit);
-    LocalReady& ready = local_ready();
-    // Copied in, not swapped: the thread's list keeps its room (a swap would give it the
-    // batch's few slots, to grow again, allocation by allocation, after every batch).
-    ready.nodes.insert(ready.nodes.end(), nodes_.begin(), nodes_.end());
-    for (NodeActor* node : nodes_) {
-      ready.cost += node->ready_cost();
-      ready.pinned += node->pinned_;
-    }
-    run_ready(unit);
-    return done;
+Job::resume_result ReadyBatch::resume(caf::execution_unit* unit, std::size_t) {
+  OnFastPath here(unit);
+  LocalReady& ready = local_ready();
+  // Copied in, not swapped: the thread's list keeps its room (a swap would give it the
+  // batch's few slots, to grow again, allocation by allocation, after every batch).
+  ready.nodes.insert(ready.nodes.end(), nodes_.begin(), nodes_.end());
+  for (NodeActor* node : nodes_) {
+    ready.cost += node->ready_cost();
+    ready.pinned += node->pinned_;
   }
-  void intrusive_ptr_add_ref_impl() override { refs_.fetch_add(1, std::memory_order_relaxed); }
-  void intrusive_ptr_release_impl() override {
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
-  }
-
- private:
-  std::vector<NodeActor*> nodes_;
-  std::atomic<int> refs_{1};  // the job's
-};
+  NodeActor::run_ready(unit);
+  return done;
+}
 
 void NodeActor::end_turn(caf::execution_unit* unit) {
   // The expensive node made ready goes to a worker that has nothing to do, unless this worker
@@ -412,7 +429,7 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
     if (ran == kInlineTurns) {
       // Enough in a row: the rest waits behind what this worker has queued (a step actor's
       // deadline, another step), as a job that used up its turn does.
-      auto* rest = new Batch(std::vector<NodeActor*>(ready.nodes.begin() + std::ptrdiff_t(ready.head), ready.nodes.end()));
+      auto* rest = new ReadyBatch(std::vector<NodeActor*>(ready.nodes.begin() + std::ptrdiff_t(ready.head), ready.nodes.end()));
       if (can_offer) SchedulingPolicy::enqueue_later(unit, rest);
       else unit->exec_later(rest);
       ready.nodes.resize(ready.head);
@@ -431,7 +448,7 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
       const std::size_t free = ready.nodes.size() - first_free;
       const std::size_t keep = first_free + (free + 1) / 2;
       if (keep < ready.nodes.size()) {
-        auto* batch = new Batch(std::vector<NodeActor*>(ready.nodes.begin() + std::ptrdiff_t(keep), ready.nodes.end()));
+        auto* batch = new ReadyBatch(std::vector<NodeActor*>(ready.nodes.begin() + std::ptrdiff_t(keep), ready.nodes.end()));
         if (SchedulingPolicy::offer(unit, batch, /*wake=*/true)) {
           for (std::size_t i = keep; i < ready.nodes.size(); ++i) ready.cost -= ready.nodes[i]->cost_;
           ready.nodes.resize(keep);
@@ -464,9 +481,10 @@ void NodeActor::run_ready(caf::execution_unit* unit) {
   ready.pinned = 0;
 }
 
-caf::resumable::resume_result NodeActor::Runner::resume(caf::execution_unit* unit, std::size_t) {
+Job::resume_result NodeRunner::resume(caf::execution_unit* unit, std::size_t) {
   OnFastPath here(unit);
   resume_result result = awaiting_message;
+  using Drained = NodeActor::Drained;
   switch (node_->drain()) {
     case Drained::idle: break;
     case Drained::moved: break;  // this job's reference goes; the other worker's job has its own
@@ -474,14 +492,14 @@ caf::resumable::resume_result NodeActor::Runner::resume(caf::execution_unit* uni
     case Drained::behind: node_->pin_here(/*first=*/false); break;  // run_ready() runs it; the job's reference goes
     case Drained::stopped: node_->finish_stop(); break;  // the job's reference keeps it until we return
   }
-  end_turn(unit);
-  run_ready(unit);
+  NodeActor::end_turn(unit);
+  NodeActor::run_ready(unit);
   return result;
 }
 
-void NodeActor::Runner::intrusive_ptr_add_ref_impl() { caf::intrusive_ptr_add_ref(node_->ctrl()); }
+void NodeRunner::intrusive_ptr_add_ref_impl() { hold_actor(node_->ctrl()); }
 
-void NodeActor::Runner::intrusive_ptr_release_impl() { caf::intrusive_ptr_release(node_->ctrl()); }
+void NodeRunner::intrusive_ptr_release_impl() { release_actor(node_->ctrl()); }
 
 void NodeActor::on_exit() {
   // The plan is released with the actor object (see ~Executable), never here.
@@ -498,11 +516,9 @@ std::latch* cleaned_up_mark() {
 }
 }  // namespace
 
-bool NodeActor::cleanup(caf::error&& reason, caf::execution_unit* host) {
-  const bool cleaned = caf::event_based_actor::cleanup(std::move(reason), host);
+void NodeActor::on_cleaned_up() {
   std::latch* latch = cleanup_latch_.exchange(cleaned_up_mark(), std::memory_order_acq_rel);
   if (latch && latch != cleaned_up_mark()) latch->count_down();
-  return cleaned;
 }
 
 void NodeActor::count_down_at_cleanup(std::latch& latch) {
@@ -510,8 +526,6 @@ void NodeActor::count_down_at_cleanup(std::latch& latch) {
 }
 
 namespace {
-constexpr std::size_t kPrefetchAhead = 4;  // consumers
-
 // A boolean scalar that is true (a LoopCond's value while its loop goes on).
 bool says_true(const Tensor& t) { return t.dtype() == DType::boolean && t.num_elements() == 1 && *t.data<bool>(); }
 }  // namespace

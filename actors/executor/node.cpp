@@ -1,5 +1,6 @@
 // The node protocol (node.hpp): a node's inputs per tag, firing, aborts, errors and wait
-// reports. How values are sent and how a node on the fast path is scheduled is fast_path.cpp's.
+// reports. How values are sent and how a node on the fast path is scheduled is fast_path.cpp's
+// (its constants and jobs: fast_path.hpp).
 #include "actors/executor/node.hpp"
 
 #include <algorithm>
@@ -13,7 +14,7 @@ constexpr std::size_t kRememberedAborts = 1024;
 
 NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> plan, int index,
                      std::unique_ptr<OpKernel> kernel, int replica)
-    : caf::event_based_actor(config),
+    : CleanupHookActor(config),
       plan_(std::move(plan)),
       me_(&plan_->nodes[index]),
       kernel_(std::move(kernel)),
@@ -21,32 +22,7 @@ NodeActor::NodeActor(caf::actor_config& config, std::shared_ptr<const ExecPlan> 
       replica_(replica),
       outputs_(me_->outputs.size()) {
   if (expected_ == 1) scratch_ = me_->preset_inputs();  // only on_input's one-message firing reads it
-  fast_ = me_->kind != NodeKind::variable && me_->kind != NodeKind::queue;
-  if (fast_) {
-    // The mailbox's vectors get their room here, beside the actor, not at the first input on
-    // whichever thread sends it: the actors are spawned by threads whose heaps were made ready
-    // for them in huge pages (executable.cpp), while a vector grown in a step takes fresh 4 KiB
-    // pages of a worker's heap, a fault each. Room for two items for a node of two inputs or
-    // more (its inputs of a tag may wait together: deferral()), one for any other; the two
-    // vectors are swapped at each take, so each would grow in a step of its own, faulting in a
-    // large graph's first steps. An item is 136 bytes (below), so room beyond two items costs the
-    // set-up more than it saves.
-    static_assert(sizeof(NodeMailbox::Item) == 136);
-    const std::size_t room = std::size_t(std::clamp(expected_, 1, 2));
-    mailbox_.reserve(room);
-    taken_.reserve(room);
-  }
-  // A kernel node's firings are timed (kernel_node.hpp); until then it is expensive unless
-  // its inputs and outputs are known to be tiny (NodePlan::tiny).
-  cheap_ = me_->kind != NodeKind::kernel || me_->tiny;
-  spreads_ = fast_ && me_->spread;
-  side_ = me_->side;
-  // A kernel node takes its inputs into a Pending slot and keeps nothing else; one of a spread
-  // loop may move to another worker with an input (drain()) and takes each as it comes, unless
-  // it is on the way to the next iteration (carried: the loop's condition and Switch), which
-  // stays on the loop's chain whatever its cost (spreads_now()): deferring, it takes one turn
-  // an iteration, not one per input.
-  defers_ = fast_ && (!spreads_ || me_->carried) && me_->kind == NodeKind::kernel && expected_ >= 2;
+  set_up_fast_path();
   for (int s = 0; s < me_->num_inputs; ++s) {
     if (!me_->is_fixed(s)) {
       if (s < 64) message_mask_ |= uint64_t(1) << s;

@@ -23,12 +23,13 @@
 #include <unordered_set>
 
 #include "actors/executor/executable.hpp"
+#include "actors/executor/fast_path.hpp"
 #include "actors/executor/mailbox.hpp"
 #include "core/trace.hpp"
 
 namespace troupe {
 
-class NodeActor : public caf::event_based_actor {
+class NodeActor : public CleanupHookActor {
  public:
   // `kernel`: a kernel node's kernel (kernel_node.hpp); null for every other kind.
   // `replica`: which of the node's actors this is (NodePlan::replicas), 0 for its own.
@@ -36,7 +37,6 @@ class NodeActor : public caf::event_based_actor {
             std::unique_ptr<OpKernel> kernel = nullptr, int replica = 0);
   caf::behavior make_behavior() override;
   void on_exit() override;
-  bool cleanup(caf::error&& reason, caf::execution_unit* host) override;
   const char* name() const override { return "troupe.node"; }
   // Counts `latch` down once this actor's cleanup (its exit) has run, at once if it has run
   // already: after it the actor touches nothing of the plan's. ~Executable waits for its nodes
@@ -216,63 +216,25 @@ class NodeActor : public caf::event_based_actor {
   std::vector<uint64_t> aborted_order_;  // the steps in aborted_, as a ring (remember_abort)
   std::size_t aborted_next_ = 0;
 
-  // The fast path.
-  class Runner final : public caf::resumable {
-   public:
-    explicit Runner(NodeActor* node) : node_(node) {}
-    subtype_t subtype() const override { return unspecified; }
-    resume_result resume(caf::execution_unit* unit, std::size_t) override;
-    void intrusive_ptr_add_ref_impl() override;
-    void intrusive_ptr_release_impl() override;
-
-   private:
-    NodeActor* node_;
-  };
-  class Batch;
+  // The fast path (its constants and jobs: fast_path.hpp).
+  friend class NodeRunner;
+  friend class ReadyBatch;
   // After a node's turn on the fast path: where the expensive node it made ready goes.
   static void end_turn(caf::execution_unit* unit);
   // Runs this thread's ready nodes, each in its turn, handing half of them to a worker that has
   // nothing to do whenever there is one.
   static void run_ready(caf::execution_unit* unit);
-  // The cost of a turn of a node that runs no kernel, or of a kernel node that has not fired
-  // (a tiny one, NodePlan::tiny; any other starts expensive whatever this says).
-  static constexpr int32_t kTurnTicks = 300;
-  // The cost of the nodes waiting on a thread from which half are offered to an idle worker:
-  // less is not worth the trip to another core.
-  static constexpr int64_t kOfferTicks = 20000;
-  // Or when at least kOfferNodes wait and they cost kOfferNodesTicks: many cheap nodes, as a
-  // wide graph larger than the cache has, each a miss to memory or more whichever core runs it,
-  // so the trip costs the other core little (a loop's few cheap nodes seldom count as many).
-  // Eight: a list holds only nodes that can fire (their inputs wait in their mailboxes until
-  // then), each a whole firing, not one input.
-  static constexpr std::size_t kOfferNodes = 8;
-  static constexpr int64_t kOfferNodesTicks = 2000;
-  // The cost of an expensive node for which a sleeping worker is woken (a wake-up takes tens of
-  // microseconds; this is about a hundred).
-  static constexpr int64_t kWakeTicks = 250000;
-  // A cheap node beside a loop's chain (NodePlan::side) costing at least this goes to a worker
-  // that has nothing to do: more than a trip to the other core (and more than moving its
-  // inputs there, move_ticks()).
-  static constexpr int64_t kSideTicks = 2000;
-  // Inputs read on another core than the one that wrote them cost about a tick per this many
-  // bytes, each line fetched from the writing core's cache.
-  static constexpr int64_t kBytesPerMoveTick = 8;
-  // The cost of an iteration of a loop (its kernels') above which its iterations spread over
-  // the workers (spread()): several times what handing one to another core costs.
-  static constexpr int64_t kSpreadTicks = 12000;
-  // The cost of a node's turn below which it is not spread with its iteration (spread_worker).
-  static constexpr int64_t kSpreadNodeTicks = 1000;
 
  public:
-  // Sets that cost (kSpreadTicks until then; -1: back to it); 0 spreads every loop that may
-  // spread, and every node of it, whatever its iterations and turns cost and however much of
-  // it feeds the next (for tests).
+  // Sets the cost of an iteration above which a loop spreads (kSpreadTicks until then; -1:
+  // back to it); 0 spreads every loop that may spread, and every node of it, whatever its
+  // iterations and turns cost and however much of it feeds the next (for tests).
   static void set_spread_ticks(int64_t ticks);
 
  private:
-  // Turns of nodes made ready that one thread runs in a row, after which the rest go to the
-  // scheduler's queues.
-  static constexpr int kInlineTurns = 16384;
+  // At construction: whether the node runs on the fast path, and how (the flags above, the
+  // mailbox's room).
+  void set_up_fast_path();
   // With the claim held: run the node soon (hand-off or the scheduler).
   void schedule(caf::execution_unit* unit);
   // With the claim held, for a node of a loop whose iterations spread over the workers
@@ -318,30 +280,27 @@ class NodeActor : public caf::event_based_actor {
   // Prefetches what a turn of this claimed node reads through its fields: its plan, kernel and
   // outputs (the fields themselves should be in the cache or on their way: prefetch_fields()).
   void prefetch() const;
-  // Prefetches the node's hot fields (from mailbox_ to aborted_next_), no more than 16 lines.
+  // Prefetches the node's hot fields (from mailbox_ to aborted_next_), no more than kHotFieldLines lines.
   void prefetch_fields() const;
   // Prefetches the mailbox of a consumer on the fast path that deliver() posts to; `replica`:
   // the producer's, as send_outputs passes it to deliver() (-1: not a replica).
   static void prefetch_mailbox(const Target& t, int replica);
 
-  Runner runner_{this};
+  NodeRunner runner_{this};
   std::function<void()> stop_done_;
+  // Counts count_down_at_cleanup()'s latch down, if one is set, and marks the cleanup done.
+  void on_cleaned_up() final;
   // count_down_at_cleanup()'s latch; cleaned_up_mark() once the cleanup has run.
   std::atomic<std::latch*> cleanup_latch_{nullptr};
 };
 
-// Sends an input to a node: into the mailbox of `fast` when it runs on the fast path (non-null),
-// else as a CAF message to `actor`.
+// The fast path's senders (declared in fast_path.hpp), inline here where NodeActor is complete.
 inline void send_to(caf::execution_unit* unit, NodeActor* fast, const caf::actor& actor, const Tag& tag, uint32_t slot,
                     Value&& value) {
   if (fast) fast->post(unit, tag, slot, std::move(value));
   else send_input(unit, actor, tag, slot, std::move(value));
 }
 
-// The same to a consumer: for a node with several actors (NodePlan::replicas), the replica of
-// the worker the tag's iteration runs on, `replica` when the sender is itself a replica (in
-// the same iteration: it runs there too), else as the partition's frame state says
-// (NodeActor::place).
 inline void deliver(caf::execution_unit* unit, const Target& to, const Tag& tag, uint32_t slot, Value&& value,
                     int replica) {
   if (to.replicas) [[unlikely]] {
@@ -352,7 +311,6 @@ inline void deliver(caf::execution_unit* unit, const Target& to, const Tag& tag,
   send_to(unit, to.node, to.actor, tag, slot, std::move(value));
 }
 
-// The same to node `id` of `part`.
 inline void send_to_node(caf::execution_unit* unit, const ExecPlan& part, int id, const Tag& tag, uint32_t slot,
                          Value&& value) {
   send_to(unit, part.fast[std::size_t(id)], part.actors[std::size_t(id)], tag, slot, std::move(value));

@@ -6,15 +6,15 @@
 
 namespace troupe {
 caf::behavior QueueNode::make_behavior() {
-  if (me_->queue) {
-    monitor(me_->queue);
+  if (state_->queue) {
+    monitor(state_->queue);
     set_down_handler([this](caf::down_msg& down) { on_queue_down(down); });
   }
   return NodeActor::make_behavior();
 }
 
 void QueueNode::on_exit() {
-  if (me_->queue) demonitor(me_->queue);  // the queue outlives executables; let it forget this actor
+  if (state_->queue) demonitor(state_->queue);  // the queue outlives executables; let it forget this actor
   NodeActor::on_exit();
 }
 
@@ -61,15 +61,15 @@ void QueueNode::request_from_queue(const Tag& tag, Tensor* inputs) {
                          traced_since, trace::now());
   };
   auto ask = [&](auto&&... message) {
-    request(me_->queue, timeouts::queue_request(), std::forward<decltype(message)>(message)...)
+    request(state_->queue, timeouts::queue_request(), std::forward<decltype(message)>(message)...)
         .then([on_reply, done](QueueReply& r) mutable { done(), on_reply(r); },
               [on_error, done](caf::error& e) mutable { done(), on_error(e); });
   };
-  switch (me_->queue_op) {
+  switch (state_->queue_op) {
     case QueueOp::enqueue:
     case QueueOp::enqueue_many: {
       std::vector<Tensor> components(inputs, inputs + me_->num_inputs);
-      ask(enqueue_atom::value, tag.step, std::move(components), me_->queue_op == QueueOp::enqueue_many);
+      ask(enqueue_atom::value, tag.step, std::move(components), state_->queue_op == QueueOp::enqueue_many);
       return;
     }
     case QueueOp::dequeue: ask(dequeue_atom::value, tag.step, int64_t(-1), false); return;
@@ -93,11 +93,11 @@ void QueueNode::request_from_queue(const Tag& tag, Tensor* inputs) {
 
 void QueueNode::drop_step(uint64_t step) {
   if (requests_.erase(step))  // the queue still holds this step's request: withdraw it
-    caf::anon_send(me_->queue, cancel_atom::value, step);
+    caf::anon_send(state_->queue, cancel_atom::value, step);
 }
 
 void QueueNode::on_queue_down(const caf::down_msg& down) {
-  if (down.source != me_->queue.address()) return;
+  if (down.source != state_->queue.address()) return;
   auto held = std::move(requests_);
   requests_.clear();
   for (auto& [step, count] : held)

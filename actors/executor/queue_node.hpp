@@ -3,7 +3,7 @@
 // actor of the process's Runtime (actors/state/queue_actor.hpp) does the work.
 // Takes: every data input of a tag and every control input, or the start signal of a source
 //   node; and the down message of its queue actor, which it monitors.
-// Sends: per tag, one request to the queue, the one NodePlan::queue_op names (an enqueue, a
+// Sends: per tag, one request to the queue, the one StatePlan::queue_op names (an enqueue, a
 //   dequeue, a close, a size), and what the queue replies to each consumer with the tag. The
 //   queue answers when it can (a dequeue waits there for elements); meanwhile this actor
 //   handles other tags. A dead input sends dead outputs and asks nothing. A queue's error goes
@@ -32,6 +32,7 @@ class QueueNode final : public NodeActor {
   void on_queue_down(const caf::down_msg& down);
 
   std::map<uint64_t, int> requests_;  // per step: requests the queue has not answered yet
+  const StatePlan* state_ = &plan_->state_of(*me_);  // its stack, queue or shard
 };
 
 }  // namespace troupe

@@ -17,29 +17,14 @@
 namespace troupe {
 namespace {
 
-// An actor of class C, spawned as `system.spawn<C, caf::lazy_init>(xs...)` spawns it, without
-// making the system's logger the calling thread's current one first. With a current logger,
-// CAF's launch notes the new actor's id as the thread's in the logger's table and puts the old
-// one back, each under the table's process-wide spin lock (CAF_PUSH_AID, even in a build that
-// logs nothing, as Debian's is): the threads that spawn a large graph's slices at once
-// (executable.cpp) would meet at that lock's line for every actor. On a thread that has never
-// spawned through the system (those threads) there is none, and nothing is noted.
+// An actor of class C, spawned lazily without the logger's bookkeeping (spawn_quietly): the
+// threads that spawn a large graph's slices at once (executable.cpp) would otherwise meet at
+// the logger's lock for every actor.
 template <class C, class... Ts>
 SpawnedNode spawn_lazily(caf::actor_system& system, Ts&&... xs) {
-#ifdef CAF_ENABLE_ACTOR_PROFILER
-  // A CAF built with its actor profiler tells the profiler of each spawn; only spawn() does.
-  auto spawned = system.spawn<C, caf::lazy_init>(std::forward<Ts>(xs)...);
-  auto* spawned_node = static_cast<C*>(caf::actor_cast<caf::abstract_actor*>(spawned));
-  return {std::move(spawned), spawned_node};
-#else
-  caf::actor_config config;
-  config.host = system.dummy_execution_unit();
-  auto actor = caf::make_actor<C, caf::actor>(system.next_actor_id(), system.node(), &system, config,
-                                              std::forward<Ts>(xs)...);
+  caf::actor actor = spawn_quietly<C>(system, std::forward<Ts>(xs)...);
   auto* node = static_cast<C*>(caf::actor_cast<caf::abstract_actor*>(actor));
-  node->launch(config.host, /*lazy=*/true, /*hide=*/false);
   return {std::move(actor), node};
-#endif
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ void StackPopNode::fire(const Tag& tag, Tensor* inputs, bool dead) {
         return;
       }
     }
-    Value v = plan_->stacks.pop(tag.step, me_->stack_hash, path);
+    Value v = plan_->stacks.pop(tag.step, state_->stack_hash, path);
     emit(tag, &v.tensor, v.dead);
   } catch (const Error& e) {
     report_error(tag, e.code(), e.what());

@@ -20,6 +20,7 @@ class StackPopNode final : public NodeActor {
 
  private:
   void fire(const Tag& tag, Tensor* inputs, bool dead) override;
+  const StatePlan* state_ = &plan_->state_of(*me_);  // its stack, queue or shard
 };
 
 }  // namespace troupe

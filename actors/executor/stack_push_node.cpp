@@ -9,7 +9,7 @@ void StackPushNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
     report_unknown_frame(tag, loop_frame(*me_->node));
     return;
   }
-  plan_->stacks.push(tag.step, me_->stack_hash, std::move(*path), std::move(value));
+  plan_->stacks.push(tag.step, state_->stack_hash, std::move(*path), std::move(value));
   emit(tag, nullptr, false);  // control outputs: the iteration gate
 }
 

@@ -16,6 +16,7 @@ class StackPushNode final : public NodeActor {
 
  private:
   void on_input(const Tag& tag, uint32_t slot, Value& value) override;
+  const StatePlan* state_ = &plan_->state_of(*me_);  // its stack, queue or shard
 };
 
 }  // namespace troupe

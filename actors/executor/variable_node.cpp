@@ -32,11 +32,9 @@ void VariableNode::trace_request(const Tag& tag, int64_t start) const {
   trace::record(e);
 }
 
-void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
-  const Node& node = *me_->node;
-  const std::string& name = variable_name(node);
-  // Every path below asks the shard once (or fails the tag before asking): the answer, or its
-  // error, ends the wait.
+template <class... Ts>
+void VariableNode::ask_shard(const Tag& tag, const std::string& name, const char* what, Ts&&... message) {
+  // The answer, or its error, ends the wait.
   auto answered = [this, step = tag.step] {
     auto it = asked_.find(step);
     if (it != asked_.end()) asked_.erase(it);
@@ -53,35 +51,37 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
     emit(tag, &reply.value, false);
   };
   // The shard is gone (CAF bounces the request) or never answered within its bound.
-  auto on_error = [this, tag, &name, answered](const char* what) {
-    asked_.emplace(tag.step, fmt::format("the parameter shard's answer to the {} of variable '{}'", what, name));
-    return [this, tag, what, name, answered](caf::error& e) {
-      answered();
-      report_error(
-          tag, ErrorCode::unavailable,
-          fmt::format("the parameter shard did not answer the {} of variable '{}': {}", what, name, to_string(e)));
-    };
+  auto on_error = [this, tag, what, name, answered](caf::error& e) {
+    answered();
+    report_error(tag, ErrorCode::unavailable,
+                 fmt::format("the parameter shard did not answer the {} of variable '{}': {}", what, name, to_string(e)));
   };
+  auto handle = request(state_->shard, timeouts::shard_request(), std::forward<Ts>(message)...);
+  asked_.emplace(tag.step, fmt::format("the parameter shard's answer to the {} of variable '{}'", what, name));
+  handle.then(on_reply, on_error);
+}
+
+void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
+  const Node& node = *me_->node;
+  const std::string& name = variable_name(node);
+  // Every path below asks the shard once (or fails the tag before asking).
   auto rate_of = [](const Tensor& lr) {
     return lr.dtype() == DType::float64 ? lr.scalar_value<double>() : double(lr.scalar_value<float>());
   };
   VariableUpdate update = VariableUpdate::assign;
-  switch (me_->variable_op) {
+  switch (state_->variable_op) {
     case VariableOp::apply_gradient:
-      request(me_->shard, timeouts::shard_request(), apply_atom::value, name, optimizer_spec_of(node), inputs[0],
-              rate_of(inputs[1]))
-          .then(on_reply, on_error("optimizer step"));
+      ask_shard(tag, name, "optimizer step", apply_atom::value, name, optimizer_spec_of(node), inputs[0],
+                rate_of(inputs[1]));
       return;
     case VariableOp::sparse_apply_gradient:
-      request(me_->shard, timeouts::shard_request(), sparse_apply_atom::value, name, optimizer_spec_of(node), inputs[0],
-              inputs[1], rate_of(inputs[2]))
-          .then(on_reply, on_error("sparse optimizer step"));
+      ask_shard(tag, name, "sparse optimizer step", sparse_apply_atom::value, name, optimizer_spec_of(node), inputs[0],
+                inputs[1], rate_of(inputs[2]));
       return;
     case VariableOp::accumulate_gradient:
-      request(me_->shard, timeouts::shard_request(), accumulate_atom::value, name, optimizer_spec_of(node), inputs[0],
-              rate_of(inputs[1]), inputs[2].scalar_value<int64_t>(),
-              int32_t(get_attr<int64_t>(node.attrs, "replicas_to_aggregate", node.name)))
-          .then(on_reply, on_error("gradient accumulation"));
+      ask_shard(tag, name, "gradient accumulation", accumulate_atom::value, name, optimizer_spec_of(node), inputs[0],
+                rate_of(inputs[1]), inputs[2].scalar_value<int64_t>(),
+                int32_t(get_attr<int64_t>(node.attrs, "replicas_to_aggregate", node.name)));
       return;
     case VariableOp::sync_step: {
       // Waits for the other replicas' votes: as long as the slowest of the first m takes. The
@@ -91,23 +91,17 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
                     int32_t(get_attr_or<int64_t>(node.attrs, "total_replicas", 0)),
                     get_attr_or<std::string>(node.attrs, "replica_task", std::string()),
                     get_attr_or<int64_t>(node.attrs, "vote_timeout_ms", 0), tag.step};
-      request(me_->shard, timeouts::shard_request(), sync_step_atom::value, name, inputs[0].scalar_value<int64_t>(),
-              int32_t(get_attr<int64_t>(node.attrs, "replicas_to_aggregate", node.name)), std::move(vote))
-          .then(on_reply, on_error("wait for the next global step (the other replicas' votes)"));
+      ask_shard(tag, name, "wait for the next global step (the other replicas' votes)", sync_step_atom::value, name,
+                inputs[0].scalar_value<int64_t>(),
+                int32_t(get_attr<int64_t>(node.attrs, "replicas_to_aggregate", node.name)), std::move(vote));
       return;
     }
-    case VariableOp::sync_stop:
-      request(me_->shard, timeouts::shard_request(), sync_stop_atom::value, name)
-          .then(on_reply, on_error("stop of the synchronous replicas"));
-      return;
+    case VariableOp::sync_stop: ask_shard(tag, name, "stop of the synchronous replicas", sync_stop_atom::value, name); return;
     case VariableOp::sync_aggregate:
-      request(me_->shard, timeouts::shard_request(), sync_aggregate_atom::value, name,
-              int32_t(std::clamp<int64_t>(inputs[0].scalar_value<int64_t>(), 0, INT32_MAX)))
-          .then(on_reply, on_error("change of the replicas to aggregate"));
+      ask_shard(tag, name, "change of the replicas to aggregate", sync_aggregate_atom::value, name,
+                int32_t(std::clamp<int64_t>(inputs[0].scalar_value<int64_t>(), 0, INT32_MAX)));
       return;
-    case VariableOp::read:
-      request(me_->shard, timeouts::shard_request(), read_atom::value, name).then(on_reply, on_error("read"));
-      return;
+    case VariableOp::read: ask_shard(tag, name, "read", read_atom::value, name); return;
     case VariableOp::assign: update = VariableUpdate::assign; break;
     case VariableOp::assign_add: update = VariableUpdate::add; break;
     case VariableOp::assign_sub: update = VariableUpdate::sub; break;
@@ -120,8 +114,7 @@ void VariableNode::request_from_shard(const Tag& tag, Tensor* inputs) {
                              declared.to_string()));
     return;
   }
-  request(me_->shard, timeouts::shard_request(), update_atom::value, name, int32_t(update), inputs[0], validate)
-      .then(on_reply, on_error("update"));
+  ask_shard(tag, name, "update", update_atom::value, name, int32_t(update), inputs[0], validate);
 }
 
 void VariableNode::on_wait_note(uint64_t step, std::string text) {

@@ -3,7 +3,7 @@
 // kernel: the parameter shard holding its variable (actors/state/param_shard.hpp) does the work.
 // Takes: every data input of a tag and every control input, or the start signal of a source
 //   node (a read).
-// Sends: per tag, one request to the shard, the one NodePlan::variable_op names (a read, an
+// Sends: per tag, one request to the shard, the one StatePlan::variable_op names (a read, an
 //   update, an optimizer step), and the value it replies to each consumer with the tag. A
 //   dead input sends dead outputs and asks nothing. A shard's error, or a shard that does not
 //   answer in time (actors/timeouts.hpp), goes to the step actor; the reply of an aborted step
@@ -25,6 +25,10 @@ class VariableNode final : public NodeActor {
  private:
   void fire(const Tag& tag, Tensor* inputs, bool dead) override;
   void request_from_shard(const Tag& tag, Tensor* inputs);
+  // Sends `message` to the shard (`what` it asks of variable `name`, for errors and the waits
+  // report): its answer goes to the consumers, its error or the shard's silence to the step actor.
+  template <class... Ts>
+  void ask_shard(const Tag& tag, const std::string& name, const char* what, Ts&&... message);
   // A traced step's request to the shard, from `start` to its answer (core/trace.hpp).
   void trace_request(const Tag& tag, int64_t start) const;
   // The requests of each step still unanswered, by what they ask (for the hang report).
@@ -32,6 +36,7 @@ class VariableNode final : public NodeActor {
   // A global step's shard says whose votes this step still waits for: the report names them.
   void on_wait_note(uint64_t step, std::string text) override;
   std::multimap<uint64_t, std::string> asked_;
+  const StatePlan* state_ = &plan_->state_of(*me_);  // its stack, queue or shard
 };
 
 }  // namespace troupe
