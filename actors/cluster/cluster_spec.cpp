@@ -145,23 +145,11 @@ TaskId parse_task_id(const std::string& text) {
   return {job, *i};
 }
 
-ClusterSpec ClusterSpec::from_json(const std::string& text, const std::string& where, const std::string& base_dir) {
-  json doc;
-  try {
-    doc = json::parse(text);
-  } catch (const json::parse_error& e) {
-    fail(ErrorCode::invalid_argument, "{}: not JSON: {}", where, e.what());
-  }
-  if (!doc.is_object()) fail(ErrorCode::invalid_argument, "{}: a cluster spec is a JSON object, not {}", where, kind_of(doc));
-  check_keys(doc, {"cluster", "task", "environment", "rpc_layer", "tls"}, where);
-  if (!doc.contains("cluster")) fail(ErrorCode::invalid_argument, "{}: no \"cluster\" (jobs and their tasks' addresses)", where);
-  const json& cluster = doc["cluster"];
-  if (!cluster.is_object() || cluster.empty())
-    fail(ErrorCode::invalid_argument, "{}: \"cluster\" must map job names to lists of \"host:port\", got {}", where,
-         cluster.dump());
+namespace {
 
-  ClusterSpec spec;
-  spec.where_ = where;
+// The "cluster" section: every job's tasks by index, each address checked and none twice.
+std::map<std::string, std::map<int, TaskAddress>> jobs_of(const json& cluster, const std::string& where) {
+  std::map<std::string, std::map<int, TaskAddress>> jobs;
   std::map<std::string, std::string> seen;  // address -> the task that has it
   for (auto& [job, tasks] : cluster.items()) {
     const std::string at = fmt::format("{}: cluster.{}", where, job);
@@ -187,7 +175,7 @@ ClusterSpec ClusterSpec::from_json(const std::string& text, const std::string& w
            at, tasks.dump());
     }
     if (listed.empty()) fail(ErrorCode::invalid_argument, "{}: job '{}' has no tasks", where, job);
-    auto& addresses = spec.jobs_[job];
+    auto& addresses = jobs[job];
     for (auto& [index, text] : listed) {
       const std::string task = fmt::format("{}:{}", job, index);
       TaskAddress address = parse_task_address(text, fmt::format("{}: task {}", where, task));
@@ -198,49 +186,87 @@ ClusterSpec ClusterSpec::from_json(const std::string& text, const std::string& w
       addresses[index] = address;
     }
   }
+  return jobs;
+}
 
-  if (doc.contains("task")) {
-    const json& task = doc["task"];
-    if (!task.is_object()) fail(ErrorCode::invalid_argument, "{}: \"task\" must be {{\"type\": job, \"index\": n}}, not {}", where, task.dump());
-    check_keys(task, {"type", "index", "trial"}, where + ": task");
-    if (!task.contains("type") || !task["type"].is_string())
-      fail(ErrorCode::invalid_argument, "{}: task.type must name a job, got {}", where,
-           task.contains("type") ? task["type"].dump() : "nothing");
-    const json& index = task.contains("index") ? task["index"] : json(0);
-    if (!index.is_number_integer() || index.get<int64_t>() < 0 || index.get<int64_t>() > INT32_MAX)
-      fail(ErrorCode::invalid_argument, "{}: task.index must be a non-negative number, got {}", where, index.dump());
-    spec.set_this_task({task["type"].get<std::string>(), int(index.get<int64_t>())});
-  }
+// The "task" section: this process's task.
+TaskId task_of(const json& task, const std::string& where) {
+  if (!task.is_object()) fail(ErrorCode::invalid_argument, "{}: \"task\" must be {{\"type\": job, \"index\": n}}, not {}", where, task.dump());
+  check_keys(task, {"type", "index", "trial"}, where + ": task");
+  if (!task.contains("type") || !task["type"].is_string())
+    fail(ErrorCode::invalid_argument, "{}: task.type must name a job, got {}", where,
+         task.contains("type") ? task["type"].dump() : "nothing");
+  const json& index = task.contains("index") ? task["index"] : json(0);
+  if (!index.is_number_integer() || index.get<int64_t>() < 0 || index.get<int64_t>() > INT32_MAX)
+    fail(ErrorCode::invalid_argument, "{}: task.index must be a non-negative number, got {}", where, index.dump());
+  return {task["type"].get<std::string>(), int(index.get<int64_t>())};
+}
 
-  if (doc.contains("tls")) {
-    // An empty or partial section would leave connections unauthenticated (CAF falls back to
-    // anonymous ciphers): every part is required.
-    const json& tls = doc["tls"];
-    const std::string at = where + ": tls";
-    if (!tls.is_object())
-      fail(ErrorCode::invalid_argument, "{}: must be {{\"ca\": file, \"tasks\": {{task: {{\"certificate\": file, \"key\": file}}}}}}, not {}",
-           at, tls.dump());
-    check_keys(tls, {"ca", "tasks", "client"}, at);
-    if (!tls.contains("ca") || !tls["ca"].is_string() || tls["ca"].get<std::string>().empty())
-      fail(ErrorCode::invalid_argument, "{}: \"ca\" must name the cluster CA's certificate file", at);
-    spec.tls_ca_ = resolve_path(tls["ca"].get<std::string>(), base_dir);
-    if (!tls.contains("tasks") || !tls["tasks"].is_object())
-      fail(ErrorCode::invalid_argument, "{}: \"tasks\" must map every task to its certificate and key", at);
-    for (auto& [name, entry] : tls["tasks"].items()) {
-      TaskId task;
-      try {
-        task = parse_task_id(name);
-      } catch (const Error& e) {
-        fail(ErrorCode::invalid_argument, "{}.tasks: {}", at, e.what());
-      }
-      if (!spec.has(task)) fail(ErrorCode::invalid_argument, "{}.tasks: '{}' is no task of the cluster", at, name);
-      spec.tls_tasks_[task] = tls_identity(entry, at + ".tasks." + name, base_dir);
+// The "tls" section: the CA, every task's certificate and key (each task of `spec` must have
+// them), and the client's, if any.
+struct TlsSection {
+  std::string ca;
+  std::map<TaskId, std::pair<std::string, std::string>> tasks;
+  std::optional<std::pair<std::string, std::string>> client;
+};
+TlsSection tls_of(const json& tls, const ClusterSpec& spec, const std::string& where, const std::string& base_dir) {
+  // An empty or partial section would leave connections unauthenticated (CAF falls back to
+  // anonymous ciphers): every part is required.
+  TlsSection out;
+  const std::string at = where + ": tls";
+  if (!tls.is_object())
+    fail(ErrorCode::invalid_argument, "{}: must be {{\"ca\": file, \"tasks\": {{task: {{\"certificate\": file, \"key\": file}}}}}}, not {}",
+         at, tls.dump());
+  check_keys(tls, {"ca", "tasks", "client"}, at);
+  if (!tls.contains("ca") || !tls["ca"].is_string() || tls["ca"].get<std::string>().empty())
+    fail(ErrorCode::invalid_argument, "{}: \"ca\" must name the cluster CA's certificate file", at);
+  out.ca = resolve_path(tls["ca"].get<std::string>(), base_dir);
+  if (!tls.contains("tasks") || !tls["tasks"].is_object())
+    fail(ErrorCode::invalid_argument, "{}: \"tasks\" must map every task to its certificate and key", at);
+  for (auto& [name, entry] : tls["tasks"].items()) {
+    TaskId task;
+    try {
+      task = parse_task_id(name);
+    } catch (const Error& e) {
+      fail(ErrorCode::invalid_argument, "{}.tasks: {}", at, e.what());
     }
-    std::string missing;
-    for (auto& task : spec.tasks())
-      if (!spec.tls_tasks_.count(task)) missing += (missing.empty() ? "" : ", ") + task.to_string();
-    if (!missing.empty()) fail(ErrorCode::invalid_argument, "{}.tasks: no certificate for {}", at, missing);
-    if (tls.contains("client")) spec.tls_client_ = tls_identity(tls["client"], at + ".client", base_dir);
+    if (!spec.has(task)) fail(ErrorCode::invalid_argument, "{}.tasks: '{}' is no task of the cluster", at, name);
+    out.tasks[task] = tls_identity(entry, at + ".tasks." + name, base_dir);
+  }
+  std::string missing;
+  for (auto& task : spec.tasks())
+    if (!out.tasks.count(task)) missing += (missing.empty() ? "" : ", ") + task.to_string();
+  if (!missing.empty()) fail(ErrorCode::invalid_argument, "{}.tasks: no certificate for {}", at, missing);
+  if (tls.contains("client")) out.client = tls_identity(tls["client"], at + ".client", base_dir);
+  return out;
+}
+
+}  // namespace
+
+ClusterSpec ClusterSpec::from_json(const std::string& text, const std::string& where, const std::string& base_dir) {
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    fail(ErrorCode::invalid_argument, "{}: not JSON: {}", where, e.what());
+  }
+  if (!doc.is_object()) fail(ErrorCode::invalid_argument, "{}: a cluster spec is a JSON object, not {}", where, kind_of(doc));
+  check_keys(doc, {"cluster", "task", "environment", "rpc_layer", "tls"}, where);
+  if (!doc.contains("cluster")) fail(ErrorCode::invalid_argument, "{}: no \"cluster\" (jobs and their tasks' addresses)", where);
+  const json& cluster = doc["cluster"];
+  if (!cluster.is_object() || cluster.empty())
+    fail(ErrorCode::invalid_argument, "{}: \"cluster\" must map job names to lists of \"host:port\", got {}", where,
+         cluster.dump());
+
+  ClusterSpec spec;
+  spec.where_ = where;
+  spec.jobs_ = jobs_of(cluster, where);
+  if (doc.contains("task")) spec.set_this_task(task_of(doc["task"], where));
+  if (doc.contains("tls")) {
+    TlsSection tls = tls_of(doc["tls"], spec, where, base_dir);
+    spec.tls_ca_ = std::move(tls.ca);
+    spec.tls_tasks_ = std::move(tls.tasks);
+    spec.tls_client_ = std::move(tls.client);
   }
   return spec;
 }

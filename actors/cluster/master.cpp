@@ -143,14 +143,13 @@ struct Master::Signature {
   int num_fetches = 0;
 };
 
-// Lock order. No lock of the master is held while a task is asked anything, except
-// `connecting`, which exists to make connects one at a time (CAF drops both of two connections
-// to the same node) and which nothing but another connect waits for:
-//   connecting  ->  links->mutex
-// Every other mutex is a leaf, held for a few field reads or writes and with no other lock:
-// links->mutex, signatures_mutex, running_mutex and each Signature::mutex (which only hands out
-// the right to re-register, current_handle). A thread waiting for a re-registration waits on a
-// condition variable, not on a lock held across the tasks' answers.
+// Lock order. No lock of the master is held while a task is asked anything: every mutex is a
+// leaf, held for a few field reads or writes and with no other lock: links->mutex,
+// signatures_mutex, running_mutex, connect_mutex and each Signature::mutex. The last two only
+// hand out a right, each to one thread at a time, that is then used with no lock held: to
+// connect (ConnectTurn: CAF drops both of two connections to the same node) and to re-register a
+// signature (current_handle). A thread waiting for either waits on a condition variable, not on a
+// lock held across the tasks' answers.
 struct Master::Impl {
   MasterOptions options;
   std::shared_ptr<MasterSystem> sys;
@@ -174,7 +173,26 @@ struct Master::Impl {
   void connect(int i);
   void connect_unnamed(int i);  // connect()'s work; its errors name no task
   TaskAddress current_address(int i);
-  std::mutex connecting;  // held by connect()
+  // The right to connect, one thread at a time (ConnectTurn).
+  std::mutex connect_mutex;
+  std::condition_variable connect_free;  // `connecting` went false
+  bool connecting TROUPE_GUARDED_BY(connect_mutex) = false;
+  class ConnectTurn;
+  // connect_unnamed()'s steps: the worker of task `i` reached (at the address a spare that took
+  // it over has, if not at its own), its identity and inbox (a spare's retired: false), the spec
+  // check, and the offset of its clock.
+  WorkerActor reach(int i);
+  bool identify(int i, const WorkerActor& worker, caf::scoped_actor& self, TaskLink& into);
+  void check_agreement(int i, const WorkerActor& worker, caf::scoped_actor& self);
+  std::pair<int64_t, int64_t> clock_offset(const WorkerActor& worker, caf::scoped_actor& self);
+  // prepare()'s steps: every task's devices to place on, the target's first (`task_of`: device ->
+  // task); the registration of the share of `placed` in partitions `parts`, on task `task`; and
+  // the values between tasks: who exchanges with whom, which cross as float16, and what a task's
+  // loss leaves waiting (`share_of`: task -> its share in `sig`).
+  SignaturePlacement placement(std::map<std::string, int>& task_of);
+  Signature::Share share_for(const PlacedSignature& placed, int task, const std::vector<int>& parts);
+  void note_transfers(Signature& sig, const Partitions& cut, const std::map<std::string, int>& task_of,
+                      const std::map<int, int>& share_of);
   void register_signature(Signature& sig);
   void deregister(const Signature& sig, uint64_t handle);
   // `sig`'s registration handle once it is current (make_current), made current by this thread
@@ -255,14 +273,33 @@ void Master::Impl::connect(int i) {
   }
 }
 
-void Master::Impl::connect_unnamed(int i) {
-  // One connection attempt at a time: two to the same node would make CAF drop both.
-  std::lock_guard<std::mutex> one_at_a_time(connecting);
+// The right to connect, held from construction to destruction, waited for as long as another
+// thread connects (each connect is bounded).
+class Master::Impl::ConnectTurn {
+ public:
+  explicit ConnectTurn(Impl& im) : im_(im) {
+    std::unique_lock<std::mutex> lock(im_.connect_mutex);
+    im_.connect_free.wait(lock, [&] { return !im_.connecting; });
+    im_.connecting = true;
+  }
+  ~ConnectTurn() {
+    {
+      std::lock_guard<std::mutex> lock(im_.connect_mutex);
+      im_.connecting = false;
+    }
+    im_.connect_free.notify_one();
+  }
+  ConnectTurn(const ConnectTurn&) = delete;
+  ConnectTurn& operator=(const ConnectTurn&) = delete;
+
+ private:
+  Impl& im_;
+};
+
+WorkerActor Master::Impl::reach(int i) {
   TaskLink& t = links->tasks[std::size_t(i)];
-  if (t.retired) fail(ErrorCode::failed_precondition, "it took over another task: it is no task of its own");
-  WorkerActor worker;
   try {
-    worker = connect_member(system(), t.address, connect_bound());
+    return connect_member(system(), t.address, connect_bound());
   } catch (const Error&) {
     const TaskAddress now = current_address(i);
     if (now == t.address) throw;
@@ -270,59 +307,66 @@ void Master::Impl::connect_unnamed(int i) {
       std::lock_guard<std::mutex> lock(links->mutex);
       t.address = now;  // taken over by a spare
     }
-    worker = connect_member(system(), t.address, connect_bound());
+    return connect_member(system(), t.address, connect_bound());
   }
-  caf::scoped_actor self{system()};
+}
+
+bool Master::Impl::identify(int i, const WorkerActor& worker, caf::scoped_actor& self, TaskLink& into) {
+  TaskLink& t = links->tasks[std::size_t(i)];
   std::string task, devices;
-  uint64_t incarnation = 0;
   self->request(worker, caf::duration{connect_bound()}, identify_atom::value)
       .receive(
           [&](std::string& who, uint64_t inc, std::string& devs) {
             task = std::move(who);
-            incarnation = inc;
+            into.incarnation = inc;
             devices = std::move(devs);
           },
           [&](caf::error& e) {
             fail(ErrorCode::unavailable, "it did not say who it is within {} ms: {}", connect_bound().count(),
                  system().render(e));
           });
-  caf::actor inbox;
   self->request(worker, caf::duration{connect_bound()}, inbox_atom::value)
-      .receive([&](caf::actor& a) { inbox = std::move(a); },
+      .receive([&](caf::actor& a) { into.inbox = std::move(a); },
                [&](caf::error& e) {
                  fail(ErrorCode::unavailable, "it did not name its inbox within {} ms: {}", connect_bound().count(),
                       system().render(e));
                });
-  if (task != t.id.to_string()) {
-    if (t.id.job == "spare") {  // it took that task over: no task of its own any more
-      std::lock_guard<std::mutex> lock(links->mutex);
-      t.retire(task);
-      return;
-    }
-    fail(ErrorCode::failed_precondition, "the member listening there says it is task {}: the cluster specs differ",
-         task);
+  into.devices = split_devices(devices);
+  if (task == t.id.to_string()) return true;
+  if (t.id.job == "spare") {  // it took that task over: no task of its own any more
+    std::lock_guard<std::mutex> lock(links->mutex);
+    t.retire(task);
+    return false;
   }
-  // The spec check: every member must have started from the same spec as the target (hosts
-  // whose copies differ would otherwise wait on addresses nobody listens on).
-  if (i != target_task && !target_agreement.empty()) {
-    std::vector<std::string> agreement;
-    self->request(worker, caf::duration{connect_bound()}, agreement_atom::value)
-        .receive([&](std::vector<std::string>& a) { agreement = std::move(a); },
-                 [&](caf::error& e) {
-                   fail(ErrorCode::unavailable, "it did not send its cluster spec within {} ms: {}",
-                        connect_bound().count(), system().render(e));
-                 });
-    const std::string target = links->tasks[std::size_t(target_task)].id.to_string();
-    const std::string difference =
-        first_difference(target_agreement, target + "'s", agreement, t.id.to_string() + "'s");
-    if (!difference.empty())
-      fail(ErrorCode::failed_precondition,
-           "its cluster spec differs from that of {} (this session's target): {}; start every task with the same spec",
-           target, difference);
-  }
-  // The clock offset, NTP's way: of 5 pings, the one with the shortest round trip t0 -> t2,
-  // assuming the member read its clock (t1) halfway: offset = t1 - (t0 + t2) / 2, off by at most
-  // (t2 - t0) / 2 (a member on the same host shares the clock: offset about 0).
+  fail(ErrorCode::failed_precondition, "the member listening there says it is task {}: the cluster specs differ",
+       task);
+}
+
+// Every member must have started from the same spec as the target (hosts whose copies differ
+// would otherwise wait on addresses nobody listens on).
+void Master::Impl::check_agreement(int i, const WorkerActor& worker, caf::scoped_actor& self) {
+  if (i == target_task || target_agreement.empty()) return;
+  std::vector<std::string> agreement;
+  self->request(worker, caf::duration{connect_bound()}, agreement_atom::value)
+      .receive([&](std::vector<std::string>& a) { agreement = std::move(a); },
+               [&](caf::error& e) {
+                 fail(ErrorCode::unavailable, "it did not send its cluster spec within {} ms: {}",
+                      connect_bound().count(), system().render(e));
+               });
+  const std::string target = links->tasks[std::size_t(target_task)].id.to_string();
+  const std::string difference = first_difference(target_agreement, target + "'s", agreement,
+                                                  links->tasks[std::size_t(i)].id.to_string() + "'s");
+  if (!difference.empty())
+    fail(ErrorCode::failed_precondition,
+         "its cluster spec differs from that of {} (this session's target): {}; start every task with the same spec",
+         target, difference);
+}
+
+// The clock offset, NTP's way: of 5 pings, the one with the shortest round trip t0 -> t2,
+// assuming the member read its clock (t1) halfway: offset = t1 - (t0 + t2) / 2, off by at most
+// (t2 - t0) / 2 (a member on the same host shares the clock: offset about 0). (offset, error);
+// error -1: no ping was answered.
+std::pair<int64_t, int64_t> Master::Impl::clock_offset(const WorkerActor& worker, caf::scoped_actor& self) {
   int64_t offset = 0, error = -1;
   for (int k = 0; k < 5; ++k) {
     const int64_t t0 = trace::now_ns();
@@ -337,14 +381,27 @@ void Master::Impl::connect_unnamed(int i) {
             },
             [&](caf::error&) {});
   }
+  return {offset, error};
+}
+
+void Master::Impl::connect_unnamed(int i) {
+  ConnectTurn turn(*this);
+  TaskLink& t = links->tasks[std::size_t(i)];
+  if (t.retired) fail(ErrorCode::failed_precondition, "it took over another task: it is no task of its own");
+  const WorkerActor worker = reach(i);
+  caf::scoped_actor self{system()};
+  TaskLink found;  // what the member says of itself
+  if (!identify(i, worker, self, found)) return;
+  check_agreement(i, worker, self);
+  const auto [offset, error] = clock_offset(worker, self);
   self->send(owner, caf::actor_cast<caf::actor>(worker));  // to monitor it
   std::lock_guard<std::mutex> lock(links->mutex);
   t.clock_offset = offset;
   t.clock_error = error;
   t.worker = worker;
-  t.inbox = inbox;
-  t.incarnation = incarnation;
-  t.devices = split_devices(devices);
+  t.inbox = found.inbox;
+  t.incarnation = found.incarnation;
+  t.devices = std::move(found.devices);
   t.lost.clear();
 }
 
@@ -583,74 +640,61 @@ std::string Master::target_task() const { return impl_->links->tasks.at(std::siz
 
 caf::actor_system& Master::system() { return impl_->system(); }
 
-std::shared_ptr<Master::Signature> Master::prepare(const Graph& graph, const std::vector<Endpoint>& feeds,
-                                                   const std::vector<Endpoint>& fetches, const std::vector<int>& targets) {
-  Impl& im = *impl_;
-  // placed over every task's devices, the target's first
+SignaturePlacement Master::Impl::placement(std::map<std::string, int>& task_of) {
   SignaturePlacement where;
   where.single_process = false;
-  std::map<std::string, int> task_of;  // device -> task index
-  {
-    std::lock_guard<std::mutex> lock(im.links->mutex);
-    std::vector<int> order{im.target_task};
-    for (int i = 0; i < int(im.links->tasks.size()); ++i)
-      if (i != im.target_task) order.push_back(i);
-    for (int i : order)
-      for (auto& d : im.links->tasks[std::size_t(i)].devices) {
-        where.devices.push_back(d);
-        task_of[d] = i;
-      }
-    where.default_job = im.links->tasks[std::size_t(im.target_task)].id.job;
-    where.default_task = im.links->tasks[std::size_t(im.target_task)].id.index;
-  }
-  where.allow_soft_placement = im.options.allow_soft_placement;
-  where.policy = im.options.placement_policy;
-  const PlacedSignature placed = place_signature(graph, feeds, fetches, targets, where);
-  const Subgraph& sub = placed.sub;
-  const Partitions& cut = placed.cut;
-
-  auto sig = std::make_shared<Signature>();
-  sig->num_fetches = int(sub.fetches.size());
-  std::map<int, std::vector<int>> parts_of;  // task -> partitions
-  for (int i = 0; i < int(cut.parts.size()); ++i) parts_of[task_of.at(cut.parts[std::size_t(i)].device)].push_back(i);
-  std::map<int, int> share_of;
-  for (auto& [task, parts] : parts_of) {
-    share_of[task] = int(sig->shares.size());
-    Signature::Share share;
-    share.task = task;
-    LocalSignature local = placed.share(parts);
-    share.fetch_index = local.fetch_index;
-    share.feed_index = local.feed_index;
-    RegisterGraph& r = share.request;
-    r.owner = im.owner_name;
-    r.owner_actor = im.owner;
-    for (std::size_t k = 0; k < local.set.parts.size(); ++k) {
-      WirePartition wp;
-      wp.device = local.set.parts[k].device;
-      auto bytes = graph_to_bytes(*local.set.parts[k].graph);
-      wp.graph.assign(bytes.begin(), bytes.end());
-      for (auto& [e, slot] : local.set.signatures[k].fetches) {
-        wp.fetch_nodes.push_back(e.node);
-        wp.fetch_ports.push_back(e.port);
-        wp.fetch_slots.push_back(slot);
-      }
-      wp.targets.assign(local.set.signatures[k].targets.begin(), local.set.signatures[k].targets.end());
-      r.parts.push_back(std::move(wp));
+  std::lock_guard<std::mutex> lock(links->mutex);
+  std::vector<int> order{target_task};
+  for (int i = 0; i < int(links->tasks.size()); ++i)
+    if (i != target_task) order.push_back(i);
+  for (int i : order)
+    for (auto& d : links->tasks[std::size_t(i)].devices) {
+      where.devices.push_back(d);
+      task_of[d] = i;
     }
-    for (auto& a : local.set.args) {
-      r.arg_parts.push_back(a.part);
-      r.arg_nodes.push_back(a.node);
-    }
-    r.fetch_names = local.set.fetch_names;
-    r.num_targets = local.set.num_targets;
-    sig->shares.push_back(std::move(share));
-  }
+  where.default_job = links->tasks[std::size_t(target_task)].id.job;
+  where.default_task = links->tasks[std::size_t(target_task)].id.index;
+  where.allow_soft_placement = options.allow_soft_placement;
+  where.policy = options.placement_policy;
+  return where;
+}
 
-  // Values between tasks: who exchanges with whom, which cross as float16, and what a task's
-  // loss leaves waiting.
+Master::Signature::Share Master::Impl::share_for(const PlacedSignature& placed, int task, const std::vector<int>& parts) {
+  Signature::Share share;
+  share.task = task;
+  LocalSignature local = placed.share(parts);
+  share.fetch_index = local.fetch_index;
+  share.feed_index = local.feed_index;
+  RegisterGraph& r = share.request;
+  r.owner = owner_name;
+  r.owner_actor = owner;
+  for (std::size_t k = 0; k < local.set.parts.size(); ++k) {
+    WirePartition wp;
+    wp.device = local.set.parts[k].device;
+    auto bytes = graph_to_bytes(*local.set.parts[k].graph);
+    wp.graph.assign(bytes.begin(), bytes.end());
+    for (auto& [e, slot] : local.set.signatures[k].fetches) {
+      wp.fetch_nodes.push_back(e.node);
+      wp.fetch_ports.push_back(e.port);
+      wp.fetch_slots.push_back(slot);
+    }
+    wp.targets.assign(local.set.signatures[k].targets.begin(), local.set.signatures[k].targets.end());
+    r.parts.push_back(std::move(wp));
+  }
+  for (auto& a : local.set.args) {
+    r.arg_parts.push_back(a.part);
+    r.arg_nodes.push_back(a.node);
+  }
+  r.fetch_names = local.set.fetch_names;
+  r.num_targets = local.set.num_targets;
+  return share;
+}
+
+void Master::Impl::note_transfers(Signature& sig, const Partitions& cut, const std::map<std::string, int>& task_of,
+                                  const std::map<int, int>& share_of) {
   for (auto& part : cut.parts) {
     const int from = task_of.at(part.device);
-    auto& share = sig->shares[std::size_t(share_of.at(from))];
+    auto& share = sig.shares[std::size_t(share_of.at(from))];
     for (int id = 0; id < part.graph->size(); ++id) {
       const Node& n = part.graph->node(id);
       if (n.op != "_Send") continue;
@@ -659,19 +703,38 @@ std::shared_ptr<Master::Signature> Master::prepare(const Graph& graph, const std
       if (to == from) continue;
       const Node& producer = part.graph->node(n.inputs[0].node);
       const bool half = producer.output_types[n.inputs[0].port] == DType::float32 &&
-                        (im.options.float16_transfer || get_attr_or<bool>(producer.attrs, "_float16_transfer", false));
+                        (options.float16_transfer || get_attr_or<bool>(producer.attrs, "_float16_transfer", false));
       if (half) share.request.float16_keys.push_back(rendezvous_key(n));
       if (share.edges_from.size() < 8)
         share.edges_from.push_back(
             fmt::format("'{}' for {}", get_attr<std::string>(n.attrs, "tensor_name", n.name), to_device));
       for (auto [a, b] : {std::pair{from, to}, std::pair{to, from}}) {
-        auto& peers = sig->shares[std::size_t(share_of.at(a))].request.peers;
-        const std::string name = im.links->tasks[std::size_t(b)].id.to_string();
+        auto& peers = sig.shares[std::size_t(share_of.at(a))].request.peers;
+        const TaskLink& peer = links->tasks[std::size_t(b)];
+        const std::string name = peer.id.to_string();
         if (std::none_of(peers.begin(), peers.end(), [&](const TaskPeer& tp) { return tp.task == name; }))
-          peers.push_back({name, im.links->tasks[std::size_t(b)].address.host, im.links->tasks[std::size_t(b)].address.port, 0, {}});
+          peers.push_back({name, peer.address.host, peer.address.port, 0, {}});
       }
     }
   }
+}
+
+std::shared_ptr<Master::Signature> Master::prepare(const Graph& graph, const std::vector<Endpoint>& feeds,
+                                                   const std::vector<Endpoint>& fetches, const std::vector<int>& targets) {
+  Impl& im = *impl_;
+  std::map<std::string, int> task_of;  // device -> task index
+  const PlacedSignature placed = place_signature(graph, feeds, fetches, targets, im.placement(task_of));
+  auto sig = std::make_shared<Signature>();
+  sig->num_fetches = int(placed.sub.fetches.size());
+  std::map<int, std::vector<int>> parts_of;  // task -> partitions
+  for (int i = 0; i < int(placed.cut.parts.size()); ++i)
+    parts_of[task_of.at(placed.cut.parts[std::size_t(i)].device)].push_back(i);
+  std::map<int, int> share_of;  // task -> share
+  for (auto& [task, parts] : parts_of) {
+    share_of[task] = int(sig->shares.size());
+    sig->shares.push_back(im.share_for(placed, task, parts));
+  }
+  im.note_transfers(*sig, placed.cut, task_of, share_of);
   im.current_handle(*sig);
   std::lock_guard<std::mutex> lock(im.signatures_mutex);
   im.signatures.push_back(sig);

@@ -190,21 +190,13 @@ WorkerState::Peer& peer_of(WorkerSelf self, const TaskPeer& p) {
   return s.peers[p.task] = std::move(peer);
 }
 
-void register_graph(WorkerSelf self, RegisterGraph& r) {
-  auto& ctx = *self->state.context;
-  const std::string me = ctx.task.to_string();
-  if (ctx.find(r.handle)) fail(ErrorCode::already_exists, "task {}: graph handle {:#x} is registered already", me, r.handle);
-
-  auto reg = std::make_shared<Registration>();
-  reg->handle = r.handle;
-  reg->owner = r.owner_actor;
-  reg->owner_name = r.owner;
-
+// The partitions of a registration, checked to be this task's, and where the share's feeds,
+// fetches and targets are among them; `nodes` counts their nodes.
+PartitionSet partitions_of(const RegisterGraph& r, const std::string& me, std::size_t& nodes) {
   PartitionSet set;
   set.fetch_names = r.fetch_names;
   set.num_targets = r.num_targets;
   for (std::size_t i = 0; i < r.arg_parts.size(); ++i) set.args.push_back({r.arg_parts[i], r.arg_nodes[i]});
-  std::size_t nodes = 0;
   for (auto& wp : r.parts) {
     if (task_of_device(wp.device) != me)
       fail(ErrorCode::invalid_argument, "task {} was sent a partition for {}", me, wp.device);
@@ -217,19 +209,26 @@ void register_graph(WorkerSelf self, RegisterGraph& r) {
     set.parts.push_back(std::move(part));
     set.signatures.push_back(std::move(sig));
   }
+  return set;
+}
 
-  // An outbox per peer that a _Send of these partitions sends to; the slot names the edge.
+// The registration's rendezvous: an outbox per peer that a _Send of `set` sends to, the slot
+// naming the edge. Notes in `reg` the peers, their incarnations and what this task's _Recvs wait
+// for from each (for errors), and connects to every peer (those that only send here too, so that
+// their loss is seen and logged).
+std::shared_ptr<MemberRendezvous> rendezvous_of(WorkerSelf self, const RegisterGraph& r, const PartitionSet& set,
+                                                Registration& reg) {
+  auto& ctx = *self->state.context;
+  const std::string me = ctx.task.to_string();
   std::map<std::string, const TaskPeer*> peer_by_task;
   for (auto& p : r.peers) {
     peer_by_task[p.task] = &p;
-    reg->peers.insert(p.task);
-    reg->peer_incarnations.insert(p.incarnation);
-    reg->task_of[p.incarnation] = p.task;
+    reg.peers.insert(p.task);
+    reg.peer_incarnations.insert(p.incarnation);
+    reg.task_of[p.incarnation] = p.task;
   }
-  reg->peer_incarnations.insert(ctx.incarnation);
+  reg.peer_incarnations.insert(ctx.incarnation);
   std::set<std::string> float16(r.float16_keys.begin(), r.float16_keys.end());
-  // Per peer: the values its _Recvs here take from it (for errors), and the edges of the _Sends
-  // here whose _Recv it has (its outbox's slots).
   std::map<std::string, std::vector<OutboxEdge>> edges_to;           // by peer task
   std::map<std::string, std::pair<std::string, uint32_t>> slot_of;  // rendezvous key -> (peer task, slot)
   for (auto& part : set.parts)
@@ -239,7 +238,7 @@ void register_graph(WorkerSelf self, RegisterGraph& r) {
         const std::string from_device = get_attr<std::string>(n.attrs, "send_device", n.name);
         const std::string from = task_of_device(from_device);
         if (from == me) continue;
-        std::string& waits = reg->waits_for[from];
+        std::string& waits = reg.waits_for[from];
         if (std::count(waits.begin(), waits.end(), '\'') < 16)  // name at most 8 values
           waits += fmt::format("{}'{}' from {}", waits.empty() ? "" : ", ",
                                get_attr<std::string>(n.attrs, "tensor_name", n.name), from_device);
@@ -263,25 +262,43 @@ void register_graph(WorkerSelf self, RegisterGraph& r) {
     // through the master's process, or nowhere.
     outbox_of[task] = self->spawn(outbox_actor, self->state.context, peer.inbox, r.handle, task, edges, peer.watched);
     if (!peer.watched) peer.waiting.push_back(outbox_of[task]);
-    reg->outboxes.push_back(outbox_of[task]);
+    reg.outboxes.push_back(outbox_of[task]);
   }
-  // Peers that only send here: connect too, so that their loss is seen and logged.
   for (auto& p : r.peers) peer_of(self, p);
+  auto rendezvous = std::make_shared<MemberRendezvous>(caf::actor_cast<WorkerActor>(self), r.handle);
+  for (auto& [key, slot] : slot_of) rendezvous->send_through(key, outbox_of.at(slot.first), slot.second);
+  return rendezvous;
+}
+
+// This process's device that a partition's device name stands for: the one of the same type and
+// index ("/job:worker/task:1/device:CPU:0" -> CPU:0).
+const Device* own_device(const std::string& name) {
+  const auto at = name.find("/device:");
+  if (at == std::string::npos) return nullptr;
+  for (const auto& d : DeviceRegistry::instance().devices())
+    if (d->name().ends_with(name.substr(at))) return d.get();
+  return nullptr;
+}
+
+void register_graph(WorkerSelf self, RegisterGraph& r) {
+  auto& ctx = *self->state.context;
+  const std::string me = ctx.task.to_string();
+  if (ctx.find(r.handle)) fail(ErrorCode::already_exists, "task {}: graph handle {:#x} is registered already", me, r.handle);
+
+  auto reg = std::make_shared<Registration>();
+  reg->handle = r.handle;
+  reg->owner = r.owner_actor;
+  reg->owner_name = r.owner;
+  std::size_t nodes = 0;
+  PartitionSet set = partitions_of(r, me, nodes);
+  std::shared_ptr<MemberRendezvous> rendezvous = rendezvous_of(self, r, set, *reg);
+  reg->rendezvous = rendezvous;
 
   ExecutableOptions options;
   options.runtime = ctx.runtime.get();
   options.trace_key = r.handle;  // the master traces its steps by handle (core/trace.hpp)
-  options.find_device = [](const std::string& name) -> const Device* {
-    const auto at = name.find("/device:");
-    if (at == std::string::npos) return nullptr;
-    for (const auto& d : DeviceRegistry::instance().devices())
-      if (d->name().ends_with(name.substr(at))) return d.get();
-    return nullptr;
-  };
-  auto rendezvous = std::make_shared<MemberRendezvous>(caf::actor_cast<WorkerActor>(self), r.handle);
-  for (auto& [key, slot] : slot_of) rendezvous->send_through(key, outbox_of.at(slot.first), slot.second);
+  options.find_device = own_device;
   options.rendezvous = rendezvous;
-  reg->rendezvous = rendezvous;
   auto shards = ctx.shards;
   reg->exe = std::make_shared<Executable>(self->system(), std::move(set),
                                           [shards](const std::string& v) { return shards->of(v); }, options);

@@ -525,32 +525,55 @@ RestoreReport Saver::restore_tasks(const std::string& path, const std::vector<st
   }
 }
 
-RestoreReport Saver::Impl::restore(const std::string& path, const std::vector<std::string>& tasks) {
-  if (!tasks.empty() && !cluster_master_of(session))
-    fail(ErrorCode::invalid_argument, "Saver: restoring the variables of task(s) {} needs a cluster session",
-         fmt::join(tasks, ", "));
-  const GraphState graph = graph_state(session.graph());
-  const checkpoint::Index index = checkpoint::read_index(path);
-  std::map<std::string, const checkpoint::IndexEntry*> saved;
-  for (auto& e : index.entries) saved.emplace(e.name, &e);
-  const std::string where = fmt::format("{}/{}", path, checkpoint::kIndexFileName);
+namespace {
 
-  // One request per tensor to assign, and where it goes.
+// What a restore reads: one request per tensor to assign (the variables' first, then each
+// optimizer's slots and step), and every name the graph wants.
+struct RestorePlan {
   std::vector<checkpoint::Request> requests;
-  std::vector<std::string> missing;
+  std::size_t num_variables = 0;  // the first requests
   std::set<std::string> wanted;
+};
+
+// The parts of a refused restore's message: the differences first (the one shape that differs is
+// what a user looks for), then how many names are missing, a few of them shown (a model of
+// another size lists them all), then how many the checkpoint has besides.
+std::string mismatch(const std::vector<std::string>& differ, const std::vector<std::string>& missing, std::size_t extra) {
+  auto some = [](const std::vector<std::string>& names, std::size_t shown, const char* sep) {
+    if (names.size() <= shown) return fmt::format("{}", fmt::join(names, sep));
+    return fmt::format("{} and {} more", fmt::join(names.begin(), names.begin() + std::ptrdiff_t(shown), sep),
+                       names.size() - shown);
+  };
+  std::vector<std::string> parts;
+  if (!differ.empty())
+    parts.push_back(fmt::format("{} of the graph's variables differ from the checkpoint's: {}", differ.size(),
+                                some(differ, 4, "; ")));
+  if (!missing.empty())
+    parts.push_back(fmt::format("{} {} of the session's graph {} not in the checkpoint: {}", missing.size(),
+                                missing.size() == 1 ? "variable" : "variables", missing.size() == 1 ? "is" : "are",
+                                some(missing, 6, ", ")));
+  if (extra > 0) parts.push_back(fmt::format("the checkpoint has {} name(s) the graph lacks", extra));
+  return fmt::format("{}", fmt::join(parts, "; "));
+}
+
+// The requests restoring `graph` from the checkpoint `saved` describes; refused, changing nothing,
+// when a name is missing there or saved with another dtype or shape.
+RestorePlan plan_restore(const GraphState& graph, const std::map<std::string, const checkpoint::IndexEntry*>& saved,
+                         const std::string& path, const std::string& where) {
+  RestorePlan plan;
+  std::vector<std::string> missing;
   std::vector<std::string> differ;  // saved with another dtype or shape than the graph's
   auto differs = [&](const std::string& name, DType dtype, const auto& shape, const checkpoint::IndexEntry& entry) {
     differ.push_back(fmt::format("'{}' is {}{} in the graph, {}{} in the checkpoint", name, name_of(dtype),
                                  shape.to_string(), name_of(entry.dtype), entry.full_shape.to_string()));
   };
   auto ask = [&](const std::string& name, DType dtype, Shape full_shape, int64_t row_begin, int64_t rows) {
-    wanted.insert(name);
+    plan.wanted.insert(name);
     auto it = saved.find(name);
     if (it == saved.end()) missing.push_back("'" + name + "'");
     else if (it->second->dtype != dtype || !(it->second->full_shape == full_shape))
       differs(name, dtype, full_shape, *it->second);
-    requests.push_back({name, dtype, std::move(full_shape), row_begin, rows});
+    plan.requests.push_back({name, dtype, std::move(full_shape), row_begin, rows});
   };
   // The whole shape a variable is read with: its own, or, where the graph leaves dimensions
   // open, the saved one if it fits.
@@ -569,7 +592,7 @@ RestoreReport Saver::Impl::restore(const std::string& path, const std::vector<st
   auto begin_of = [](const GraphVariable& v) -> int64_t { return v.partition ? v.partition->row_begin : 0; };
 
   for (auto& v : graph.variables) ask(v.saved_name(), v.dtype, full_shape_of(v), begin_of(v), rows_of(v));
-  const std::size_t num_variables = requests.size();
+  plan.num_variables = plan.requests.size();
   for (auto& o : graph.optimizers) {
     const GraphVariable& v = graph.variables[graph.by_name.at(o.variable)];
     for (int k = 0; k < o.spec.num_slots(); ++k)
@@ -577,68 +600,69 @@ RestoreReport Saver::Impl::restore(const std::string& path, const std::vector<st
     ask(step_entry(v.saved_name(), o.spec), DType::int64, Shape{}, 0, -1);
   }
   if (!missing.empty() || !differ.empty()) {
-    // The differences first (the one shape that differs is what a user looks for), then how
-    // many names are missing, a few of them shown: a model of another size lists them all.
-    auto some = [](const std::vector<std::string>& names, std::size_t shown, const char* sep) {
-      if (names.size() <= shown) return fmt::format("{}", fmt::join(names, sep));
-      return fmt::format("{} and {} more", fmt::join(names.begin(), names.begin() + std::ptrdiff_t(shown), sep),
-                         names.size() - shown);
-    };
     std::size_t extra = 0;
-    for (auto& [name, entry] : saved) extra += wanted.count(name) ? 0 : 1;
-    std::vector<std::string> parts;
-    if (!differ.empty())
-      parts.push_back(fmt::format("{} of the graph's variables differ from the checkpoint's: {}", differ.size(),
-                                  some(differ, 4, "; ")));
-    if (!missing.empty())
-      parts.push_back(fmt::format("{} {} of the session's graph {} not in the checkpoint: {}", missing.size(),
-                                  missing.size() == 1 ? "variable" : "variables", missing.size() == 1 ? "is" : "are",
-                                  some(missing, 6, ", ")));
-    if (extra > 0) parts.push_back(fmt::format("the checkpoint has {} name(s) the graph lacks", extra));
+    for (auto& [name, entry] : saved) extra += plan.wanted.count(name) ? 0 : 1;
     fail(differ.empty() ? ErrorCode::not_found : ErrorCode::invalid_argument,
          "Saver: cannot restore '{}', no variable was changed: the session's graph does not match {}: {}", path, where,
-         fmt::join(parts, "; "));
+         mismatch(differ, missing, extra));
   }
+  return plan;
+}
 
-  RestoreReport report{path, index.global_step, {wanted.begin(), wanted.end()}, {}};
-  for (auto& [name, entry] : saved)
-    if (!wanted.count(name)) report.extra.push_back(name);
-  if (Master* master = cluster_master_of(session)) {
-    auto assigned = restore_on_cluster(*master, graph, path, requests, options.cluster_task_timeout, tasks);
-    if (!tasks.empty()) report.restored = std::move(assigned);
-    return report;
-  }
-
-  // Everything is read and checked before anything is assigned.
+// A local session's restore: everything read and checked before anything is assigned, then each
+// parameter shard given its variables and optimizer state.
+void restore_locally(const Session& session, const GraphState& graph, const std::string& path, const RestorePlan& plan) {
   std::vector<Tensor> values;
   try {
-    values = checkpoint::read(path, requests);
+    values = checkpoint::read(path, plan.requests);
   } catch (const Error& e) {
     throw Error(e.code(), fmt::format("Saver: cannot restore '{}', no variable was changed: {}", path, e.what()));
   }
-
   const ParamShards& shards = *param_shards_of(session);
   std::vector<ShardContents> contents(std::size_t(shards.size()));
-  for (std::size_t i = 0; i < num_variables; ++i) {
+  for (std::size_t i = 0; i < plan.num_variables; ++i) {
     const GraphVariable& v = graph.variables[i];
     contents[std::size_t(shards.index_of(v.name))].variables.emplace_back(v.name, std::move(values[i]));
   }
-  std::size_t next = num_variables;
+  std::size_t next = plan.num_variables;
   for (auto& o : graph.optimizers) {
     OptimizerState state{o.variable, o.spec, {}, 0};
     for (int k = 0; k < o.spec.num_slots(); ++k) state.slots.push_back(std::move(values[next++]));
     state.step = values[next++].scalar_value<int64_t>();
     contents[std::size_t(shards.index_of(o.variable))].optimizers.push_back(std::move(state));
   }
-  caf::scoped_actor self{runtime_of(session)->system()};
+  caf::actor_system& system = runtime_of(session)->system();
+  caf::scoped_actor self{system};
   for (int i = 0; i < shards.size(); ++i)
     self->request(shards.at(i), timeouts::shard_checkpoint(), restore_atom::value, std::move(contents[std::size_t(i)]))
         .receive([](ShardReply&) {},
                  [&](caf::error& e) {
                    fail(ErrorCode::unavailable, "Saver: parameter shard {} did not answer the restore: {}", i,
-                        runtime_of(session)->system().render(e));
+                        system.render(e));
                  });
+}
 
+}  // namespace
+
+RestoreReport Saver::Impl::restore(const std::string& path, const std::vector<std::string>& tasks) {
+  if (!tasks.empty() && !cluster_master_of(session))
+    fail(ErrorCode::invalid_argument, "Saver: restoring the variables of task(s) {} needs a cluster session",
+         fmt::join(tasks, ", "));
+  const GraphState graph = graph_state(session.graph());
+  const checkpoint::Index index = checkpoint::read_index(path);
+  std::map<std::string, const checkpoint::IndexEntry*> saved;
+  for (auto& e : index.entries) saved.emplace(e.name, &e);
+  const RestorePlan plan = plan_restore(graph, saved, path, fmt::format("{}/{}", path, checkpoint::kIndexFileName));
+
+  RestoreReport report{path, index.global_step, {plan.wanted.begin(), plan.wanted.end()}, {}};
+  for (auto& [name, entry] : saved)
+    if (!plan.wanted.count(name)) report.extra.push_back(name);
+  if (Master* master = cluster_master_of(session)) {
+    auto assigned = restore_on_cluster(*master, graph, path, plan.requests, options.cluster_task_timeout, tasks);
+    if (!tasks.empty()) report.restored = std::move(assigned);
+    return report;
+  }
+  restore_locally(session, graph, path, plan);
   return report;
 }
 
