@@ -147,6 +147,13 @@ inline void send_input(caf::execution_unit* context, const caf::actor& to, const
   enqueue_from(context, to, input_atom::value, tag, slot, std::move(value));
 }
 
+// Sends `xs...` as `self`, a typed actor, to `to`, an actor of no declared contract (a node, an
+// outbox, a master's step): CAF lets a typed actor send() only to typed ones.
+template <class Self, class... Ts>
+void send_untyped(Self self, const caf::actor& to, Ts&&... xs) {
+  caf::send_as(caf::actor_cast<caf::actor>(self), to, std::forward<Ts>(xs)...);
+}
+
 }  // namespace troupe
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::Value)

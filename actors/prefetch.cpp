@@ -20,7 +20,7 @@ constexpr uint64_t kPrefetchStep = ~uint64_t(0);
 struct Prefetcher::Impl {
   std::shared_ptr<Runtime> runtime;
   QueueSpec spec;
-  caf::actor queue;
+  QueueActor queue;
   // Waits for the queue's answer to a request on the calling thread; throws its error.
   template <class Handle>
   void await(Handle&& request) {
@@ -40,7 +40,7 @@ struct Prefetcher::Impl {
 };
 
 Prefetcher::Prefetcher(Session& session, const ops::Queue& queue, data::Pipeline pipeline, data::Position from)
-    : impl_(new Impl{runtime_of(session), queue.spec(), nullptr}) {
+    : impl_(new Impl{runtime_of(session), queue.spec(), {}}) {
   impl_->queue = impl_->runtime->queue(impl_->spec);
   thread_ = std::thread([this, from, pipeline = std::move(pipeline)]() mutable { run(std::move(pipeline), from); });
 }

@@ -56,7 +56,7 @@ Runtime::Runtime(int cores, int inter_op, int intra_op, std::optional<NetworkOpt
     device_actors_.push_back(system_->spawn(device_actor, device.get()));
 }
 
-caf::actor Runtime::queue(const QueueSpec& spec) {
+QueueActor Runtime::queue(const QueueSpec& spec) {
   std::lock_guard<std::mutex> lock(queues_mutex_);
   auto it = queues_.find(spec.name);
   if (it != queues_.end()) {

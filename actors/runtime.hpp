@@ -10,6 +10,7 @@
 
 #include "actors/network.hpp"
 #include "actors/messages.hpp"
+#include "actors/state/queue_actor.hpp"
 #include "ops/data/queue.hpp"
 
 namespace troupe {
@@ -38,7 +39,7 @@ class Runtime {
   int threads() const { return threads_; }
   // The queue actor of this name, spawned on first use; every step and Session of the process
   // shares it. A second, different spec under the same name is refused.
-  caf::actor queue(const QueueSpec& spec);
+  QueueActor queue(const QueueSpec& spec);
 
  private:
   int threads_;
@@ -51,7 +52,7 @@ class Runtime {
   // scheduler's locks); nothing ever takes this one while holding another, so the order is
   // always queues_mutex_ first.
   std::mutex queues_mutex_;
-  std::map<std::string, std::pair<QueueSpec, caf::actor>> queues_;
+  std::map<std::string, std::pair<QueueSpec, QueueActor>> queues_;
 };
 
 }  // namespace troupe

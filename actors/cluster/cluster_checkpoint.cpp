@@ -115,7 +115,7 @@ SaveShardsReply save_task_shards(MemberContext& context, const SaveShards& reque
     // Every shard takes its snapshot between two of its own messages, all asked at once.
     caf::scoped_actor self{context.runtime->system()};
     std::vector<ShardContents> contents(std::size_t(shards.size()));
-    using Handle = decltype(self->request(caf::actor{}, timeouts::shard_checkpoint(), snapshot_atom::value, wanted));
+    using Handle = decltype(self->request(ShardActor{}, timeouts::shard_checkpoint(), snapshot_atom::value, wanted));
     std::vector<Handle> asked;
     for (int i = 0; i < shards.size(); ++i)
       asked.push_back(self->request(shards.at(i), timeouts::shard_checkpoint(), snapshot_atom::value, wanted));

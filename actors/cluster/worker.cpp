@@ -23,17 +23,6 @@
 #include "graph/graph_def.hpp"
 
 namespace troupe {
-namespace {
-
-// Sends to an actor of no declared contract (an outbox, the inbox, a master's step) as the worker:
-// CAF lets a typed actor send() only to typed ones.
-template <class... Ts>
-void tell(WorkerSelf self, const caf::actor& to, Ts&&... xs) {
-  caf::send_as(caf::actor_cast<caf::actor>(self), to, std::forward<Ts>(xs)...);
-}
-
-}  // namespace
-
 Registration::~Registration() {
   for (auto& o : outboxes) caf::anon_send_exit(o, caf::exit_reason::user_shutdown);
 }
@@ -152,7 +141,7 @@ void watch(WorkerSelf self, WorkerState::Peer& peer) {
 // to go on): watch its inbox, and let the outboxes that waited for it send there.
 void connection_exists(WorkerSelf self, WorkerState::Peer& peer) {
   watch(self, peer);
-  for (auto& outbox : peer.waiting) tell(self, outbox, peer_hello_atom::value, peer.inbox);
+  for (auto& outbox : peer.waiting) send_untyped(self, outbox, peer_hello_atom::value, peer.inbox);
   peer.waiting.clear();
 }
 
@@ -393,7 +382,7 @@ void on_down(WorkerSelf self, caf::down_msg& dm) {
       const std::string why = fmt::format("task {} lost its connection to peer {} at {} ({})", s.context->task.to_string(),
                                           it->first, it->second.address, self->system().render(dm.reason));
       s.context->log(fmt::format("peer lost: {} ({})", it->first, self->system().render(dm.reason)));
-      tell(self, s.inbox, peer_lost_atom::value, it->second.incarnation);
+      send_untyped(self, s.inbox, peer_lost_atom::value, it->second.incarnation);
       std::map<uint64_t, std::string> broken;  // registration -> why
       {
         std::lock_guard<std::mutex> lock(s.context->mutex);
@@ -407,7 +396,7 @@ void on_down(WorkerSelf self, caf::down_msg& dm) {
       for (auto& [key, requester] : s.requesters)
         if (broken.count(key.first)) {
           s.running.erase(key);
-          tell(self, requester, run_done_atom::value, key.first, key.second,
+          send_untyped(self, requester, run_done_atom::value, key.first, key.second,
                      RunGraphReply{int32_t(ErrorCode::unavailable), broken[key.first], {}});
         }
       // Its connection is gone, and so is the inbox handle its hello brought: the next
@@ -601,7 +590,7 @@ void run_graph(WorkerSelf self, uint64_t handle, uint64_t step, std::vector<Wire
       self->delayed_send(self, std::chrono::milliseconds(500), trace_atom::value, handle, step, true);
     }
     self->state.running.erase({handle, step});
-    tell(self, requester, run_done_atom::value, handle, step, std::move(reply));
+    send_untyped(self, requester, run_done_atom::value, handle, step, std::move(reply));
   };
   auto reg = ctx.find(handle);
   if (!reg) {
@@ -653,7 +642,7 @@ void error_after_answer(WorkerSelf self, uint64_t handle, const Tag& tag, int32_
                         std::string& device) {
   auto it = self->state.requesters.find({handle, tag.step});
   if (it != self->state.requesters.end())
-    tell(self, it->second, run_done_atom::value, handle, tag.step,
+    send_untyped(self, it->second, run_done_atom::value, handle, tag.step,
                RunGraphReply{code, std::move(message), {}, std::move(device)});
 }
 
@@ -661,8 +650,8 @@ void error_after_answer(WorkerSelf self, uint64_t handle, const Tag& tag, int32_
 void abort_step(WorkerSelf self, uint64_t handle, uint64_t step, int32_t code, std::string& message) {
   auto reg = self->state.context->find(handle);
   if (!reg) return;
-  for (auto& o : reg->outboxes) tell(self, o, abort_atom::value, step);
-  tell(self, self->state.inbox, abort_atom::value, handle, step);
+  for (auto& o : reg->outboxes) send_untyped(self, o, abort_atom::value, step);
+  send_untyped(self, self->state.inbox, abort_atom::value, handle, step);
   caf::anon_send(reg->exe->step_actor(), abort_atom::value, Tag{step, 0, 0}, code, message, std::string());
 }
 

@@ -663,8 +663,9 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
   // turn reads, by where it lies.
   std::vector<const void*> hot;
   const bool huge = active >= kHugePageNodes && huge_pages::enabled();
-  for (std::size_t i = 0; i < parts.size(); ++i) spawn_partition(system, parts[i], active_of[i], step_actor_, huge, hot);
-  wire_step(parts, signatures, step_actor_, *rendezvous, step);
+  const auto step_target = caf::actor_cast<caf::actor>(step_actor_);  // nodes send to it untyped (fast path)
+  for (std::size_t i = 0; i < parts.size(); ++i) spawn_partition(system, parts[i], active_of[i], step_target, huge, hot);
+  wire_step(parts, signatures, step_target, *rendezvous, step);
   rendezvous->bind(recv_actors(step.parts));
   if (huge) {
     for (PartPlan& part : parts)

@@ -28,9 +28,12 @@
 #include "actors/executor/frame_table.hpp"
 #include "actors/executor/node_kind.hpp"
 #include "actors/executor/rendezvous.hpp"
+#include "actors/executor/step_actor.hpp"
 #include "actors/executor/target.hpp"
 #include "actors/messages.hpp"
 #include "actors/signature.hpp"
+#include "actors/state/param_shard.hpp"
+#include "actors/state/queue_actor.hpp"
 #include "ops/kernel.hpp"
 
 namespace troupe {
@@ -162,9 +165,9 @@ struct NodePlan {
 // The handles hold actors that hold the plan: ~Executable drops them.
 struct StatePlan {
   uint64_t stack_hash = 0;                    // stack kinds: fingerprint64 of the stack name
-  caf::actor queue;                           // queue: the queue actor (null for an inactive node)
+  QueueActor queue;                           // queue: the queue actor (null for an inactive node)
   QueueOp queue_op = QueueOp::size;           // queue: what it asks the queue
-  caf::actor shard;                           // variable: the parameter shard holding its variable
+  ShardActor shard;                           // variable: the parameter shard holding its variable
   VariableOp variable_op = VariableOp::read;  // variable: what it asks the shard
 };
 
@@ -221,7 +224,7 @@ struct ExecutableOptions {
 };
 
 // The parameter shard that holds a variable (by shared name).
-using ShardOf = std::function<caf::actor(const std::string& variable)>;
+using ShardOf = std::function<ShardActor(const std::string& variable)>;
 
 class Executable {
  public:
@@ -235,7 +238,7 @@ class Executable {
   Executable(const Executable&) = delete;
   Executable& operator=(const Executable&) = delete;
 
-  const caf::actor& step_actor() const { return step_actor_; }
+  const StepActor& step_actor() const { return step_actor_; }
   // The partitions, one per device that runs part of the signature.
   const std::vector<std::shared_ptr<ExecPlan>>& parts() const { return plan_->parts; }
   // The partition of `device` (full name); nullptr if nothing runs there.
@@ -252,7 +255,7 @@ class Executable {
   std::mutex hot_mutex_;
   std::vector<const void*> hot_;  // what step_ended() hands over, once
   std::shared_ptr<StepPlan> plan_;
-  caf::actor step_actor_;
+  StepActor step_actor_;
   uint64_t trace_key_ = 0;
   void build(PartitionSet set, const ShardOf& shard_of, const ExecutableOptions& options);
 };

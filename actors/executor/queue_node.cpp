@@ -14,7 +14,7 @@ caf::behavior QueueNode::make_behavior() {
 }
 
 void QueueNode::on_exit() {
-  if (state_->queue) demonitor(state_->queue);  // the queue outlives executables; let it forget this actor
+  if (state_->queue) demonitor(state_->queue.address());  // the queue outlives executables; let it forget this actor
   NodeActor::on_exit();
 }
 

@@ -1,5 +1,6 @@
 #include "actors/executor/step_actor.hpp"
 
+#include "actors/executor/executable.hpp"
 #include "actors/executor/node.hpp"
 
 namespace troupe {
@@ -15,12 +16,12 @@ void StepActorState::remember_ended(uint64_t step) {
 
 namespace {
 
-using StepSelf = caf::stateful_actor<StepActorState>;
+using StepSelf = StepActor::stateful_pointer<StepActorState>;
 
 // -- steps --
 
 // Answers `step` with `result` and forgets it, with what its partitions keep of it.
-void finish(StepSelf* self, uint64_t step, StepResult result) {
+void finish(StepSelf self, uint64_t step, StepResult result) {
   auto it = self->state.steps.find(step);
   if (it == self->state.steps.end()) return;
   const bool failed = result.code != ErrorCode::ok;
@@ -36,7 +37,7 @@ void finish(StepSelf* self, uint64_t step, StepResult result) {
 }
 
 // A report (a fetched value, or a target's or root _Send's signal) of a running step.
-void report(StepSelf* self, uint64_t step, uint32_t slot, Value& value) {
+void report(StepSelf self, uint64_t step, uint32_t slot, Value& value) {
   auto it = self->state.steps.find(step);
   if (it == self->state.steps.end()) return;
   auto& s = it->second;
@@ -51,13 +52,13 @@ void report(StepSelf* self, uint64_t step, uint32_t slot, Value& value) {
   if (--s.remaining == 0) finish(self, step, StepResult{std::move(s.fetches), ErrorCode::ok, {}});
 }
 
-caf::result<StepResult> on_run(StepSelf* self, uint64_t step, std::vector<Tensor>& feeds) {
+caf::result<StepResult> on_run(StepSelf self, uint64_t step, std::vector<Tensor>& feeds) {
   const StepPlan& p = *self->state.plan;
   const int due = p.num_fetches + p.num_targets + p.num_awaited_sends;
   caf::result<StepResult> answer = StepResult{};
   if (due > 0) {
     auto& s = self->state.steps[step];
-    s.promise = self->make_response_promise();
+    s.promise = self->make_response_promise<StepResult>();
     s.fetches.resize(std::size_t(p.num_fetches));
     s.remaining = due;
     answer = s.promise;
@@ -80,7 +81,7 @@ caf::result<StepResult> on_run(StepSelf* self, uint64_t step, std::vector<Tensor
   return answer;
 }
 
-void on_input(StepSelf* self, const Tag& tag, uint32_t slot, Value& value) {
+void on_input(StepSelf self, const Tag& tag, uint32_t slot, Value& value) {
   auto& st = self->state;
   if (!st.steps.count(tag.step) && st.plan->rendezvous->shared() && !st.ended.count(tag.step)) {
     st.early[tag.step].emplace_back(slot, std::move(value));  // its run comes next
@@ -91,7 +92,7 @@ void on_input(StepSelf* self, const Tag& tag, uint32_t slot, Value& value) {
 
 // -- failures --
 
-void on_abort(StepSelf* self, const Tag& tag, int32_t code, std::string& message, std::string& device) {
+void on_abort(StepSelf self, const Tag& tag, int32_t code, std::string& message, std::string& device) {
   if (!self->state.steps.count(tag.step)) {
     // Answered already (a shared step's share): the error still fails the step.
     if (!self->state.plan->rendezvous->shared()) return;
@@ -113,7 +114,7 @@ void on_abort(StepSelf* self, const Tag& tag, int32_t code, std::string& message
 
 }  // namespace
 
-caf::behavior step_actor(StepSelf* self, std::shared_ptr<const StepPlan> plan) {
+StepActor::behavior_type step_actor(StepSelf self, std::shared_ptr<const StepPlan> plan) {
   self->state.plan = std::move(plan);
   return {
       [self](run_atom, uint64_t step, std::vector<Tensor>& feeds) { return on_run(self, step, feeds); },

@@ -1,12 +1,6 @@
 #pragma once
-// StepActor: starts and finishes the steps of one Executable. Takes
-//   (run_atom, step, feeds)               start a step; replies a StepResult when it ends;
-//   (input_atom, Tag, slot, Value)        a fetched value (slot < fetches) or a target's
-//                                         control signal (kControlSlot);
-//   (abort_atom, Tag, code, message, device)
-//                                         a node failed (on `device`; "" when no node is the
-//                                         cause): reply the error, and tell every node actor
-//                                         to drop the step.
+// StepActor: starts and finishes the steps of one Executable; what it takes is its contract
+// below.
 // Per step it keeps the response promise, the fetches so far and how many reports are still
 // due; the entry is erased when the step ends, either way. Reports of ended steps are ignored.
 // The step actor of a shared rendezvous (Rendezvous::shared: this executable runs a share of
@@ -19,13 +13,24 @@
 #include <utility>
 #include <vector>
 
-#include "actors/executor/executable.hpp"
+#include "actors/messages.hpp"
 
 namespace troupe {
 
+struct StepPlan;  // executable.hpp
+
+using StepActor = caf::typed_actor<
+    // Start step `step` with `feeds`; the StepResult when it ends.
+    caf::replies_to<run_atom, uint64_t, std::vector<Tensor>>::with<StepResult>,
+    // A fetched value (slot < fetches) or a target's or awaited _Send's signal (kControlSlot).
+    caf::reacts_to<input_atom, Tag, uint32_t, Value>,
+    // A node failed (on `device`; "" when no node is the cause): answer the error, and tell every
+    // node actor to drop the step.
+    caf::reacts_to<abort_atom, Tag, int32_t, std::string, std::string>>;
+
 struct StepActorState {
   struct Step {
-    caf::response_promise promise;
+    caf::typed_response_promise<StepResult> promise;
     std::vector<Tensor> fetches;
     int remaining = 0;
   };
@@ -38,7 +43,7 @@ struct StepActorState {
   static inline const char* name = "troupe.step";
 };
 
-caf::behavior step_actor(caf::stateful_actor<StepActorState>* self,
-                         std::shared_ptr<const StepPlan> plan);
+StepActor::behavior_type step_actor(StepActor::stateful_pointer<StepActorState> self,
+                                    std::shared_ptr<const StepPlan> plan);
 
 }  // namespace troupe

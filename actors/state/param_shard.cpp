@@ -15,7 +15,7 @@
 
 namespace troupe {
 namespace {
-using Shard = caf::stateful_actor<ParamShardState>;
+using ShardSelf = ShardActor::stateful_pointer<ParamShardState>;
 constexpr std::size_t kTeamUpdateBytes = std::size_t(8) << 20;
 
 // The slots an optimizer's first update on `value` starts from: zeros (adagrad's accumulator:
@@ -236,15 +236,15 @@ std::string votes_text(const ParamShardState::StepBarrier& b, const std::string&
 }
 
 // Every replica waiting is told who is in and who is missing now.
-void tell_waiting(Shard* self, const ParamShardState::StepBarrier& b, const std::string& name, int needed) {
+void tell_waiting(ShardSelf self, const ParamShardState::StepBarrier& b, const std::string& name, int needed) {
   if (b.waiting.empty()) return;
   const std::string text = votes_text(b, name, needed);
   for (auto& w : b.waiting)
-    if (w.node) self->send(w.node, wait_note_atom::value, w.token, text);
+    if (w.node) send_untyped(self, w.node, wait_note_atom::value, w.token, text);
 }
 
 // A timer due `after` from now, unless one due no later is on its way already.
-void arm_vote_timer(Shard* self, ParamShardState::StepBarrier& b, const std::string& name,
+void arm_vote_timer(ShardSelf self, ParamShardState::StepBarrier& b, const std::string& name,
                     std::chrono::milliseconds after) {
   if (b.bound.count() <= 0) return;
   after = std::max(after, std::chrono::milliseconds(1));
@@ -255,7 +255,7 @@ void arm_vote_timer(Shard* self, ParamShardState::StepBarrier& b, const std::str
 }
 
 // A replica's vote that it has sent its gradients of global step local_step.
-caf::result<ShardReply> sync_step(Shard* self, const std::string& name, int64_t local_step, int replicas,
+caf::result<ShardReply> sync_step(ShardSelf self, const std::string& name, int64_t local_step, int replicas,
                                   const SyncVote& vote) {
   auto& state = self->state;
   auto it = state.variables.find(name);
@@ -284,7 +284,7 @@ caf::result<ShardReply> sync_step(Shard* self, const std::string& name, int64_t 
   if (int(barrier.voted.size()) < needed) {
     // The sender first: making the promise takes it over from the message.
     caf::actor voter = caf::actor_cast<caf::actor>(self->current_sender());
-    auto promise = self->make_response_promise();
+    auto promise = self->make_response_promise<ShardReply>();
     barrier.waiting.push_back({promise, std::move(voter), vote.token});
     tell_waiting(self, barrier, name, needed);
     // Due a bound after the step's first vote.
@@ -298,7 +298,7 @@ caf::result<ShardReply> sync_step(Shard* self, const std::string& name, int64_t 
 
 // The vote timer of global step `name`: replicas that have waited the bound since the step's
 // first vote fail, naming the votes missing; else it waits for the rest of the bound.
-void sync_deadline(Shard* self, const std::string& name) {
+void sync_deadline(ShardSelf self, const std::string& name) {
   auto& state = self->state;
   auto b = state.barriers.find(name);
   if (b == state.barriers.end()) return;
@@ -391,7 +391,7 @@ std::vector<std::string> variable_names(const ParamShardState& st) {
   return names;
 }
 
-ShardReply on_read(Shard* self, const std::string& name) {
+ShardReply on_read(ShardSelf self, const std::string& name) {
   auto it = self->state.variables.find(name);
   if (it == self->state.variables.end())
     return {{},
@@ -400,7 +400,7 @@ ShardReply on_read(Shard* self, const std::string& name) {
   return {it->second, ErrorCode::ok, {}};
 }
 
-ShardReply on_update(Shard* self, const std::string& name, int32_t kind, Tensor& value, bool validate_shape) {
+ShardReply on_update(ShardSelf self, const std::string& name, int32_t kind, Tensor& value, bool validate_shape) {
   auto& vars = self->state.variables;
   auto update = VariableUpdate(kind);
   auto it = vars.find(name);
@@ -431,7 +431,7 @@ ShardReply on_update(Shard* self, const std::string& name, int32_t kind, Tensor&
   return {current, ErrorCode::ok, {}};
 }
 
-ShardContents on_snapshot(Shard* self, const std::vector<OptimizerState>& wanted) {
+ShardContents on_snapshot(ShardSelf self, const std::vector<OptimizerState>& wanted) {
   ShardContents out;
   for (auto& [name, value] : self->state.variables) out.variables.emplace_back(name, value);
   for (auto& w : wanted) {
@@ -451,7 +451,7 @@ ShardContents on_snapshot(Shard* self, const std::vector<OptimizerState>& wanted
   return out;
 }
 
-ShardReply on_restore(Shard* self, ShardContents& contents) {
+ShardReply on_restore(ShardSelf self, ShardContents& contents) {
   auto& st = self->state;
   int64_t delta = 0;
   for (auto& [name, value] : contents.variables) {
@@ -485,7 +485,7 @@ void release_budget(ParamShardState& st) {
   st.memory->reserve(-held);
 }
 
-void charge_to_budget(Shard* self, std::shared_ptr<VariableMemory> memory) {
+void charge_to_budget(ShardSelf self, std::shared_ptr<VariableMemory> memory) {
   self->state.memory = std::move(memory);
   // The bytes a shard holds go back to the budget when it ends.
   self->attach_functor([self] { release_budget(self->state); });
@@ -498,7 +498,7 @@ void charge_to_budget(Shard* self, std::shared_ptr<VariableMemory> memory) {
 // node built with its handle would then fail until the process ended; instead the shard starts
 // again in place, empty, under the same handle: its variables read as not initialised, so the
 // chief's Supervisor restores them from the newest checkpoint (actors/cluster/supervisor.hpp).
-std::string restart_in_place(Shard* self, const std::string& what) {
+std::string restart_in_place(ShardSelf self, const std::string& what) {
   auto& st = self->state;
   const std::vector<std::string> lost = variable_names(st);
   const std::string message = fmt::format(
@@ -525,7 +525,7 @@ struct is_result<caf::result<T>> : std::true_type {};
 // `handler` with the same message signature, its exceptions contained (restart_in_place); the
 // request that met one fails with the shard's message.
 template <class F, class R, class... Ts>
-auto contained(Shard* self, F handler, R (F::*)(Ts...) const) {
+auto contained(ShardSelf self, F handler, R (F::*)(Ts...) const) {
   using Out = std::conditional_t<is_result<R>::value, R, caf::result<R>>;
   return [self, handler](Ts... xs) -> Out {
     std::string what;
@@ -541,15 +541,15 @@ auto contained(Shard* self, F handler, R (F::*)(Ts...) const) {
 }
 
 template <class F>
-auto contain(Shard* self, F handler) {
+auto contain(ShardSelf self, F handler) {
   return contained(self, std::move(handler), &F::operator());
 }
 
 }  // namespace
 
-caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self) { return budgeted_param_shard(self, nullptr); }
+ShardActor::behavior_type param_shard(ShardSelf self) { return budgeted_param_shard(self, nullptr); }
 
-caf::behavior budgeted_param_shard(caf::stateful_actor<ParamShardState>* self, std::shared_ptr<VariableMemory> memory) {
+ShardActor::behavior_type budgeted_param_shard(ShardSelf self, std::shared_ptr<VariableMemory> memory) {
   charge_to_budget(self, std::move(memory));
   return {
       contain(self, [self](read_atom, const std::string& name) -> ShardReply { return on_read(self, name); }),

@@ -1,33 +1,6 @@
 #pragma once
-// ParamShard: owns variables by name and applies reads and updates to them in place. Takes
-//   (read_atom, name)                               -> ShardReply{current value}
-//   (update_atom, name, kind, value, validate_shape) -> ShardReply{new value}
-//   (apply_atom, name, OptimizerSpec, grad, learning_rate) -> ShardReply{} after one optimizer
-//                                                      step on the variable and its slots
-//   (sparse_apply_atom, name, OptimizerSpec, values, indices, learning_rate)
-//                                                   -> ShardReply{} after one optimizer step on
-//                                                      the rows `indices` names (a sparse
-//                                                      gradient: apply_optimizer_to_rows)
-//   (names_atom)                                    -> the variable names it holds
-//   (snapshot_atom, vector<OptimizerState> wanted)  -> ShardContents: every variable it holds,
-//                                                      and the state of each wanted optimizer
-//                                                      (variable, spec) whose variable it holds
-//   (restore_atom, ShardContents)                   -> ShardReply{} once all of it is assigned
-//   (accumulate_atom, name, OptimizerSpec, grad, learning_rate, local_step, m)
-//                                                   -> ShardReply{int64 1 if the gradient was
-//                                                      dropped (stale), 0 if accumulated}
-//   (sync_step_atom, name, local_step, m, SyncVote) -> ShardReply{the new global step}, once
-//                                                      m replicas voted for local_step; or
-//                                                      deadline_exceeded naming the replicas whose
-//                                                      votes are missing, when the step's votes
-//                                                      take longer than the vote's bound
-//   (sync_aggregate_atom, name, m)                  -> ShardReply{m}: `name` completes a step with
-//                                                      m gradients or votes (fewer than its ops
-//                                                      say), 0: as they say; a step with m
-//                                                      already is completed at once
-//   (sync_stop_atom, name)                          -> ShardReply{the global step}: training has
-//                                                      ended; every replica waiting, and every
-//                                                      later vote, is answered at once
+// ParamShard: owns variables by name and applies reads and updates to them in place; what it
+// takes is its contract, ShardActor, below.
 // A handler that throws anything but the errors it answers with (a bug, std::bad_alloc) leaves
 // the shard's state in doubt: the shard drops it and goes on, empty, under the same handle
 // ("restarted in place"; the request fails with a runtime_error naming the variables lost, and
@@ -113,7 +86,7 @@ struct ParamShardState {
   // The replicas waiting on a global-step variable for the step after `step`.
   struct StepBarrier {
     struct Waiter {
-      caf::response_promise promise;
+      caf::typed_response_promise<ShardReply> promise;
       caf::actor node;  // the voter, told who is missing (wait_note_atom)
       uint64_t token = 0;
     };
@@ -141,9 +114,39 @@ struct ParamShardState {
   static inline const char* name = "troupe.param_shard";
 };
 
-caf::behavior param_shard(caf::stateful_actor<ParamShardState>* self);
+using ShardActor = caf::typed_actor<
+    // Variables
+    caf::replies_to<read_atom, std::string>::with<ShardReply>,  // {the current value}
+    // (name, kind, value, validate_shape) -> {the new value}
+    caf::replies_to<update_atom, std::string, int32_t, Tensor, bool>::with<ShardReply>,
+    caf::replies_to<names_atom>::with<std::vector<std::string>>,  // the variables it holds
+    // Optimizers: (name, spec, grad, learning_rate) -> {} after one step on the variable and its
+    // slots; sparse: (name, spec, values, indices, learning_rate), the rows `indices` names
+    // (apply_optimizer_to_rows).
+    caf::replies_to<apply_atom, std::string, OptimizerSpec, Tensor, double>::with<ShardReply>,
+    caf::replies_to<sparse_apply_atom, std::string, OptimizerSpec, Tensor, Tensor, double>::with<ShardReply>,
+    // Checkpoints: every variable it holds, and the state of each wanted optimizer (variable,
+    // spec) whose variable it holds; a restore answers {} once all of it is assigned.
+    caf::replies_to<snapshot_atom, std::vector<OptimizerState>>::with<ShardContents>,
+    caf::replies_to<restore_atom, ShardContents>::with<ShardReply>,
+    // Synchronous replicas (below). (name, spec, grad, learning_rate, local_step, m) -> {int64 1
+    // if the gradient was dropped (stale), 0 if accumulated}.
+    caf::replies_to<accumulate_atom, std::string, OptimizerSpec, Tensor, double, int64_t, int32_t>::with<ShardReply>,
+    // (name, local_step, m, vote) -> {the new global step} once m replicas voted for local_step;
+    // or deadline_exceeded naming the replicas whose votes are missing, past the vote's bound.
+    caf::replies_to<sync_step_atom, std::string, int64_t, int32_t, SyncVote>::with<ShardReply>,
+    caf::reacts_to<sync_deadline_atom, std::string>,  // its own vote timer
+    // (name, m) -> {m}: `name` completes a step with m gradients or votes (fewer than its ops
+    // say), 0: as they say; a step with m already is completed at once.
+    caf::replies_to<sync_aggregate_atom, std::string, int32_t>::with<ShardReply>,
+    // (name) -> {the global step}: training has ended; every replica waiting, and every later
+    // vote, is answered at once.
+    caf::replies_to<sync_stop_atom, std::string>::with<ShardReply>>;
+
+ShardActor::behavior_type param_shard(ShardActor::stateful_pointer<ParamShardState> self);
 // A shard whose variables count against `memory` (shared by the shards of a process).
-caf::behavior budgeted_param_shard(caf::stateful_actor<ParamShardState>* self, std::shared_ptr<VariableMemory> memory);
+ShardActor::behavior_type budgeted_param_shard(ShardActor::stateful_pointer<ParamShardState> self,
+                                               std::shared_ptr<VariableMemory> memory);
 
 // The parameter shards of one session, and which of them holds each variable: round robin
 // over the variables in the order the graph defines them (the k-th distinct shared name of a
@@ -161,12 +164,12 @@ class ParamShards {
   ParamShards& operator=(const ParamShards&) = delete;
 
   int size() const { return int(shards_.size()); }
-  const caf::actor& at(int index) const { return shards_.at(std::size_t(index)); }
+  const ShardActor& at(int index) const { return shards_.at(std::size_t(index)); }
   int index_of(const std::string& variable) const;
-  const caf::actor& of(const std::string& variable) const { return at(index_of(variable)); }
+  const ShardActor& of(const std::string& variable) const { return at(index_of(variable)); }
 
  private:
-  std::vector<caf::actor> shards_;
+  std::vector<ShardActor> shards_;
   std::shared_ptr<const Graph> graph_;
   // Guards index_, scanned_nodes_ and next_ (index_of, from any Session thread); nothing else
   // is locked or called out to while it is held.

@@ -8,12 +8,12 @@ namespace {
 
 struct QueueState {
   struct Enqueue {
-    caf::response_promise promise;
+    caf::typed_response_promise<QueueReply> promise;
     uint64_t step;
     std::deque<std::vector<Tensor>> elements;  // those not in the queue yet
   };
   struct Dequeue {
-    caf::response_promise promise;
+    caf::typed_response_promise<QueueReply> promise;
     uint64_t step;
     int64_t n;  // < 0: one element, not stacked
     bool allow_smaller;
@@ -97,7 +97,7 @@ struct QueueState {
   }
 };
 
-caf::behavior queue_behavior(caf::stateful_actor<QueueState>* self, QueueSpec spec) {
+QueueActor::behavior_type queue_behavior(QueueActor::stateful_pointer<QueueState> self, QueueSpec spec) {
   self->state.rng.seed(spec.seed ? uint64_t(spec.seed) : 87654321u);
   self->state.spec = std::move(spec);
   return {
@@ -115,7 +115,7 @@ caf::behavior queue_behavior(caf::stateful_actor<QueueState>* self, QueueSpec sp
           return QueueReply{{}, e.code(), e.what()};
         }
         if (st.closed) return QueueReply{{}, ErrorCode::cancelled, fmt::format("queue '{}' is closed", st.spec.name)};
-        st.enqueues.push_back({self->make_response_promise(), step, std::move(elements)});
+        st.enqueues.push_back({self->make_response_promise<QueueReply>(), step, std::move(elements)});
         auto promise = st.enqueues.back().promise;
         st.pump();
         return promise;
@@ -123,7 +123,7 @@ caf::behavior queue_behavior(caf::stateful_actor<QueueState>* self, QueueSpec sp
       [self](dequeue_atom, uint64_t step, int64_t n, bool allow_smaller) -> caf::result<QueueReply> {
         auto& st = self->state;
         if (n == 0) return QueueReply{queue_elements::stack(st.spec, {}), ErrorCode::ok, {}};
-        st.dequeues.push_back({self->make_response_promise(), step, n, allow_smaller});
+        st.dequeues.push_back({self->make_response_promise<QueueReply>(), step, n, allow_smaller});
         auto promise = st.dequeues.back().promise;
         st.pump();
         return promise;
@@ -161,6 +161,6 @@ caf::behavior queue_behavior(caf::stateful_actor<QueueState>* self, QueueSpec sp
 
 }  // namespace
 
-caf::actor spawn_queue(caf::actor_system& system, const QueueSpec& spec) { return system.spawn(queue_behavior, spec); }
+QueueActor spawn_queue(caf::actor_system& system, const QueueSpec& spec) { return system.spawn(queue_behavior, spec); }
 
 }  // namespace troupe

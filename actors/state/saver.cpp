@@ -131,7 +131,7 @@ std::vector<ShardContents> Saver::Impl::snapshot(const GraphState& graph) const 
   std::vector<ShardContents> out(std::size_t(shards.size()));
   caf::scoped_actor self{runtime_of(session)->system()};
   // Asked all at once: every shard takes its snapshot between two of its own messages.
-  using Handle = decltype(self->request(caf::actor{}, timeouts::shard_checkpoint(), snapshot_atom::value, wanted[0]));
+  using Handle = decltype(self->request(ShardActor{}, timeouts::shard_checkpoint(), snapshot_atom::value, wanted[0]));
   std::vector<Handle> asked;
   for (int i = 0; i < shards.size(); ++i)
     asked.push_back(self->request(shards.at(i), timeouts::shard_checkpoint(), snapshot_atom::value, wanted[std::size_t(i)]));

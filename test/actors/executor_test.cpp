@@ -318,7 +318,7 @@ BOOST_AUTO_TEST_CASE(an_executable_is_gone_only_once_every_node_actor_has_exited
   auto runtime = Runtime::get(0);
   auto exe = std::make_unique<Executable>(runtime->system(), root.graph(), std::vector<Endpoint>{x.endpoint()},
                                           std::vector<Endpoint>{y.endpoint()}, std::vector<int>{},
-                                          [](const std::string&) { return caf::actor{}; },
+                                          [](const std::string&) { return ShardActor{}; },
                                           ExecutableOptions{.runtime = runtime.get()});
   std::vector<caf::actor> actors;
   for (const auto& part : exe->parts())
@@ -361,7 +361,7 @@ BOOST_AUTO_TEST_CASE(a_kernel_on_tiny_known_shapes_is_cheap_from_its_first_firin
   for (auto& o : outs) fetches.push_back(o.endpoint());
   auto runtime = Runtime::get(0);
   Executable exe(runtime->system(), root.graph(), {s.endpoint(), big.endpoint(), unknown.endpoint()}, fetches, {},
-                 [](const std::string&) { return caf::actor{}; }, {.runtime = runtime.get()});
+                 [](const std::string&) { return ShardActor{}; }, {.runtime = runtime.get()});
   std::map<std::string, bool> tiny;
   for (const auto& part : exe.parts())
     for (const NodePlan& np : part->nodes)

@@ -145,7 +145,7 @@ BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_c
   std::weak_ptr<const ExecPlan> kept;  // the NextIterations' Targets hold the Exits' actors
   {
     Executable exe(runtime->system(), root.graph(), {n.endpoint()}, {out[0].endpoint(), out[1].endpoint()}, {},
-                   [](const std::string&) { return caf::actor{}; }, {.runtime = runtime.get()});
+                   [](const std::string&) { return ShardActor{}; }, {.runtime = runtime.get()});
     kept = exe.parts()[0];
     if (exe.parts().size() > 1) {
       // TROUPE_CPU_DEVICES spreads the graph over partitions: the control loops' Exits keep the

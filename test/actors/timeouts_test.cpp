@@ -25,7 +25,8 @@ using namespace std::chrono_literals;
 namespace {
 
 // Kills `actor` and returns once it is gone.
-void kill(Session& s, const caf::actor& actor) {
+template <class Handle>
+void kill(Session& s, const Handle& actor) {
   caf::scoped_actor self{runtime_of(s)->system()};
   self->send_exit(actor, caf::exit_reason::kill);
   self->wait_for(actor);
@@ -88,7 +89,7 @@ BOOST_AUTO_TEST_CASE(a_queue_actor_that_dies_holding_a_dequeue_fails_the_step_na
   auto q = ops::Queue::fifo(root, {DType::float32}, {PartialShape{}}, {.shared_name = "dies_holding"});
   auto next = q.dequeue(root.with_op_name("next"))[0];
   Session s(root);
-  caf::actor queue = runtime_of(s)->queue(q.spec());
+  QueueActor queue = runtime_of(s)->queue(q.spec());
   // The deadline only keeps a failing test from hanging: the queue's death must fail the step
   // long before it.
   auto step = std::async(std::launch::async, [&] { return s.run({}, {next}, {}, {.timeout = 60s}); });
