@@ -17,6 +17,7 @@ class EnterNode final : public NodeActor {
   using NodeActor::NodeActor;
 
  private:
+  const LoopPlan* loop_ = &plan_->loop_of(*me_);  // its loop's fields (executable.hpp)
   void fire(const Tag& tag, Tensor* inputs, bool dead) override;
 };
 

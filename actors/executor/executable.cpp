@@ -260,13 +260,18 @@ void plan_kind_fields(ExecPlan& p, int id, const LoopEnds& ends, const LoopSprea
   const Graph& g = *p.graph;
   const Node& n = g.node(id);
   NodePlan& np = p.nodes[id];
-  if (np.kind == NodeKind::enter) {
-    const std::string frame = get_attr<std::string>(n.attrs, "frame_name", n.name);
-    np.frame_exits = ends.exits_of.count(frame) ? ends.exits_of.at(frame) : 0;
-    np.frame_enters = ends.enters_of.count(frame) ? ends.enters_of.at(frame) : 0;
+  if (is_loop_kind(np.kind)) {
+    LoopPlan& lp = p.loops[id];  // made now, before the actors that point at it
+    if (np.kind == NodeKind::enter) {
+      const std::string frame = get_attr<std::string>(n.attrs, "frame_name", n.name);
+      lp.frame_exits = ends.exits_of.count(frame) ? ends.exits_of.at(frame) : 0;
+      lp.frame_enters = ends.enters_of.count(frame) ? ends.enters_of.at(frame) : 0;
+    }
+    if (np.kind == NodeKind::enter || np.kind == NodeKind::loop_invariant)
+      lp.frame_hash = fingerprint64(get_attr<std::string>(n.attrs, "frame_name", n.name));
+    if (np.kind == NodeKind::next_iteration)
+      lp.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
   }
-  if (np.kind == NodeKind::enter || np.kind == NodeKind::loop_invariant)
-    np.frame_hash = fingerprint64(get_attr<std::string>(n.attrs, "frame_name", n.name));
   if (np.kind == NodeKind::stack_push || np.kind == NodeKind::stack_pop)
     p.states[id].stack_hash = fingerprint64(get_attr<std::string>(n.attrs, "stack_name", n.name));
   // An Enter takes its values in the frame around the loop: it stays where they come.
@@ -278,8 +283,6 @@ void plan_kind_fields(ExecPlan& p, int id, const LoopEnds& ends, const LoopSprea
   np.side = spreads.side[id];
   np.in_loop = np.kind == NodeKind::kernel && !loop_frame(n).empty();
   np.tiny = np.kind == NodeKind::kernel && tiny_inputs_and_outputs(g, n);
-  if (np.kind == NodeKind::next_iteration)
-    np.parallel_iterations = int(get_attr_or<int64_t>(n.attrs, "parallel_iterations", 1));
   if (np.kind == NodeKind::queue) p.states[id].queue_op = queue_op_of(n);
   if (np.kind == NodeKind::variable) p.states[id].variable_op = variable_op_of(n);
   if (np.kind == NodeKind::queue && np.active) {
@@ -408,12 +411,15 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
     if (!gated) gated = next_iterations_by_gate(p);
     const auto it = gated->find(g.node(id).control_inputs[0]);
     if (it == gated->end()) continue;  // no NextIteration here hears its gate (a partition's control loop)
-    np.loop_end_signals = int(it->second.size());
-    for (int next : it->second) p.nodes[next].loop_end.push_back(target_of(p, id, kControlSlot));
+    p.loops.at(id).loop_end_signals = int(it->second.size());
+    for (int next : it->second) p.loops.at(next).loop_end.push_back(target_of(p, id, kControlSlot));
   }
   // A loop invariant whose control input (the start of each iteration) is its loop's first
-  // Merge here is served by that Merge (NodePlan::hosted_by): its value and the LoopCond go
-  // there, and the Merge's control edge to it is not wired.
+  // Merge here is served by that Merge (LoopPlan::hosted): its value and the LoopCond go there,
+  // and the Merge's control edge to it is not wired. Per node: the Merge serving it (-1: none)
+  // and its index among those the Merge serves.
+  std::vector<int> hosted_by(std::size_t(g.size()), -1);
+  std::vector<uint32_t> hosted_slot(std::size_t(g.size()), 0);
   for (int id = 0; id < g.size(); ++id) {
     NodePlan& np = p.nodes[id];
     if (np.kind != NodeKind::loop_invariant || !np.active || g.node(id).control_inputs.size() != 1) continue;
@@ -421,11 +427,12 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
     NodePlan& mp = p.nodes[std::size_t(merge)];
     if (mp.kind != NodeKind::loop_merge || !mp.active) continue;
     std::vector<int>& served = p.hosted[merge];
-    np.hosted_by = merge;
-    np.hosted_slot = uint32_t(served.size());
+    hosted_by[id] = merge;
+    hosted_slot[id] = uint32_t(served.size());
     served.push_back(id);
-    mp.hosted = &served;  // a map's element stays where it is
-    mp.frame_hash = np.frame_hash;  // the invariant's frame: the Merge's own
+    LoopPlan& merge_plan = p.loops.at(merge);
+    merge_plan.hosted = &served;  // a map's element stays where it is
+    merge_plan.frame_hash = p.loops.at(id).frame_hash;  // the invariant's frame: the Merge's own
   }
   std::set<std::pair<int, Endpoint>> loop_ends;  // (Merge, LoopCond's producer) wired
   // Calls data(from, id, slot) for each data input of an active node that comes by message, and
@@ -436,7 +443,8 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
       if (!p.nodes[id].active) continue;
       for (int slot = 0; slot < int(n.inputs.size()); ++slot)
         if (!p.nodes[id].is_fixed(slot)) data(producer_of(n.inputs[slot]), id, slot);
-      if (p.nodes[id].loop_end_signals > 0) continue;  // its gate's NextIterations tell it (loop_end)
+      if (p.nodes[id].kind == NodeKind::exit && p.loops.at(id).loop_end_signals > 0)
+        continue;  // its gate's NextIterations tell it (loop_end)
       for (int c : n.control_inputs) control(c, id);
     }
   };
@@ -458,19 +466,19 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
         const bool exit = kind == NodeKind::exit;
         const bool pred = (exit || kind == NodeKind::loop_invariant) && slot == 1;  // the LoopCond
         auto& targets = p.nodes[from.node].outputs[from.port];
-        if (const int host = p.nodes[id].hosted_by; host >= 0) {
+        if (const int host = hosted_by[id]; host >= 0) {
           if (slot == 0) {
-            targets.push_back(target_of(p, host, NodePlan::kInvariantSlot + p.nodes[id].hosted_slot));
+            targets.push_back(target_of(p, host, LoopPlan::kInvariantSlot + hosted_slot[id]));
           } else if (loop_ends.emplace(host, from).second) {  // the frame's end once, not per invariant
-            targets.push_back(target_of(p, host, NodePlan::kLoopEndSlot, false, pred));
-            ++p.nodes[std::size_t(host)].loop_end_inputs;
+            targets.push_back(target_of(p, host, LoopPlan::kLoopEndSlot, false, pred));
+            ++p.loops.at(host).loop_end_inputs;
           }
         } else {
           targets.push_back(target_of(p, id, uint32_t(slot), exit && slot == 0, pred));
         }
       },
       [&](int c, int id) {
-        if (p.nodes[id].hosted_by != c) p.nodes[c].control_outputs.push_back(target_of(p, id, kControlSlot));
+        if (hosted_by[id] != c) p.nodes[c].control_outputs.push_back(target_of(p, id, kControlSlot));
       });
 }
 
@@ -725,13 +733,13 @@ Executable::~Executable() {
     for (auto& node : p->nodes) {
       node.outputs.clear();
       node.control_outputs.clear();
-      node.loop_end.clear();  // its Targets hold the Exits' actors, which hold the plan
       node.replica_nodes.clear();
     }
     for (auto& [id, state] : p->states) {
       state.queue = nullptr;
       state.shard = nullptr;
     }
+    for (auto& [id, loop] : p->loops) loop.loop_end.clear();  // its Targets hold the Exits' actors, which hold the plan
     p->actors.clear();
     p->fast.clear();
     p->step_actor = nullptr;

@@ -95,11 +95,6 @@ struct NodePlan {
     inputs.resize(std::size_t(num_inputs));
     return inputs;
   }
-  // The frame kinds' (the stack, variable and queue kinds' are in ExecPlan::states).
-  int parallel_iterations = 1;   // next_iteration
-  uint64_t frame_hash = 0;       // enter, loop_invariant, a loop_merge serving invariants: fingerprint64 of the frame name
-  int frame_exits = 0;           // enter: how many Exits the loop has here (its frame's lifetime)
-  int frame_enters = 0;          // enter: how many (non-constant) Enters the loop has here
   IterationSpread* spread = nullptr;  // the loop's, when the node works in such a loop
   bool carried = false;  // with spread: the next iteration waits for it (a NextIteration reads it)
   // A kernel node of a loop whose iterations may overlap (parallel_iterations > 1) but do not
@@ -126,30 +121,6 @@ struct NodePlan {
   std::vector<NodeActor*> replica_nodes;  // with replicas > 1: its actors, [0] the node's own
   const Graph* graph = nullptr;               // the partition's graph, which holds `node`
   const std::string* device_name = nullptr;  // the partition's device (full name)
-  // (Kept after the fields a firing reads.) next_iteration: the Exits of its loop told once,
-  // when every iteration of a frame has finished (its gate state is freed), instead of by the
-  // iteration gate every iteration.
-  std::vector<Target> loop_end;
-  // exit: how many NextIterations tell it so (loop_end); 0: its gate's signal comes every
-  // iteration (a partition's control loop, whose NextIteration is not gated).
-  int loop_end_signals = 0;
-  // A loop invariant whose loop's first Merge is here (its control input): that Merge serves
-  // the value to each iteration as it starts it, from state it keeps per frame, the way
-  // TensorFlow's frame state hands loop invariants to a new iteration without running a node
-  // (loop_merge_node.hpp). The invariant's value comes to the Merge on slot kInvariantSlot +
-  // hosted_slot, the LoopCond's false or dead on kLoopEndSlot, and the invariant's own actor
-  // gets nothing: not a turn and two messages an iteration. -1: the invariant serves its value
-  // itself (its Merge is on another device).
-  int hosted_by = -1;
-  uint32_t hosted_slot = 0;
-  // loop_merge: the LoopCond's producers here it hears on kLoopEndSlot (one, the LoopCond or its
-  // _Recv, however many invariants it serves), and the loop invariants it serves, if any (their
-  // value's slot is kInvariantSlot + index; the list is the plan's, ExecPlan::hosted: a pointer
-  // here, not a vector in each of a large graph's plans).
-  int loop_end_inputs = 0;
-  const std::vector<int>* hosted = nullptr;
-  static constexpr uint32_t kLoopEndSlot = 2;
-  static constexpr uint32_t kInvariantSlot = 3;
 
   // Made when asked (errors, wait reports), not per node at set-up:
   // "Add 'x' on /job:localhost/task:0/device:CPU:0", prefixed to errors;
@@ -158,6 +129,38 @@ struct NodePlan {
   std::string input_name(int slot) const;
   // and its producer (an empty node for a feed).
   WaitSource input_source(int slot) const;
+};
+
+// What a node of the loop kinds (enter, exit, next_iteration, loop_invariant, loop_merge) reads
+// beyond its NodePlan, kept apart (ExecPlan::loops) like StatePlan. Made for every such node
+// while the plan is made, completed while it is wired (after the actors are spawned: they point
+// at it from their construction; a map's element stays where it is).
+struct LoopPlan {
+  int parallel_iterations = 1;  // next_iteration
+  // enter, loop_invariant, a loop_merge serving invariants: fingerprint64 of the frame name.
+  uint64_t frame_hash = 0;
+  int frame_exits = 0;   // enter: how many Exits the loop has here (its frame's lifetime)
+  int frame_enters = 0;  // enter: how many (non-constant) Enters the loop has here
+  // next_iteration: the Exits of its loop told once, when every iteration of a frame has
+  // finished (its gate state is freed), instead of by the iteration gate every iteration.
+  std::vector<Target> loop_end;
+  // exit: how many NextIterations tell it so (loop_end); 0: its gate's signal comes every
+  // iteration (a partition's control loop, whose NextIteration is not gated).
+  int loop_end_signals = 0;
+  // A loop invariant whose loop's first Merge is here (its control input) is served by that
+  // Merge: the Merge hands the value to each iteration as it starts it, from state it keeps per
+  // frame, the way TensorFlow's frame state hands loop invariants to a new iteration without
+  // running a node (loop_merge_node.hpp). The invariant's value comes to the Merge on slot
+  // kInvariantSlot + its index among those the Merge serves, the LoopCond's false or dead on
+  // kLoopEndSlot, and the invariant's own actor gets nothing: not a turn and two messages an
+  // iteration. (An invariant whose Merge is on another device serves its value itself.)
+  // loop_merge: the LoopCond's producers here it hears on kLoopEndSlot (one, the LoopCond or its
+  // _Recv, however many invariants it serves), and the loop invariants it serves, if any (the
+  // list is the plan's, ExecPlan::hosted: a pointer here, not a vector in each plan).
+  int loop_end_inputs = 0;
+  const std::vector<int>* hosted = nullptr;
+  static constexpr uint32_t kLoopEndSlot = 2;
+  static constexpr uint32_t kInvariantSlot = 3;
 };
 
 // What a node of the stack, queue or variable kinds reads beyond its NodePlan, kept apart
@@ -184,10 +187,13 @@ struct ExecPlan {
   caf::actor step_actor;
   std::vector<int> sources;  // nodes started by the step actor's start signal
   std::vector<std::unique_ptr<IterationSpread>> spreads;  // per loop with parallel_iterations > 1
-  std::map<int, std::vector<int>> hosted;  // per loop Merge serving invariants, those (NodePlan::hosted)
+  std::map<int, std::vector<int>> hosted;  // per loop Merge serving invariants, those (LoopPlan::hosted)
   // Per node of the stack, queue and variable kinds (by id), what only those read; a map's
   // entries keep their place, so a node's actor may keep a pointer to its own.
   std::map<int, StatePlan> states;
+  // Per node of the loop kinds (by id): its LoopPlan.
+  std::map<int, LoopPlan> loops;
+  const LoopPlan& loop_of(const NodePlan& node) const { return loops.at(int(&node - nodes.data())); }
   const StatePlan& state_of(const NodePlan& node) const { return states.at(int(&node - nodes.data())); }
   mutable StackStore stacks;
   mutable FrameTable frames;

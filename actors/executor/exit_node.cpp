@@ -9,7 +9,7 @@ void ExitNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   // when live) leaves the frame, with the number of iterations that ran. Those of the last
   // iteration may come in either order. With a control input (the loop's iteration gate, where
   // a gradient saves values of each iteration) the Exit also waits until every iteration has
-  // finished: told so once by each NextIteration the gate tells (NodePlan::loop_end_signals),
+  // finished: told so once by each NextIteration the gate tells (LoopPlan::loop_end_signals),
   // or by the gate itself for each iteration.
   if (slot == 1 && !value.dead && value.tensor.scalar_value<bool>()) return;
   const bool gated = me_->num_controls > 0;
@@ -21,9 +21,9 @@ void ExitNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   } else if (slot == 1) {
     e.last = tag.iteration;
     e.dead = value.dead;
-  } else if (me_->loop_end_signals == 0) {
+  } else if (loop_->loop_end_signals == 0) {
     e.done.finish(tag.iteration);
-  } else if (++e.ended == me_->loop_end_signals) {
+  } else if (++e.ended == loop_->loop_end_signals) {
     e.done.below = std::max(e.done.below, tag.iteration + 1);  // every iteration through this one
   }
   if (e.last < 0 || (!e.dead && !e.value.is_initialized()) || (gated && e.done.below <= e.last)) return;

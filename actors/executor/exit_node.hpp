@@ -5,7 +5,7 @@
 //   way: Target::drop_true); slot 0, the value, only when live (the
 //   executable drops dead ones on the way: Target::drop_dead); with a control input (the loop's
 //   iteration gate, where a gradient saves values of each iteration), a signal from each
-//   NextIteration the gate tells once every iteration has finished (NodePlan::loop_end), or,
+//   NextIteration the gate tells once every iteration has finished (LoopPlan::loop_end), or,
 //   where no NextIteration here hears the gate (a partition's control loop), the gate's
 //   signal per finished iteration.
 // Sends: once per frame, to each consumer with the parent frame's tag: the last iteration's
@@ -23,6 +23,7 @@ class ExitNode final : public NodeActor {
   using NodeActor::NodeActor;
 
  private:
+  const LoopPlan* loop_ = &plan_->loop_of(*me_);  // its loop's fields (executable.hpp)
   struct ExitState {
     Tensor value;
     int64_t last = -1;  // the iteration whose pred was false or dead

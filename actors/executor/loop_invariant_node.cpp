@@ -18,7 +18,7 @@ void LoopInvariantNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   // the frame's last iteration. The value is kept until every iteration has had it.
   auto serve = [this](std::size_t, InvariantServer::Invariant& inv, const Tag& t) { emit(t, &inv.value, inv.dead); };
   if (slot == 0) {
-    auto it = served_for({tag.step, child_frame_id(tag, me_->frame_hash)});
+    auto it = served_for({tag.step, child_frame_id(tag, loop_->frame_hash)});
     it->second.value_arrived(0, value, serve);
     forget_if_over(it);
     return;

@@ -2,7 +2,7 @@
 // LoopInvariantNode (NodeKind::loop_invariant): a constant Enter (ops/control/while_loop.cpp),
 // which hands a value from outside a while loop to every iteration of it; no kernel. Where the
 // loop's first Merge is in the same partition, that Merge serves the value instead
-// (NodePlan::hosted_by, loop_merge_node.hpp) and this actor gets nothing; what follows is the
+// (LoopPlan::hosted, loop_merge_node.hpp) and this actor gets nothing; what follows is the
 // invariant whose Merge is on another device.
 // Takes: slot 0, the value, in the parent frame; a control input per iteration of the child
 //   frame, which has started (from the loop's first Merge); slot 1, the loop's LoopCond when
@@ -29,6 +29,7 @@ class LoopInvariantNode final : public NodeActor {
   using NodeActor::NodeActor;
 
  private:
+  const LoopPlan* loop_ = &plan_->loop_of(*me_);  // its loop's fields (executable.hpp)
   void on_input(const Tag& tag, uint32_t slot, Value& value) override;
   void drop_step(uint64_t step) override { erase_step(invariants_, step); }
   void add_waits(std::vector<WaitReport>& out) const override;

@@ -32,7 +32,7 @@ void NextIterationNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
   }
   auto key = FrameKey{tag.step, tag.frame};
   IterationGate& g = gates_[key];
-  const int64_t window = me_->parallel_iterations;
+  const int64_t window = loop_->parallel_iterations;
   if (slot == kControlSlot) {
     if (me_->spread) plan_->frames.iteration_finished(tag);  // its worker may take another
     g.done.finish(tag.iteration);
@@ -54,10 +54,10 @@ void NextIterationNode::on_input(const Tag& tag, uint32_t slot, Value& value) {
     else g.held.emplace_back(std::move(next), std::move(value.tensor));
   }
   if (g.last >= 0 && g.done.below > g.last) {
-    // Every iteration has finished: the Exits that wait for that hear it now (NodePlan::loop_end).
+    // Every iteration has finished: the Exits that wait for that hear it now (LoopPlan::loop_end).
     const Tag through{tag.step, tag.frame, g.last};
     gates_.erase(key);
-    for (const Target& t : me_->loop_end) deliver(unit(), t, through, kControlSlot, Value{Tensor(), false}, -1);
+    for (const Target& t : loop_->loop_end) deliver(unit(), t, through, kControlSlot, Value{Tensor(), false}, -1);
   }
 }
 
@@ -67,7 +67,7 @@ void NextIterationNode::add_waits(std::vector<WaitReport>& out) const {
     WaitReport r{me_->node->name, Tag{key.first, key.second, g.done.below}, 0, 1, {}};
     r.missing.push_back(
         fmt::format("iteration {} of its frame to finish ({} value(s) held back, parallel_iterations {})", g.done.below,
-                    g.held.size(), me_->parallel_iterations));
+                    g.held.size(), loop_->parallel_iterations));
     out.push_back(std::move(r));
   }
 }

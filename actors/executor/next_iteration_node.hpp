@@ -8,7 +8,7 @@
 //   most parallel_iterations ahead of the oldest iteration not yet finished; a value for an
 //   iteration not allowed to start yet is held until it is. A dead value sends nothing. Once
 //   every iteration of a frame has finished, a control signal tagged with the last iteration
-//   to the loop's Exits that wait for that (NodePlan::loop_end).
+//   to the loop's Exits that wait for that (LoopPlan::loop_end).
 // Per frame (step, frame id), gated only: which iterations have finished, the values held back
 //   and the iteration that found the loop over; freed once every iteration has finished.
 // While it keeps the gate of one frame only, the gate's signals of other iterations than that
@@ -25,6 +25,7 @@ class NextIterationNode final : public NodeActor {
                     std::unique_ptr<OpKernel> kernel = nullptr, int replica = 0);
 
  private:
+  const LoopPlan* loop_ = &plan_->loop_of(*me_);  // its loop's fields (executable.hpp)
   struct IterationGate {
     FinishedIterations done;
     std::vector<std::pair<Tag, Tensor>> held;  // values for iterations not allowed to start yet

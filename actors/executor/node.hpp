@@ -112,7 +112,7 @@ class NodeActor : public CleanupHookActor {
   // empty after it.
   void emit_owned(const Tag& tag, Tensor* outputs, uint64_t dead_outputs = 0);
   // emit() as another node of the partition: its outputs to its consumers (a loop invariant's
-  // value, which its loop's Merge serves: NodePlan::hosted_by).
+  // value, which its loop's Merge serves: LoopPlan::hosted).
   void emit_for(const NodePlan& node, const Tag& tag, Tensor* outputs, bool dead);
   // A Merge's firing (both kinds): `value` on output 0 and, where something reads it (a
   // consumer or a fetch: a target of output 1), `slot` as its value_index on output 1.

@@ -25,6 +25,12 @@ enum class NodeKind {
 
 NodeKind kind_of(const Graph& graph, const Node& node);
 
+// The kinds of a while loop's own nodes, which read a LoopPlan (executable.hpp).
+inline bool is_loop_kind(NodeKind kind) {
+  return kind == NodeKind::loop_merge || kind == NodeKind::enter || kind == NodeKind::loop_invariant ||
+         kind == NodeKind::exit || kind == NodeKind::next_iteration;
+}
+
 // What a variable op asks its shard (actors/state/param_shard.hpp).
 enum class VariableOp {
   read, assign, assign_add, assign_sub, apply_gradient, sparse_apply_gradient, accumulate_gradient, sync_step, sync_stop,

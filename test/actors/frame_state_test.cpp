@@ -101,6 +101,7 @@ BOOST_AUTO_TEST_CASE(an_exit_whose_frame_this_partition_never_entered_fails_the_
   np.outputs.resize(2);
   plan->step_actor = caf::actor_cast<caf::actor>(self);
   BOOST_TEST_REQUIRE((np.kind == NodeKind::exit));
+  plan->loops[id];  // a loop kind's node has its LoopPlan (an ungated Exit: all defaults)
   plan->actors.resize(plan->nodes.size());
   plan->actors[id] = spawn_node(runtime->system(), plan, id, nullptr).actor;
 
@@ -128,7 +129,7 @@ BOOST_AUTO_TEST_CASE(an_exit_whose_frame_this_partition_never_entered_fails_the_
 
 BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_condition_going_on) {
   // Two loop variables and work the iteration gate waits for: each Exit is told once, by both
-  // NextIterations, that every iteration has finished (NodePlan::loop_end), not by the gate
+  // NextIterations, that every iteration has finished (LoopPlan::loop_end), not by the gate
   // every iteration; the LoopCond's live true, which says only that the loop goes on, is not
   // sent to the Exits nor to the Merge that serves the loop invariant (Target::drop_true), its
   // false or dead is; a dead value is not sent to an Exit's data input (Target::drop_dead).
@@ -171,9 +172,9 @@ BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_c
                              [&](const Target& t) { return t.actor == part.actors[std::size_t(id)]; });
       };
       for (int x : exits) {
-        BOOST_TEST(part.nodes[std::size_t(x)].loop_end_signals == 2);
+        BOOST_TEST(part.loops.at(x).loop_end_signals == 2);
         BOOST_TEST(reaches(part.nodes[std::size_t(gate)].control_outputs, x) == 0, "the gate tells Exit " << x);
-        for (int next : nexts) BOOST_TEST(reaches(part.nodes[std::size_t(next)].loop_end, x) == 1);
+        for (int next : nexts) BOOST_TEST(reaches(part.loops.at(next).loop_end, x) == 1);
       }
       // Every target of an Exit: its data input drops dead values, its pred live trues.
       int preds = 0, values = 0;
@@ -190,29 +191,34 @@ BOOST_AUTO_TEST_CASE(a_gated_exit_hears_once_that_its_loop_is_over_and_not_its_c
       BOOST_TEST(preds == 2);
       BOOST_TEST(values == 2);
       // The loop invariant (n, for the condition) is served by the loop's first Merge, which
-      // starts each iteration (NodePlan::hosted_by): n's value goes to that Merge, which hears
+      // starts each iteration (LoopPlan::hosted): n's value goes to that Merge, which hears
       // the LoopCond once, only false or dead too (it marks the frame's last iteration; a live
       // true would be a message and a turn every iteration), and nothing goes to the invariant's
       // own actor, not even the Merge's control each iteration.
-      const NodePlan& inv = part.nodes[std::size_t(invariant)];
-      BOOST_TEST_REQUIRE(inv.hosted_by >= 0);
-      const NodePlan& merge = part.nodes[std::size_t(inv.hosted_by)];
+      int host = -1;  // the Merge serving it, and its index among those served there
+      uint32_t hosted_slot = 0;
+      for (const auto& [id, loop] : part.loops)
+        if (loop.hosted)
+          for (std::size_t j = 0; j < loop.hosted->size(); ++j)
+            if ((*loop.hosted)[j] == invariant) host = id, hosted_slot = uint32_t(j);
+      BOOST_TEST_REQUIRE(host >= 0);
+      const NodePlan& merge = part.nodes[std::size_t(host)];
       BOOST_TEST((merge.kind == NodeKind::loop_merge));
-      BOOST_TEST_REQUIRE(merge.hosted);
-      BOOST_TEST((*merge.hosted == std::vector<int>{invariant}));
-      BOOST_TEST(merge.loop_end_inputs == 1);
+      BOOST_TEST_REQUIRE(part.loops.at(host).hosted);
+      BOOST_TEST((*part.loops.at(host).hosted == std::vector<int>{invariant}));
+      BOOST_TEST(part.loops.at(host).loop_end_inputs == 1);
       int to_invariant = 0, ends = 0, values_served = 0;
       for (const NodePlan& np : part.nodes) {
         to_invariant += reaches(np.control_outputs, invariant);
         for (const auto& port : np.outputs)
           for (const Target& t : port) {
             to_invariant += t.actor == part.actors[std::size_t(invariant)];
-            if (t.actor != part.actors[std::size_t(inv.hosted_by)]) continue;
-            if (t.slot == NodePlan::kLoopEndSlot) {
+            if (t.actor != part.actors[std::size_t(host)]) continue;
+            if (t.slot == LoopPlan::kLoopEndSlot) {
               ++ends;
               BOOST_TEST((t.drop_true && !t.drop_dead));
             }
-            values_served += t.slot == NodePlan::kInvariantSlot + inv.hosted_slot;
+            values_served += t.slot == LoopPlan::kInvariantSlot + hosted_slot;
           }
       }
       BOOST_TEST(to_invariant == 0);

@@ -131,7 +131,7 @@ BOOST_AUTO_TEST_CASE(fibonacci_by_while_loop) {
 BOOST_AUTO_TEST_CASE(iterations_that_start_before_their_loop_invariant_wait_for_it_and_say_so) {
   // while i < n: (i + 1, acc + n), n dequeued: the loop's variables enter, and its first
   // iteration starts, before n has come. The loop's first Merge, which serves n to each
-  // iteration it starts (NodePlan::hosted_by), gives it to that iteration once it comes; until
+  // iteration it starts (LoopPlan::hosted), gives it to that iteration once it comes; until
   // then a wait report names the invariant. A step aborted meanwhile leaves nothing behind,
   // and the next computes from its own n.
   auto root = Scope::root();
