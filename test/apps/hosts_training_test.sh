@@ -5,7 +5,8 @@
 # starts ps:0 on ps, worker:0 on w0 and worker:1 on w1 over ssh, and troupe-fashion-mnist (the
 # MLP) trains:
 #   - asynchronously, then with synchronous replicas over mutual TLS (certificates made by the
-#     launcher and copied to each host, ca.key never);
+#     launcher and copied over ssh to w1, whose /tmp is its own, ca.key never; ps and w0 share
+#     the launcher's /tmp and find the files in place);
 #   - asynchronously with ps:0's process killed (SIGKILL, by the pid its host's pid file holds)
 #     after a checkpoint: the launcher starts it again, the chief restores it; then stopped
 #     (SIGSTOP): --hang-timeout kills it through its watchdog and it comes back the same way; the
@@ -76,9 +77,20 @@ UsePAM no
 StrictModes no
 AcceptEnv none
 EOF
+# ps and w0 share this machine's /tmp, as hosts sharing a file system would: a job's files, made
+# by the launcher in /tmp, are in place there already. w1 has a /tmp of its own (a tmpfs in a
+# mount namespace of its sshd; $work is still seen, bound in again through an open descriptor):
+# there the launcher copies them over ssh, as to a host apart.
 for h in "${hosts[@]}"; do
-  ip netns exec "$prefix-$h" "$sshd_binary" -D -e -f "$work/sshd_config" -o "ListenAddress=${address_of[$h]}" -o "PidFile=$work/sshd-$h.pid" \
-    >"$work/sshd-$h.log" 2>&1 &
+  if [[ $h == w1 ]]; then
+    ip netns exec "$prefix-$h" unshare -m --propagation private sh -c \
+      'exec 3<"$1" && mount -t tmpfs tmpfs /tmp && mkdir -p "$1" && mount --no-canonicalize --bind /proc/self/fd/3 "$1" && exec 3<&- &&
+       exec "$2" -D -e -f "$1/sshd_config" -o "ListenAddress=$3" -o "PidFile=$1/sshd-w1.pid"' \
+      sh "$work" "$sshd_binary" "${address_of[$h]}" >"$work/sshd-$h.log" 2>&1 &
+  else
+    ip netns exec "$prefix-$h" "$sshd_binary" -D -e -f "$work/sshd_config" -o "ListenAddress=${address_of[$h]}" \
+      -o "PidFile=$work/sshd-$h.pid" >"$work/sshd-$h.log" 2>&1 &
+  fi
   sshd_pids+=($!)
   name_of[$!]="sshd on $h"
 done
