@@ -78,14 +78,21 @@ StrictModes no
 AcceptEnv none
 EOF
 # ps and w0 share this machine's /tmp, as hosts sharing a file system would: a job's files, made
-# by the launcher in /tmp, are in place there already. w1 has a /tmp of its own (a tmpfs in a
-# mount namespace of its sshd; $work is still seen, bound in again through an open descriptor):
-# there the launcher copies them over ssh, as to a host apart.
+# by the launcher in /tmp, are in place there already. w1 has a /tmp of its own, a tmpfs in a
+# mount namespace of its sshd into which what /tmp holds now ($work, a build tree there) is bound
+# again through an open descriptor of the old one: what the launcher makes in /tmp later, w1 does
+# not see, and the launcher copies it there over ssh, as to a host apart.
 for h in "${hosts[@]}"; do
   if [[ $h == w1 ]]; then
-    ip netns exec "$prefix-$h" unshare -m --propagation private sh -c \
-      'exec 3<"$1" && mount -t tmpfs tmpfs /tmp && mkdir -p "$1" && mount --no-canonicalize --bind /proc/self/fd/3 "$1" && exec 3<&- &&
-       exec "$2" -D -e -f "$1/sshd_config" -o "ListenAddress=$3" -o "PidFile=$1/sshd-w1.pid"' \
+    ip netns exec "$prefix-$h" unshare -m --propagation private sh -c '
+      exec 3</tmp && mount -t tmpfs tmpfs /tmp || exit 1
+      for old in /proc/self/fd/3/* /proc/self/fd/3/.[!.]*; do
+        name=${old#/proc/self/fd/3/}
+        if [ -d "$old" ]; then mkdir "/tmp/$name"; elif [ -f "$old" ]; then : >"/tmp/$name"; else continue; fi
+        mount --no-canonicalize --bind "$old" "/tmp/$name" || exit 1
+      done
+      exec 3<&-
+      exec "$2" -D -e -f "$1/sshd_config" -o "ListenAddress=$3" -o "PidFile=$1/sshd-w1.pid"' \
       sh "$work" "$sshd_binary" "${address_of[$h]}" >"$work/sshd-$h.log" 2>&1 &
   else
     ip netns exec "$prefix-$h" "$sshd_binary" -D -e -f "$work/sshd_config" -o "ListenAddress=${address_of[$h]}" \

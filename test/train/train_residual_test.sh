@@ -38,8 +38,11 @@ for strategy in async sync backup allreduce; do
   args=(--strategy "$strategy")
   launch_args=(--ps 1 --workers 2)
   if [[ $strategy == backup ]]; then args=(--strategy sync); launch_args=(--ps 1 --workers 3 --backup-workers 1); fi
+  # At least 0.8, as for 200 steps alone: async's stale gradients vary the end (0.90-0.93 on an
+  # idle machine, 0.84 beside another test).
   timeout 120 "$launch" "${launch_args[@]}" -- "$app" "${args[@]}" --checkpoint-dir "$work/ck-$strategy" \
-    --logdir "$work/logs-$strategy" >"$work/2-$strategy.out" 2>&1 || { cat "$work/2-$strategy.out"; fail "$strategy failed"; }
+    --logdir "$work/logs-$strategy" --min-accuracy 0.8 >"$work/2-$strategy.out" 2>&1 ||
+    { cat "$work/2-$strategy.out"; fail "$strategy failed"; }
   has "$work/2-$strategy.out" "^\[worker:0\] done: ${args[1]}, global step 30[0-9], test accuracy"  # async may pass the last step by a step per worker
   has "$work/2-$strategy.out" "^\[worker:1\] worker:1: done at global step"
   has "$work/2-$strategy.out" "checkpoint(s) written into $work/ck-$strategy"
