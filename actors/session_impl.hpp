@@ -10,6 +10,7 @@
 // session's parameter shards, the slots that bound the steps in flight, the slow-step watch and
 // the trace file. Internal to actors/: the Saver, the prefetcher and tests reach a session's
 // runtime, shards and master through the functions at the end.
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <memory>

@@ -64,8 +64,8 @@ void pin_variables(const Graph& full, Graph& sub, const PlacementOptions& p) {
   for (int id = 0; id < full.size(); ++id) {
     const Node& n = full.node(id);
     if (n.op != "VariableV2") continue;
-    const VariableHome at = variable_home(n.requested_device, p.default_job, p.default_task);
-    DeviceSpec d = DeviceSpec::parse(n.requested_device);
+    const DeviceSpec d = DeviceSpec::parse(n.requested_device);
+    const VariableHome at = variable_home(d, p.default_job, p.default_task);
     const std::string device = full_device_name(at.job, at.task, d.type.value_or(p.default_type), d.index.value_or(0));
     if (std::find(p.devices.begin(), p.devices.end(), device) != p.devices.end()) home[variable_name(n)] = device;
   }
@@ -166,10 +166,9 @@ bool can_run_on(const Node& n, const std::string& type) {
   return KernelRegistry::global().has(n.op, type == "GPU" ? DeviceType::gpu : DeviceType::cpu);
 }
 
-VariableHome variable_home(const std::string& requested, const std::string& default_job, int default_task) {
-  const DeviceSpec d = DeviceSpec::parse(requested);
-  if (!d.job && !d.task) return {default_job, default_task};
-  return {d.job.value_or(default_job), d.task.value_or(0)};
+VariableHome variable_home(const DeviceSpec& requested, const std::string& default_job, int default_task) {
+  if (!requested.job && !requested.task) return {default_job, default_task};
+  return {requested.job.value_or(default_job), requested.task.value_or(0)};
 }
 
 }  // namespace troupe

@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/device_name.hpp"
 #include "graph/partition.hpp"
 #include "graph/placement.hpp"
 #include "graph/prune.hpp"
@@ -83,6 +84,6 @@ struct VariableHome {
   std::string job;
   int task = 0;
 };
-VariableHome variable_home(const std::string& requested, const std::string& default_job, int default_task);
+VariableHome variable_home(const DeviceSpec& requested, const std::string& default_job, int default_task);
 
 }  // namespace troupe

@@ -228,22 +228,17 @@ Outcome run_bounded(const std::vector<std::string>& argv, const std::string& inp
 }
 
 void copy_to_hosts(const std::vector<std::string>& ssh, const std::map<std::string, std::vector<std::string>>& files,
-                   const std::string& local_dir, const std::string& dir, std::chrono::milliseconds bound) {
-  // A host that sees `local_dir` itself at `dir` (the launching host, or one sharing its file
-  // system at that path) has the files already: a marker of a name no other launch has tells it
-  // so, and it unpacks nothing. Several hosts unpacking into one shared directory at once would
-  // trip over each other's files.
-  std::string marker;
-  if (std::filesystem::path(local_dir) == std::filesystem::path(dir)) {
-    std::random_device random;
-    std::ostringstream name;
-    name << ".troupe-launch-" << getpid() << "-" << std::hex << random() << random();
-    marker = name.str();
-    std::ofstream(std::filesystem::path(local_dir) / marker).close();
-  }
-  std::string unpack = "mkdir -p " + shell_quote(dir) + " && tar -C " + shell_quote(dir) + " -xf -";
-  if (!marker.empty())
-    unpack = "if test -f " + shell_quote(dir + "/" + marker) + "; then cat >/dev/null; else " + unpack + "; fi";
+                   const std::string& dir, std::chrono::milliseconds bound) {
+  // A host that sees `dir` itself has the files already: a marker of a name no other launch has
+  // tells it so, and it unpacks nothing. Several hosts unpacking into one shared directory at once
+  // would trip over each other's files.
+  std::random_device random;
+  std::ostringstream name;
+  name << ".troupe-launch-" << getpid() << "-" << std::hex << random() << random();
+  const std::string marker = name.str();
+  std::ofstream(std::filesystem::path(dir) / marker).close();
+  const std::string unpack = "if test -f " + shell_quote(dir + "/" + marker) + "; then cat >/dev/null; else mkdir -p " +
+                             shell_quote(dir) + " && tar -C " + shell_quote(dir) + " -xf -; fi";
   std::vector<std::thread> threads;
   std::map<std::string, std::string> failures;  // host -> why
   std::mutex mutex;
@@ -251,10 +246,10 @@ void copy_to_hosts(const std::vector<std::string>& ssh, const std::map<std::stri
     threads.emplace_back([&, host = host, names = names] {
       std::string why;
       try {
-        std::vector<std::string> tar{"tar", "-C", local_dir, "-cf", "-"};
+        std::vector<std::string> tar{"tar", "-C", dir, "-cf", "-"};
         tar.insert(tar.end(), names.begin(), names.end());
         const Outcome archive = run_bounded(tar, "", bound);
-        if (archive.exit_code != 0) throw std::runtime_error("tar of " + local_dir + " failed: " + last_line(archive.output));
+        if (archive.exit_code != 0) throw std::runtime_error("tar of " + dir + " failed: " + last_line(archive.output));
         const Outcome copied = run_bounded(ssh_command(ssh, host, unpack), archive.output, bound);
         if (copied.exit_code == -1)
           why = "no answer over ssh within " + std::to_string(bound.count() / 1000) + " s";
@@ -271,7 +266,7 @@ void copy_to_hosts(const std::vector<std::string>& ssh, const std::map<std::stri
       }
     });
   for (auto& t : threads) t.join();
-  if (!marker.empty()) std::filesystem::remove(std::filesystem::path(local_dir) / marker);
+  std::filesystem::remove(std::filesystem::path(dir) / marker);
   if (failures.empty()) return;
   std::string message;
   for (auto& [host, why] : failures) message += (message.empty() ? "" : "; ") + ("host " + host + ": " + why);

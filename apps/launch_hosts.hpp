@@ -70,12 +70,12 @@ struct Outcome {
 // Runs `argv` with `input` on its standard input, at most `bound` (then SIGKILL).
 Outcome run_bounded(const std::vector<std::string>& argv, const std::string& input, std::chrono::milliseconds bound);
 
-// On every host at once, over ssh: makes `dir` and unpacks there the files of `local_dir` each
-// host is given (paths relative to `local_dir`); a host that sees `local_dir` itself there (the
-// same path on a shared file system) is left as it is. Throws std::runtime_error naming each host that
+// On every host at once, over ssh: makes `dir` and unpacks there, at the same path, the files of
+// this host's `dir` each host is given (paths relative to `dir`); a host that sees this `dir`
+// itself there (the launching host, or one sharing its file system) is left as it is. Throws std::runtime_error naming each host that
 // could not be reached or logged into, or that failed, with ssh's words, within `bound`.
 void copy_to_hosts(const std::vector<std::string>& ssh, const std::map<std::string, std::vector<std::string>>& files,
-                   const std::string& local_dir, const std::string& dir, std::chrono::milliseconds bound);
+                   const std::string& dir, std::chrono::milliseconds bound);
 
 // On every host at once: removes `dir`. Best effort, bounded; a host that fails is reported on
 // stderr.

@@ -488,7 +488,7 @@ int main(int argc, char** argv) {
       std::string where;
       for (auto& [task, host] : host_of) where += (where.empty() ? "" : ", ") + task + " on " + host;
       std::printf("troupe-launch: %s\n", where.c_str());
-      troupe::launch::copy_to_hosts(remote.ssh, files, dir, dir, std::chrono::seconds(30));
+      troupe::launch::copy_to_hosts(remote.ssh, files, dir, std::chrono::seconds(30));
     }
     auto host = [&](const std::string& task) { return host_of.count(task) ? host_of[task] : std::string(); };
 

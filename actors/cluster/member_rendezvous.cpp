@@ -16,10 +16,9 @@ const caf::actor* MemberRendezvous::recv_of(uint64_t key) const {
   return it == recv_of_.end() ? nullptr : &it->second;
 }
 
-Target MemberRendezvous::resolve(const Node&, const std::string& key, const Target* own, const std::string& where) const {
-  if (own) return *own;
+std::optional<Target> MemberRendezvous::beyond(const std::string& key) const {
   auto it = remote_.find(key);
-  if (it == remote_.end()) fail(ErrorCode::internal, "{}: no _Recv has its rendezvous key '{}'", where, key);
+  if (it == remote_.end()) return std::nullopt;
   return it->second;
 }
 

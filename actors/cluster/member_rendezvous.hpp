@@ -31,13 +31,13 @@ class MemberRendezvous final : public Rendezvous {
   // The _Recv of the value whose key is `key` (key_of), null when there is none.
   const caf::actor* recv_of(uint64_t key) const;
 
-  Target resolve(const Node& send, const std::string& key, const Target* own, const std::string& where) const override;
   bool awaits(const Node& send) const override;
   bool shared() const override { return true; }
   void bind(std::map<std::string, caf::actor> recvs) override;
   void abort(const Tag& tag, ErrorCode code, std::string message, std::string device) const override;
 
  private:
+  std::optional<Target> beyond(const std::string& key) const override;
   WorkerActor worker_;
   uint64_t handle_;
   std::map<std::string, Target> remote_;               // rendezvous key -> outbox slot

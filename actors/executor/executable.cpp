@@ -434,7 +434,7 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
     merge_plan.hosted = &served;  // a map's element stays where it is
     merge_plan.frame_hash = p.loops.at(id).frame_hash;  // the invariant's frame: the Merge's own
   }
-  std::set<std::pair<int, Endpoint>> loop_ends;  // (Merge, LoopCond's producer) wired
+  std::set<std::pair<int, Endpoint>> wired_ends;  // (Merge, LoopCond's producer) wired
   // Calls data(from, id, slot) for each data input of an active node that comes by message, and
   // control(c, id) for each of its control inputs.
   auto each_edge = [&](auto&& data, auto&& control) {
@@ -469,7 +469,7 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
         if (const int host = hosted_by[id]; host >= 0) {
           if (slot == 0) {
             targets.push_back(target_of(p, host, LoopPlan::kInvariantSlot + hosted_slot[id]));
-          } else if (loop_ends.emplace(host, from).second) {  // the frame's end once, not per invariant
+          } else if (wired_ends.emplace(host, from).second) {  // the frame's end once, not per invariant
             targets.push_back(target_of(p, host, LoopPlan::kLoopEndSlot, false, pred));
             ++p.loops.at(host).loop_end_inputs;
           }
@@ -483,8 +483,8 @@ void wire_partition(ExecPlan& p, const std::vector<bool>& forwards) {
 }
 
 // Each _Send to where the rendezvous says: the _Recv of its key, in whichever partition that is,
-// or beyond this executable.
-void wire_transfers(const std::vector<std::shared_ptr<ExecPlan>>& parts, const Rendezvous& rendezvous) {
+// or beyond this executable; then the rendezvous is given those _Recvs' actors.
+void wire_transfers(const std::vector<std::shared_ptr<ExecPlan>>& parts, Rendezvous& rendezvous) {
   std::map<std::string, Target> recv_of;
   for (auto& p : parts)
     for (int id = 0; id < int(p->nodes.size()); ++id)
@@ -494,19 +494,13 @@ void wire_transfers(const std::vector<std::shared_ptr<ExecPlan>>& parts, const R
       if (p->nodes[id].kind != NodeKind::send) continue;
       const std::string key = rendezvous_key(p->graph->node(id));
       auto it = recv_of.find(key);
-      p->nodes[id].outputs[0].push_back(rendezvous.resolve(p->graph->node(id), key,
-                                                           it == recv_of.end() ? nullptr : &it->second,
-                                                           p->nodes[id].where()));
+      p->nodes[id].outputs[0].push_back(
+          rendezvous.resolve(key, it == recv_of.end() ? nullptr : &it->second, p->nodes[id].where()));
     }
-}
-
-// The _Recv actor of every rendezvous key among `parts`.
-std::map<std::string, caf::actor> recv_actors(const std::vector<std::shared_ptr<ExecPlan>>& parts) {
-  std::map<std::string, caf::actor> out;
-  for (auto& p : parts)
-    for (int id = 0; id < int(p->nodes.size()); ++id)
-      if (p->nodes[id].kind == NodeKind::recv && p->actors[id]) out[rendezvous_key(p->graph->node(id))] = p->actors[id];
-  return out;
+  std::map<std::string, caf::actor> recvs;
+  for (auto& [key, target] : recv_of)
+    if (target.actor) recvs.emplace(key, target.actor);
+  rendezvous.bind(std::move(recvs));
 }
 
 }  // namespace
@@ -674,7 +668,6 @@ void Executable::build(PartitionSet set, const ShardOf& shard_of, const Executab
   const auto step_target = caf::actor_cast<caf::actor>(step_actor_);  // nodes send to it untyped (fast path)
   for (std::size_t i = 0; i < parts.size(); ++i) spawn_partition(system, parts[i], active_of[i], step_target, huge, hot);
   wire_step(parts, signatures, step_target, *rendezvous, step);
-  rendezvous->bind(recv_actors(step.parts));
   if (huge) {
     for (PartPlan& part : parts)
       for (const NodePlan& n : part.plan->nodes)

@@ -2,9 +2,11 @@
 
 namespace troupe {
 
-Target LocalRendezvous::resolve(const Node&, const std::string& key, const Target* own, const std::string& where) const {
-  if (!own) fail(ErrorCode::internal, "{}: no _Recv has its rendezvous key '{}'", where, key);
-  return *own;
+Target Rendezvous::resolve(const std::string& key, const Target* own, const std::string& where) const {
+  if (own) return *own;
+  std::optional<Target> target = beyond(key);
+  if (!target) fail(ErrorCode::internal, "{}: no _Recv has its rendezvous key '{}'", where, key);
+  return *target;
 }
 
 }  // namespace troupe

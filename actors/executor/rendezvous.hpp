@@ -22,10 +22,10 @@ namespace troupe {
 class Rendezvous {
  public:
   virtual ~Rendezvous() = default;
-  // Where the _Send `send` (described by `where` in errors), of rendezvous key `key`, delivers;
-  // `own` is this executable's _Recv of that key, null when it has none.
-  virtual Target resolve(const Node& send, const std::string& key, const Target* own,
-                         const std::string& where) const = 0;
+  // Where the _Send of rendezvous key `key` (described by `where` in errors) delivers: `own`,
+  // this executable's _Recv of that key, if it has one; else what beyond() says; else it is an
+  // internal error.
+  Target resolve(const std::string& key, const Target* own, const std::string& where) const;
   // Whether the step's answer here waits for `send` to have fired, as for a target: a share of
   // a step is answered only once its values for the other shares are out.
   virtual bool awaits(const Node& send) const = 0;
@@ -38,17 +38,23 @@ class Rendezvous {
   // A node failed in step `tag.step` after this share of it was answered: the other shares
   // still run it, and must hear of the failure.
   virtual void abort(const Tag& tag, ErrorCode code, std::string message, std::string device) const = 0;
+
+ private:
+  // Where the _Send of `key` delivers when no _Recv of the executable has that key; nothing: nowhere.
+  virtual std::optional<Target> beyond(const std::string& key) const = 0;
 };
 
 // Every _Recv in the executable itself: a _Send without one is an internal error, and a step is
 // answered only once it ends, so there is nothing to tell anyone else.
 class LocalRendezvous final : public Rendezvous {
  public:
-  Target resolve(const Node& send, const std::string& key, const Target* own, const std::string& where) const override;
   bool awaits(const Node&) const override { return false; }
   bool shared() const override { return false; }
   void bind(std::map<std::string, caf::actor>) override {}
   void abort(const Tag&, ErrorCode, std::string, std::string) const override {}
+
+ private:
+  std::optional<Target> beyond(const std::string&) const override { return std::nullopt; }
 };
 
 }  // namespace troupe

@@ -77,7 +77,7 @@ GraphState graph_state(const Graph& g) {
 std::string task_of_variable(const GraphVariable& v, const std::string& target_task) {
   const auto colon = target_task.find(':');
   const VariableHome home =
-      variable_home(v.device, target_task.substr(0, colon), std::stoi(target_task.substr(colon + 1)));
+      variable_home(DeviceSpec::parse(v.device), target_task.substr(0, colon), std::stoi(target_task.substr(colon + 1)));
   return fmt::format("{}:{}", home.job, home.task);
 }
 
