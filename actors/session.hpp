@@ -158,6 +158,7 @@ struct TaskTransfers {
   uint64_t values_sent = 0, bytes_sent = 0;
   uint64_t values_received = 0, bytes_received = 0;
   uint64_t float16_values = 0, float16_bytes_saved = 0;
+  uint64_t values_sent_direct = 0;  // of values_sent, those over a data connection of their own (not CAF's)
 };
 
 class SessionImpl;

@@ -8,6 +8,9 @@
 //     messages (CAF serializes each with one memcpy), and as tensors.
 //     As tensors: a uint8 tensor of S bytes cut into TensorChunks (actors/cluster/tensor_transfer.hpp,
 //     the wire form of a tensor crossing processes) and put together again by the peer.
+//     Over the data path (actors/cluster/data_path.hpp, what cluster members send values over):
+//     a uint8 tensor of S bytes to the peer's DataListener, acknowledged by a dead value over the
+//     peer's own data connection back, one at a time, as the TCP pair does.
 //   round trip: a 64-byte message and its acknowledgement, median of 2,000.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -30,8 +33,11 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <condition_variable>
+#include <mutex>
 #include <vector>
 
+#include "actors/cluster/data_path.hpp"
 #include "actors/cluster/outbox.hpp"
 #include "actors/cluster/tensor_transfer.hpp"
 #include "actors/runtime.hpp"
@@ -142,9 +148,36 @@ caf::behavior sink(caf::stateful_actor<SinkState>* self) {
   };
 }
 
+// The data path's sink: every value is acknowledged by a dead value over the connection back,
+// whose `transfer` is the bytes received.
+void serve_data(int from_parent, int to_parent) {
+  static std::shared_ptr<DataSender> back;
+  static std::unique_ptr<DataListener> listener;
+  listener = std::make_unique<DataListener>(
+      "127.0.0.1", 2,
+      [](ReceivedValue&& v) {
+        ValueHeader ack;
+        ack.dead = 1;
+        ack.transfer = v.tensor.byte_size();
+        back->send(ack, nullptr, nullptr);
+      },
+      nullptr, std::chrono::seconds(10));
+  const uint64_t mine[2] = {listener->port(), listener->secret()};
+  write_all(to_parent, mine, sizeof mine);
+  uint64_t theirs[2];  // the benchmark's listener
+  if (!read_all(from_parent, theirs, sizeof theirs)) ::_exit(0);
+  DataHello hello;
+  hello.sender = 2;
+  hello.receiver = 1;
+  hello.secret = theirs[1];
+  back = DataSender::connect("127.0.0.1", uint16_t(theirs[0]), hello, std::chrono::seconds(10), nullptr);
+}
+
 struct Peer {
   pid_t pid = -1;
   uint16_t tcp_port = 0, caf_port = 0;
+  uint64_t data_port = 0, data_secret = 0;
+  int to_peer = -1;  // the benchmark's data listener goes this way
   ~Peer() {
     if (pid > 0) {
       ::kill(pid, SIGKILL);
@@ -154,15 +187,17 @@ struct Peer {
   }
 };
 
-// Forks the peer: a TCP sink (its own process) and a CAF sink published on 127.0.0.1.
+// Forks the peer: a TCP sink (its own process), a data path sink, and a CAF sink published on
+// 127.0.0.1.
 void start_peer(Peer& peer) {
-  int ports[2];
-  if (::pipe(ports) != 0) fail(ErrorCode::internal, "pipe: {}", std::strerror(errno));
+  int ports[2], back[2];
+  if (::pipe(ports) != 0 || ::pipe(back) != 0) fail(ErrorCode::internal, "pipe: {}", std::strerror(errno));
   peer.pid = ::fork();
   if (peer.pid < 0) fail(ErrorCode::internal, "fork: {}", std::strerror(errno));
   if (peer.pid == 0) {  // the peer: never returns, killed by the benchmark's pid at the end
     try {
       ::close(ports[0]);
+      ::close(back[1]);
       uint16_t tcp_port = 0;
       int listener = listen_loopback(tcp_port);
       std::thread(serve_tcp, listener).detach();  // the TCP sink, beside the CAF one
@@ -172,6 +207,7 @@ void start_peer(Peer& peer) {
       auto port = system.middleman().publish(system.spawn(sink), 0, "127.0.0.1");
       uint16_t both[2] = {tcp_port, port ? *port : uint16_t(0)};
       write_all(ports[1], both, sizeof both);
+      serve_data(back[0], ports[1]);
       ::pause();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "troupe-bench transfer, the peer process: %s\n", e.what());
@@ -179,10 +215,16 @@ void start_peer(Peer& peer) {
     ::_exit(1);
   }
   ::close(ports[1]);
+  ::close(back[0]);
+  peer.to_peer = back[1];
   uint16_t both[2];
   if (!read_all(ports[0], both, sizeof both))  // the peer failed, and said why
     fail(ErrorCode::unavailable, "the peer process did not start");
+  uint64_t data[2];
+  if (!read_all(ports[0], data, sizeof data)) fail(ErrorCode::unavailable, "the peer process did not start");
   ::close(ports[0]);
+  peer.data_port = data[0];
+  peer.data_secret = data[1];
   peer.tcp_port = both[0];
   peer.caf_port = both[1];
   if (!peer.caf_port) fail(ErrorCode::unavailable, "the peer could not publish its CAF sink");
@@ -280,6 +322,50 @@ int transfer_main(int argc, char** argv) {
     if (!read_all(tcp, &ack, 1)) fail(ErrorCode::unavailable, "the TCP sink closed the connection");
   };
 
+  // The data path: values out over this process's connection to the peer's listener, each
+  // acknowledged over the peer's connection back.
+  std::mutex acked_mutex;
+  std::condition_variable acked_changed;
+  uint64_t acked = 0;
+  DataListener acks(
+      "127.0.0.1", 1,
+      [&](ReceivedValue&&) {
+        std::lock_guard<std::mutex> lock(acked_mutex);
+        ++acked;
+        acked_changed.notify_one();
+      },
+      nullptr, std::chrono::seconds(10));
+  const uint64_t mine[2] = {acks.port(), acks.secret()};
+  write_all(peer.to_peer, mine, sizeof mine);
+  DataHello hello;
+  hello.sender = 1;
+  hello.receiver = 2;
+  hello.secret = peer.data_secret;
+  auto data = DataSender::connect("127.0.0.1", uint16_t(peer.data_port), hello, std::chrono::seconds(10), nullptr);
+  std::map<std::size_t, std::shared_ptr<Tensor>> data_tensors;
+  for (std::size_t n : a.sizes) {
+    auto t = std::make_shared<Tensor>(DType::uint8, Shape{int64_t(n)});
+    std::memcpy(t->raw_data(), payload.data(), n);
+    data_tensors.emplace(n, std::move(t));
+  }
+  data_tensors.emplace(kSmall, std::make_shared<Tensor>(DType::uint8, Shape{int64_t(kSmall)}));
+  auto data_send = [&](std::size_t n) {
+    const auto& t = data_tensors.at(n);
+    ValueHeader h;
+    h.dtype = int32_t(DType::uint8);
+    h.rank = 1;
+    h.dims[0] = int64_t(n);
+    h.bytes = n;
+    std::unique_lock<std::mutex> lock(acked_mutex);
+    const uint64_t want = acked + 1;
+    lock.unlock();
+    if (!data->send(h, t, static_cast<const uint8_t*>(t->raw_data())))
+      fail(ErrorCode::unavailable, "the data path's sink closed the connection");
+    lock.lock();
+    if (!acked_changed.wait_for(lock, std::chrono::seconds(60), [&] { return acked >= want; }))
+      fail(ErrorCode::unavailable, "the data path's sink did not answer within 60 s");
+  };
+
   // CAF's middleman.
   caf::actor_system_config config;
   configure(config);  // as the peer's
@@ -325,23 +411,28 @@ int transfer_main(int argc, char** argv) {
   };
 
   const double tcp_rtt = round_trip_us(tcp_send), caf_rtt = round_trip_us(caf_send);
+  const double data_rtt = round_trip_us(data_send);
   if (a.json) {
-    std::printf("{\"bench\":\"transfer\",\"what\":\"round_trip\",\"bytes\":%zu,\"tcp_us\":%.1f,\"caf_us\":%.1f}\n",
-                kSmall, tcp_rtt, caf_rtt);
+    std::printf("{\"bench\":\"transfer\",\"what\":\"round_trip\",\"bytes\":%zu,\"tcp_us\":%.1f,\"caf_us\":%.1f,"
+                "\"data_path_us\":%.1f}\n",
+                kSmall, tcp_rtt, caf_rtt, data_rtt);
   } else {
-    std::printf("round trip of %zu bytes: TCP %.1f us, CAF %.1f us (%.2fx)\n", kSmall, tcp_rtt, caf_rtt,
-                caf_rtt / tcp_rtt);
+    std::printf("round trip of %zu bytes: TCP %.1f us, CAF %.1f us (%.2fx), data path %.1f us (%.2fx)\n", kSmall,
+                tcp_rtt, caf_rtt, caf_rtt / tcp_rtt, data_rtt, data_rtt / tcp_rtt);
   }
   for (std::size_t size : a.sizes) {
     const double tcp_gbs = throughput(size, a.seconds, tcp_send), caf_gbs = throughput(size, a.seconds, caf_send);
     const double tensor_gbs = throughput(size, a.seconds, tensor_send);
+    const double data_gbs = throughput(size, a.seconds, data_send);
     if (a.json) {
       std::printf("{\"bench\":\"transfer\",\"what\":\"throughput\",\"bytes\":%zu,\"tcp_gb_per_s\":%.3f,"
-                  "\"caf_gb_per_s\":%.3f,\"tensor_gb_per_s\":%.3f}\n",
-                  size, tcp_gbs, caf_gbs, tensor_gbs);
+                  "\"caf_gb_per_s\":%.3f,\"tensor_gb_per_s\":%.3f,\"data_path_gb_per_s\":%.3f}\n",
+                  size, tcp_gbs, caf_gbs, tensor_gbs, data_gbs);
     } else {
-      std::printf("%10zu bytes: TCP %.3f GB/s, CAF bytes %.3f GB/s (%.0f%%), CAF tensor %.3f GB/s (%.0f%%)\n", size,
-                  tcp_gbs, caf_gbs, 100 * caf_gbs / tcp_gbs, tensor_gbs, 100 * tensor_gbs / tcp_gbs);
+      std::printf("%10zu bytes: TCP %.3f GB/s, CAF bytes %.3f GB/s (%.0f%%), CAF tensor %.3f GB/s (%.0f%%), "
+                  "data path %.3f GB/s (%.0f%%)\n",
+                  size, tcp_gbs, caf_gbs, 100 * caf_gbs / tcp_gbs, tensor_gbs, 100 * tensor_gbs / tcp_gbs, data_gbs,
+                  100 * data_gbs / tcp_gbs);
     }
     std::fflush(stdout);
   }

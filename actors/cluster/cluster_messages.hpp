@@ -147,10 +147,14 @@ using step_waits_atom = caf::atom_constant<caf::atom("stepwaits")>;
 // (status_atom) -> vector<StepStatus>: every step this task is running, with its waiting nodes
 // (troupe-node --status).
 using status_atom = caf::atom_constant<caf::atom("status")>;
-// (peer_hello_atom, task, incarnation, inbox, answer): sent by the member that made the
-// connection between two peers, over it, to the other's worker (answer false), which answers the
-// same way with its own (answer true): each watches, and sends values to, the `inbox` it got so.
+// (peer_hello_atom, task, incarnation, inbox, answer, data_port, data_secret): sent by the member
+// that made the connection between two peers, over it, to the other's worker (answer false),
+// which answers the same way with its own (answer true): each watches, and sends values to, the
+// `inbox` it got so, over a data connection (data_path.hpp) to `data_port` when that is not 0.
 using peer_hello_atom = caf::atom_constant<caf::atom("peerhello")>;
+// (peer_lost_atom, incarnation, why) to a worker: a data connection to or from that process broke;
+// (peer_lost_atom, incarnation) to an inbox: what that process had half sent is dropped.
+using peer_lost_atom = caf::atom_constant<caf::atom("peerlost")>;
 // Tracing (core/trace.hpp): (clock_atom) -> int64_t, the member's trace::now_ns(), which the
 // master's clock offset estimate reads; (trace_atom, handle, step) marks a step traced before its
 // RunGraph; (trace_atom, handle, steps, from_ns, to_ns, shift_ns, pid) -> vector<string> ends

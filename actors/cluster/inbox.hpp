@@ -39,8 +39,6 @@ struct InboxState {
   static inline const char* name = "troupe.inbox";
 };
 
-using peer_lost_atom = caf::atom_constant<caf::atom("peerlost")>;
-
 caf::behavior inbox_actor(caf::stateful_actor<InboxState>* self, std::shared_ptr<MemberContext> context);
 
 }  // namespace troupe

@@ -502,7 +502,7 @@ std::vector<TaskTransfers> Master::transfer_stats() const {
     self->request(worker, timeouts::state_query(), transfer_stats_atom::value)
         .receive(
             [&](std::vector<uint64_t>& c) {
-              if (c.size() == 6) out.push_back({task, c[0], c[1], c[2], c[3], c[4], c[5]});
+              if (c.size() == 7) out.push_back({task, c[0], c[1], c[2], c[3], c[4], c[5], c[6]});
             },
             [](caf::error&) {});
   return out;

@@ -62,6 +62,10 @@ struct MemberContext {
   std::shared_ptr<ParamShards> shards;  // the variables placed on this task
   std::function<void(const std::string&)> log;
   std::chrono::milliseconds connect_timeout{2000};
+  // Values to and from peers over data connections of their own (data_path.hpp), the listener
+  // on `listen_host`; else over CAF's.
+  bool data_path = true;
+  std::string listen_host = "0.0.0.0";
   // MemberOptions::trace: the task's own trace file and the steps it takes.
   std::shared_ptr<TraceFile> trace;
   uint64_t trace_first = 0, trace_last = 0;
@@ -80,10 +84,10 @@ struct MemberContext {
   std::atomic<uint64_t> next_transfer{1};
   // What crossed to and from this process since it started (all registrations), as the
   // worker's (transfer_stats_atom) answers: values and bytes sent and received (bytes on the
-  // wire), values sent as float16 and the bytes that saved.
+  // wire), values sent as float16 and the bytes that saved, values sent over data connections.
   struct Counters {
     std::atomic<uint64_t> values_sent{0}, bytes_sent{0}, values_received{0}, bytes_received{0}, float16_values{0},
-        float16_bytes_saved{0};
+        float16_bytes_saved{0}, values_direct{0};
   } counters;
 
   mutable std::mutex mutex;  // guards registrations and collective

@@ -7,9 +7,41 @@
 namespace troupe {
 namespace {
 
+// Hands every queued value, oldest first, to the data connection. One it drops (the connection
+// broke) is lost with the peer: the worker fails the steps that exchange values with it.
+void pump_data(OutboxState& s) {
+  while (!s.queue.empty()) {
+    auto& item = s.queue.front();
+    ValueHeader h;
+    h.dead = item.dead;
+    h.handle = s.handle;
+    h.key = s.edges[item.edge].key;
+    h.step = item.tag.step;
+    h.frame = item.tag.frame;
+    h.iteration = item.tag.iteration;
+    if (!item.dead) {
+      h.float16 = item.half != nullptr;
+      h.dtype = int32_t(item.tensor.dtype());
+      const auto& dims = item.tensor.shape().dims();
+      h.rank = uint8_t(dims.size());
+      std::copy(dims.begin(), dims.end(), h.dims);
+      h.transfer = item.transfer;
+      h.bytes = item.total;
+    }
+    s.context->counters.bytes_sent.fetch_add(h.bytes, std::memory_order_relaxed);
+    if (item.traced_since)  // before it goes (see pump)
+      trace::record_transfer(true, s.handle, item.tag.step, s.peer, int64_t(item.total), item.transfer,
+                             item.traced_since, trace::now());
+    if (s.data->send(h, std::move(item.owner), item.bytes))
+      s.context->counters.values_direct.fetch_add(1, std::memory_order_relaxed);
+    s.queue.pop_front();
+  }
+}
+
 // Sends what the window allows of the queued values, chunk by chunk, oldest first.
 void pump(caf::stateful_actor<OutboxState>* self) {
   auto& s = self->state;
+  if (s.ready && s.data) return pump_data(s);
   while (s.ready && !s.queue.empty() && s.unacked < kTransferWindow) {
     auto& item = s.queue.front();
     RemoteValue v;
@@ -48,12 +80,13 @@ void pump(caf::stateful_actor<OutboxState>* self) {
 }  // namespace
 
 caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_ptr<MemberContext> context,
-                           caf::actor inbox, uint64_t handle, std::string peer, std::vector<OutboxEdge> edges,
+                           caf::actor inbox, std::shared_ptr<DataSender> data, uint64_t handle, std::string peer, std::vector<OutboxEdge> edges,
                            bool ready) {
   auto& s = self->state;
   s.ready = ready;
   s.context = std::move(context);
   s.inbox = std::move(inbox);
+  s.data = std::move(data);
   s.handle = handle;
   s.peer = std::move(peer);
   s.edges = std::move(edges);
@@ -87,8 +120,10 @@ caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_p
         s.queue.push_back(std::move(item));
         pump(self);
       },
-      [self](peer_hello_atom, caf::actor& inbox) {  // the peer's connection exists now, and its inbox's handle over it
+      // The peer's connection exists now: its inbox's handle over it, and the data connection if any.
+      [self](peer_hello_atom, caf::actor& inbox, std::shared_ptr<DataSender>& data) {
         self->state.inbox = std::move(inbox);
+        self->state.data = std::move(data);
         self->state.ready = true;
         pump(self);
       },

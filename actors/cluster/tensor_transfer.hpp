@@ -39,6 +39,15 @@ class ChunkBytes {
   // Bytes [offset, offset + size) of `owner`'s memory at `data`, kept alive by `owner`.
   ChunkBytes(std::shared_ptr<const void> owner, const uint8_t* data, uint64_t size)
       : owner_(std::move(owner)), data_(data), size_(size) {}
+  // All of `tensor`, already received whole (the data path, data_path.hpp), `wire_bytes` of it
+  // on the wire (fewer when it crossed as float16).
+  static ChunkBytes landed(Tensor tensor, uint64_t wire_bytes) {
+    ChunkBytes b;
+    b.data_ = static_cast<const uint8_t*>(tensor.raw_data());
+    b.size_ = wire_bytes;
+    b.landed_ = std::move(tensor);
+    return b;
+  }
   const uint8_t* data() const { return data_; }
   uint64_t size() const { return size_; }
   bool empty() const { return size_ == 0; }

@@ -137,11 +137,40 @@ void watch(WorkerSelf self, WorkerState::Peer& peer) {
   peer.watched = true;
 }
 
+// This member's data listener, as its hellos say it: port (0 for none) and secret.
+std::pair<uint16_t, uint64_t> data_listener_of(WorkerSelf self) {
+  auto& data = self->state.data;
+  return data ? std::pair{data->port(), data->secret()} : std::pair{uint16_t(0), uint64_t(0)};
+}
+
+// The data connection to `peer`'s listener at `port` (its hello brought port and secret): values
+// to it go there from now on. One that cannot be made leaves them to CAF's connection (logged).
+void open_data(WorkerSelf self, WorkerState::Peer& peer, uint16_t port, uint64_t secret) {
+  auto& ctx = *self->state.context;
+  if (!port || !ctx.data_path || peer.data) return;
+  DataHello hello;
+  hello.sender = ctx.incarnation;
+  hello.receiver = peer.incarnation;
+  hello.secret = secret;
+  auto worker = caf::actor_cast<caf::weak_actor_ptr>(self);
+  auto on_broken = [worker, incarnation = peer.incarnation](const std::string& why) {
+    if (auto w = caf::actor_cast<WorkerActor>(worker.lock())) caf::anon_send(w, peer_lost_atom::value, incarnation, why);
+  };
+  try {
+    peer.data = DataSender::connect(peer.host, port, hello, ctx.connect_timeout, std::move(on_broken));
+  } catch (const Error& e) {
+    ctx.log(fmt::format("no data connection to peer at {} ({}): its values go over the cluster connection",
+                        peer.address, e.what()));
+  }
+}
+
 // The peer's connection to this member exists (its hello or the answer came, or the backstop says
-// to go on): watch its inbox, and let the outboxes that waited for it send there.
-void connection_exists(WorkerSelf self, WorkerState::Peer& peer) {
+// to go on): watch its inbox, open the data connection its hello offered, and let the outboxes
+// that waited for it send.
+void connection_exists(WorkerSelf self, WorkerState::Peer& peer, uint16_t data_port, uint64_t data_secret) {
   watch(self, peer);
-  for (auto& outbox : peer.waiting) send_untyped(self, outbox, peer_hello_atom::value, peer.inbox);
+  open_data(self, peer, data_port, data_secret);
+  for (auto& outbox : peer.waiting) send_untyped(self, outbox, peer_hello_atom::value, peer.inbox, peer.data);
   peer.waiting.clear();
 }
 
@@ -154,6 +183,7 @@ WorkerState::Peer& peer_of(WorkerSelf self, const TaskPeer& p) {
   peer.inbox = p.inbox;
   peer.incarnation = p.incarnation;
   peer.address = address.to_string();
+  peer.host = p.host;
   if (!peer.inbox) fail(ErrorCode::invalid_argument, "the registration names no inbox for task {}", p.task);
   if (s.context->task < parse_task_id(p.task)) {
     try {
@@ -162,10 +192,13 @@ WorkerState::Peer& peer_of(WorkerSelf self, const TaskPeer& p) {
       fail(e.code(), "cannot reach peer task {} at {}: {}", p.task, address.to_string(), e.what());
     }
     s.context->log(fmt::format("peer connected: {} at {} (incarnation {:#x})", p.task, address.to_string(), peer.incarnation));
-    self->send(peer.worker, peer_hello_atom::value, s.context->task.to_string(), s.context->incarnation, s.inbox, false);
+    auto [port, secret] = data_listener_of(self);
+    self->send(peer.worker, peer_hello_atom::value, s.context->task.to_string(), s.context->incarnation, s.inbox, false,
+               port, secret);
   } else if (auto c = s.connected.find(p.task); c != s.connected.end() && c->second.incarnation == p.incarnation) {
     peer.inbox = c->second.inbox;
     watch(self, peer);
+    open_data(self, peer, c->second.data_port, c->second.data_secret);
   }
   // Else the hello (or, where this member connected, its answer) says when the connection exists,
   // and brings the inbox handle to use. The registration's handle came through the master's
@@ -249,7 +282,8 @@ std::shared_ptr<MemberRendezvous> rendezvous_of(WorkerSelf self, const RegisterG
     WorkerState::Peer& peer = peer_of(self, *p->second);
     // Values go out once the peer's connection to this member exists: before, they would travel
     // through the master's process, or nowhere.
-    outbox_of[task] = self->spawn(outbox_actor, self->state.context, peer.inbox, r.handle, task, edges, peer.watched);
+    outbox_of[task] =
+        self->spawn(outbox_actor, self->state.context, peer.inbox, peer.data, r.handle, task, edges, peer.watched);
     if (!peer.watched) peer.waiting.push_back(outbox_of[task]);
     reg.outboxes.push_back(outbox_of[task]);
   }
@@ -371,40 +405,44 @@ namespace {
 
 // ---- Membership and peers
 
+// The peer `it` is lost (its connection went: `reason`). The graphs that exchange values with it
+// cannot run now: their steps in flight fail, and so do later ones, until the master registers
+// them again (it does after such an error), connecting anew.
+void lose_peer(WorkerSelf self, std::map<std::string, WorkerState::Peer>::iterator it, const std::string& reason) {
+  auto& s = self->state;
+  const std::string why = fmt::format("task {} lost its connection to peer {} at {} ({})", s.context->task.to_string(),
+                                      it->first, it->second.address, reason);
+  s.context->log(fmt::format("peer lost: {} ({})", it->first, reason));
+  if (it->second.data) it->second.data->close();
+  self->demonitor(it->second.inbox);
+  send_untyped(self, s.inbox, peer_lost_atom::value, it->second.incarnation);
+  std::map<uint64_t, std::string> broken;  // registration -> why
+  {
+    std::lock_guard<std::mutex> lock(s.context->mutex);
+    for (auto& [h, reg] : s.context->registrations)
+      if (reg->peers.count(it->first)) {
+        auto waits = reg->waits_for.find(it->first);
+        reg->broken = waits == reg->waits_for.end() ? why : why + "; it waited for " + waits->second;
+        broken[h] = reg->broken;
+      }
+  }
+  for (auto& [key, requester] : s.requesters)
+    if (broken.count(key.first)) {
+      s.running.erase(key);
+      send_untyped(self, requester, run_done_atom::value, key.first, key.second,
+                 RunGraphReply{int32_t(ErrorCode::unavailable), broken[key.first], {}});
+    }
+  // Its connection is gone, and so is the inbox handle its hello brought: the next
+  // registration waits for a new hello (over the new connection).
+  s.connected.erase(it->first);
+  s.peers.erase(it);
+}
+
 // A peer's inbox or a master went away (down_msg).
 void on_down(WorkerSelf self, caf::down_msg& dm) {
   auto& s = self->state;
   for (auto it = s.peers.begin(); it != s.peers.end(); ++it)
-    if (it->second.inbox.address() == dm.source) {
-      // The graphs that exchange values with it cannot run now: their steps in flight fail,
-      // and so do later ones, until the master registers them again (it does after such an
-      // error), connecting anew.
-      const std::string why = fmt::format("task {} lost its connection to peer {} at {} ({})", s.context->task.to_string(),
-                                          it->first, it->second.address, self->system().render(dm.reason));
-      s.context->log(fmt::format("peer lost: {} ({})", it->first, self->system().render(dm.reason)));
-      send_untyped(self, s.inbox, peer_lost_atom::value, it->second.incarnation);
-      std::map<uint64_t, std::string> broken;  // registration -> why
-      {
-        std::lock_guard<std::mutex> lock(s.context->mutex);
-        for (auto& [h, reg] : s.context->registrations)
-          if (reg->peers.count(it->first)) {
-            auto waits = reg->waits_for.find(it->first);
-            reg->broken = waits == reg->waits_for.end() ? why : why + "; it waited for " + waits->second;
-            broken[h] = reg->broken;
-          }
-      }
-      for (auto& [key, requester] : s.requesters)
-        if (broken.count(key.first)) {
-          s.running.erase(key);
-          send_untyped(self, requester, run_done_atom::value, key.first, key.second,
-                     RunGraphReply{int32_t(ErrorCode::unavailable), broken[key.first], {}});
-        }
-      // Its connection is gone, and so is the inbox handle its hello brought: the next
-      // registration waits for a new hello (over the new connection).
-      s.connected.erase(it->first);
-      s.peers.erase(it);
-      return;
-    }
+    if (it->second.inbox.address() == dm.source) return lose_peer(self, it, self->system().render(dm.reason));
   auto owner = s.owners.find(dm.source);
   if (owner == s.owners.end()) return;
   std::vector<uint64_t> owned;
@@ -419,18 +457,30 @@ void on_down(WorkerSelf self, caf::down_msg& dm) {
   drop(self, owned);
 }
 
+// A data connection to or from the process of `incarnation` broke: that peer is lost, as if its
+// cluster connection had gone (a value may have been lost with it).
+void data_lost(WorkerSelf self, uint64_t incarnation, const std::string& why) {
+  auto& peers = self->state.peers;
+  for (auto it = peers.begin(); it != peers.end(); ++it)
+    if (it->second.incarnation == incarnation) return lose_peer(self, it, why);
+}
+
 // A peer's hello over its connection to this member (or the answer to this member's).
-void peer_hello(WorkerSelf self, const std::string& task, uint64_t incarnation, caf::actor& inbox, bool answer) {
+void peer_hello(WorkerSelf self, const std::string& task, uint64_t incarnation, caf::actor& inbox, bool answer,
+                uint16_t data_port, uint64_t data_secret) {
   auto& s = self->state;
-  s.connected[task] = {incarnation, inbox};
+  s.connected[task] = {incarnation, inbox, data_port, data_secret};
   // The member that connected learns this inbox over the same connection.
   if (!answer)
-    if (auto sender = caf::actor_cast<WorkerActor>(self->current_sender()))
-      self->send(sender, peer_hello_atom::value, s.context->task.to_string(), s.context->incarnation, s.inbox, true);
+    if (auto sender = caf::actor_cast<WorkerActor>(self->current_sender())) {
+      auto [port, secret] = data_listener_of(self);
+      self->send(sender, peer_hello_atom::value, s.context->task.to_string(), s.context->incarnation, s.inbox, true, port,
+                 secret);
+    }
   auto it = s.peers.find(task);
   if (it == s.peers.end() || it->second.incarnation != incarnation || it->second.watched) return;
   it->second.inbox = std::move(inbox);
-  connection_exists(self, it->second);
+  connection_exists(self, it->second, data_port, data_secret);
 }
 
 // No hello from a registered peer within the connect timeout: watch it and send without.
@@ -441,7 +491,7 @@ void hello_backstop(WorkerSelf self, const std::string& task, uint64_t incarnati
   s.context->log(fmt::format("no hello from peer {} within {} ms of its registration: watching it and sending "
                              "to it without",
                              task, s.context->connect_timeout.count()));
-  connection_exists(self, it->second);
+  connection_exists(self, it->second, 0, 0);
 }
 
 std::pair<std::vector<std::string>, std::vector<std::string>> spec_of(WorkerSelf self) {
@@ -660,7 +710,7 @@ void abort_step(WorkerSelf self, uint64_t handle, uint64_t step, int32_t code, s
 std::vector<uint64_t> transfer_stats(WorkerSelf self) {
   auto& c = self->state.context->counters;
   return {c.values_sent.load(), c.bytes_sent.load(), c.values_received.load(), c.bytes_received.load(),
-          c.float16_values.load(), c.float16_bytes_saved.load()};
+          c.float16_values.load(), c.float16_bytes_saved.load(), c.values_direct.load()};
 }
 
 // Every step running here and what it waits for (troupe-node --status), off the worker's turn.
@@ -689,11 +739,48 @@ caf::result<std::vector<WaitReport>> waits_of(WorkerSelf self, uint64_t handle, 
   });
 }
 
+// The member's data listener: values read from a peer's data connection go to the inbox as if
+// they had come over CAF's (whole, on the reader's thread); a connection that breaks loses its
+// peer. None when the member has no data path; one that cannot listen leaves values to CAF.
+void listen_for_data(WorkerSelf self) {
+  auto& ctx = *self->state.context;
+  if (!ctx.data_path) return;
+  auto deliver = [inbox = self->state.inbox](ReceivedValue&& r) {
+    RemoteValue v;
+    v.handle = r.header.handle;
+    v.key = r.header.key;
+    v.tag = {r.header.step, r.header.frame, r.header.iteration};
+    v.incarnation = r.sender;
+    v.dead = r.header.dead;
+    if (!v.dead) {
+      TensorChunk& c = v.chunk;
+      c.transfer = r.header.transfer;
+      c.total = r.tensor.byte_size();
+      c.dtype = int32_t(r.tensor.dtype());
+      c.dims = r.tensor.shape().dims();
+      c.bytes = ChunkBytes::landed(std::move(r.tensor), r.header.bytes);
+    }
+    caf::anon_send(inbox, transfer_atom::value, std::move(v));
+  };
+  auto worker = caf::actor_cast<caf::weak_actor_ptr>(self);
+  auto lost = [worker](uint64_t sender, const std::string& why) {
+    if (auto w = caf::actor_cast<WorkerActor>(worker.lock()))
+      caf::anon_send(w, peer_lost_atom::value, sender, "its data connection to this task ended: " + why);
+  };
+  try {
+    self->state.data = std::make_unique<DataListener>(ctx.listen_host, ctx.incarnation, std::move(deliver),
+                                                      std::move(lost), ctx.connect_timeout);
+  } catch (const Error& e) {
+    ctx.log(fmt::format("no data listener ({}): values from peers come over the cluster connections", e.what()));
+  }
+}
+
 }  // namespace
 
 WorkerActor::behavior_type worker_actor(WorkerSelf self, std::shared_ptr<MemberContext> context) {
   self->state.context = std::move(context);
   self->state.inbox = self->spawn<caf::linked>(inbox_actor, self->state.context);  // goes with the worker
+  listen_for_data(self);
   self->set_down_handler([self](caf::down_msg& dm) { on_down(self, dm); });
   auto& ctx = *self->state.context;
   return {
@@ -706,9 +793,11 @@ WorkerActor::behavior_type worker_actor(WorkerSelf self, std::shared_ptr<MemberC
         auto [tasks, addresses] = spec_of(self);
         return {std::move(tasks), std::move(addresses)};
       },
-      [self](peer_hello_atom, const std::string& task, uint64_t incarnation, caf::actor& inbox, bool answer) {
-        peer_hello(self, task, incarnation, inbox, answer);
+      [self](peer_hello_atom, const std::string& task, uint64_t incarnation, caf::actor& inbox, bool answer,
+             uint16_t data_port, uint64_t data_secret) {
+        peer_hello(self, task, incarnation, inbox, answer, data_port, data_secret);
       },
+      [self](peer_lost_atom, uint64_t incarnation, const std::string& why) { data_lost(self, incarnation, why); },
       [self](peer_hello_atom, const std::string& task, uint64_t incarnation) { hello_backstop(self, task, incarnation); },
       [self](take_over_atom, const std::string& task) { return take_over(self, task); },
       [self](moved_atom, const std::string& task, const std::string& address, const std::string& retired) {

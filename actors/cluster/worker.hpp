@@ -28,6 +28,7 @@
 
 #include "actors/cluster/cluster_checkpoint.hpp"
 #include "actors/cluster/cluster_messages.hpp"
+#include "actors/cluster/data_path.hpp"
 #include "actors/cluster/member_context.hpp"
 
 namespace troupe {
@@ -38,8 +39,11 @@ using WorkerActor = caf::typed_actor<
     caf::replies_to<identify_atom>::with<std::string, uint64_t, std::string>,  // task, incarnation, devices
     caf::replies_to<agreement_atom>::with<std::vector<std::string>>,  // the spec as it started
     caf::replies_to<spec_atom>::with<std::vector<std::string>, std::vector<std::string>>,  // tasks, addresses
-    // A peer's connection to this member exists (its inbox; `answer`: the reply to this one's hello).
-    caf::reacts_to<peer_hello_atom, std::string, uint64_t, caf::actor, bool>,
+    // A peer's connection to this member exists (its inbox; `answer`: the reply to this one's
+    // hello; its data listener's port, 0 for none, and secret).
+    caf::reacts_to<peer_hello_atom, std::string, uint64_t, caf::actor, bool, uint16_t, uint64_t>,
+    // A data connection to or from the process of that incarnation broke (why): the peer is lost.
+    caf::reacts_to<peer_lost_atom, uint64_t, std::string>,
     // The hello of that task and incarnation has not come within the connect bound (to itself).
     caf::reacts_to<peer_hello_atom, std::string, uint64_t>,
     caf::replies_to<take_over_atom, std::string>::with<std::string, uint64_t, std::string>,  // a spare's
@@ -82,8 +86,13 @@ struct WorkerState {
     // over the connection between the two; monitored once `watched`, and the one outboxes use.
     caf::actor inbox;
     std::string address;
+    std::string host;  // of the address
     uint64_t incarnation = 0;
     bool watched = false;  // the connection exists and its hello (or the answer) came
+    // The data connection to it (data_path.hpp), once the connection exists, when it has a data
+    // listener and the connection could be made; else its values go over CAF. Shared with the
+    // outboxes to it; closed when the peer is lost.
+    std::shared_ptr<DataSender> data;
     std::vector<caf::actor> waiting;  // outboxes to it that wait for that (peer_hello_atom)
   };
   std::map<std::string, Peer> peers;  // by task ("worker:1")
@@ -91,8 +100,13 @@ struct WorkerState {
   struct Connected {
     uint64_t incarnation = 0;
     caf::actor inbox;  // as the hello brought it
+    uint16_t data_port = 0;  // its data listener, 0 for none
+    uint64_t data_secret = 0;
   };
   std::map<std::string, Connected> connected;
+  // This process's data listener (values from peers' data connections go to the inbox); none
+  // under TLS, or when MemberContext::data_path is off.
+  std::unique_ptr<DataListener> data;
   std::map<caf::actor_addr, std::string> owners;  // the masters it monitors, by name
   // Steps, by (graph handle, step): who waits for each one's answer (errors that come after the
   // answer go there too), the last 4096 asked for, forgotten oldest first; and the steps

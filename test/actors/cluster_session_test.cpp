@@ -177,6 +177,8 @@ BOOST_AUTO_TEST_CASE(float16_transfer_rounds_values_between_tasks_within_its_bou
   BOOST_TEST(w0_stats->float16_values == 1u);
   BOOST_TEST(w0_stats->float16_bytes_saved == 2000u);
   BOOST_TEST(w0_stats->bytes_sent == 4000u + 2000u);
+  // Both went over worker:0's data connection to worker:1, not CAF's.
+  BOOST_TEST(w0_stats->values_sent_direct == w0_stats->values_sent);
 
   // The session option does it for every edge between tasks.
   SessionOptions all = on(c);
@@ -367,6 +369,48 @@ BOOST_AUTO_TEST_CASE(a_connection_lost_between_two_workers_fails_the_step_and_th
   BOOST_TEST(contains(lost, "lost its connection to peer worker:"), lost);
   // The session registers the graph anew, and the workers connect again.
   BOOST_TEST(session.run(g.feeds, {g.y}, {}, bounded)[0].to_vector<float>() == g.expected);
+}
+
+// The ports `pid` listens on, from `ss`.
+std::vector<int> listening_ports_of(pid_t pid) {
+  std::unique_ptr<FILE, int (*)(FILE*)> out(::popen("ss -ltnpH 2>/dev/null", "r"), ::pclose);
+  std::vector<int> ports;
+  char line[512];
+  while (out && std::fgets(line, sizeof line, out.get())) {
+    std::string l = line;
+    if (l.find(fmt::format("pid={},", pid)) == std::string::npos) continue;
+    std::istringstream fields(l);
+    std::string state, recv_q, send_q, local;
+    fields >> state >> recv_q >> send_q >> local;
+    ports.push_back(std::stoi(local.substr(local.rfind(':') + 1)));
+  }
+  return ports;
+}
+
+BOOST_AUTO_TEST_CASE(a_data_connection_cut_between_two_workers_fails_the_step_and_the_next_one_connects_again,
+                     *troupe::testing::runs_here(why_no_connection_can_be_cut)) {
+  Cluster c;
+  ThereAndBack g;
+  Session session(g.root, on(c));
+  BOOST_TEST(session.run(g.feeds, {g.y})[0].to_vector<float>() == g.expected);
+  // worker:1's data listener: the port it listens on besides its task's.
+  int data_port = 0;
+  for (int port : listening_ports_of(c.nodes["worker:1"]->pid()))
+    if (port != c.ports["worker:1"]) data_port = port;
+  BOOST_TEST_REQUIRE(data_port != 0, "worker:1 listens on no data port");
+  const int local = connection_of(c.nodes["worker:0"]->pid(), uint16_t(data_port));
+  BOOST_TEST_REQUIRE(local != 0, "worker:0 has no data connection to worker:1");
+  BOOST_TEST_REQUIRE(
+      std::system(fmt::format("ss -K state established '( sport = :{} and dport = :{} )' >/dev/null 2>&1", local, data_port)
+                      .c_str()) == 0);
+  RunOptions bounded;
+  bounded.timeout = 20s;  // a backstop: the loss must be seen long before
+  auto lost = error_of([&] { session.run(g.feeds, {g.y}, {}, bounded); }, ErrorCode::unavailable);
+  BOOST_TEST(contains(lost, "lost its connection to peer worker:"), lost);
+  BOOST_TEST(contains(lost, "data connection"), lost);
+  // The session registers the graph anew, and the workers connect again, the data path too.
+  BOOST_TEST(session.run(g.feeds, {g.y}, {}, bounded)[0].to_vector<float>() == g.expected);
+  BOOST_TEST(connection_of(c.nodes["worker:0"]->pid(), uint16_t(data_port)) != 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_model_placed_by_replica_device_setter_trains_on_the_cluster_as_it_does_locally) {

@@ -103,7 +103,20 @@ std::string read_file(const std::string& path) {
 BOOST_AUTO_TEST_CASE(a_cluster_with_a_tls_section_runs_its_steps_over_mutual_tls) {
   NodeCluster cluster({{"ps", 1}, {"worker", 1}}, {}, /*tls=*/true);
   BOOST_TEST(contains(cluster.node("ps:0").out(), "mutual TLS, certificate "), cluster.node("ps:0").out());
-  BOOST_TEST(Counter(cluster).bumped(3) == (std::vector<float>{31.0f, 62.0f}));
+  Counter counter(cluster);
+  BOOST_TEST(counter.bumped(3) == (std::vector<float>{31.0f, 62.0f}));
+  // A value that crosses from worker:0 to ps:0 and back does so over TLS: none over a data
+  // connection of its own, which has no TLS.
+  auto five = ops::constant<float>(counter.root.with_device("/job:worker/task:0"), {5.0f}, {1});
+  auto there = ops::identity(counter.root.with_device("/job:ps/task:0"), five);
+  auto back = ops::identity(counter.root.with_device("/job:worker/task:0"), there);
+  BOOST_TEST(counter.session.run({back})[0].to_vector<float>() == (std::vector<float>{5.0f}));
+  uint64_t sent = 0;
+  for (auto& t : counter.session.transfer_stats()) {
+    BOOST_TEST(t.values_sent_direct == 0u, t.task);
+    sent += t.values_sent;
+  }
+  BOOST_TEST(sent > 0u);
   // The members connected to each other (through TLS: nothing else is listening) and nobody was refused.
   auto [code, out] = status_of(cluster, "ps:0", cluster.spec(), "status");
   BOOST_TEST(code == 0, out);

@@ -1,0 +1,420 @@
+#include "actors/cluster/data_path.hpp"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "core/error.hpp"
+#include "core/wire/float16.hpp"
+
+namespace troupe {
+namespace {
+
+constexpr uint8_t kHelloTaken = 1, kHelloRefused = 2;
+
+std::string errno_text(int e) { return std::strerror(e); }
+
+struct AddrInfo {
+  addrinfo* list = nullptr;
+  ~AddrInfo() {
+    if (list) ::freeaddrinfo(list);
+  }
+};
+
+// The addresses of `host`:`port` (`passive`: to listen on; "0.0.0.0" then means every interface).
+void resolve(const std::string& host, uint16_t port, bool passive, AddrInfo& out) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  if (passive) hints.ai_flags = AI_PASSIVE;
+  const std::string service = std::to_string(port);
+  const char* name = passive && host == "0.0.0.0" ? nullptr : host.c_str();
+  if (passive && !name) hints.ai_family = AF_INET;
+  if (int e = ::getaddrinfo(name, service.c_str(), &hints, &out.list); e != 0)
+    fail(ErrorCode::unavailable, "data path: cannot resolve {}: {}", host, ::gai_strerror(e));
+}
+
+void set_nodelay(int fd) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+void set_timeouts(int fd, std::chrono::milliseconds bound) {
+  timeval tv{};
+  tv.tv_sec = bound.count() / 1000;
+  tv.tv_usec = (bound.count() % 1000) * 1000;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+// Reads exactly n bytes; "" when done, else why not (`eof_ok_at_start`: "closed" for a clean end
+// before the first byte).
+std::string read_exactly(int fd, void* into, std::size_t n) {
+  auto* p = static_cast<uint8_t*>(into);
+  std::size_t got = 0;
+  while (got < n) {
+    ssize_t r = ::recv(fd, p + got, n - got, MSG_WAITALL);
+    if (r > 0) {
+      got += std::size_t(r);
+    } else if (r == 0) {
+      return got == 0 ? "closed" : "the connection closed in the middle of a value";
+    } else if (errno != EINTR) {
+      return errno == EAGAIN || errno == EWOULDBLOCK ? "no answer in time" : errno_text(errno);
+    }
+  }
+  return {};
+}
+
+bool write_exactly(int fd, const void* data, std::size_t n) {
+  auto* p = static_cast<const uint8_t*>(data);
+  while (n > 0) {
+    ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= std::size_t(w);
+  }
+  return true;
+}
+
+// Connects to one of `where`'s addresses within `bound`; -1 with `why` set when none answers.
+int connect_within(const AddrInfo& where, std::chrono::milliseconds bound, std::string& why) {
+  for (addrinfo* a = where.list; a; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) {
+      why = errno_text(errno);
+      continue;
+    }
+    int r = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    if (r != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      r = ::poll(&p, 1, int(bound.count()));
+      int error = 0;
+      socklen_t len = sizeof error;
+      if (r == 1 && ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &len) == 0 && error == 0) {
+        r = 0;
+      } else {
+        why = r == 0 ? fmt::format("no connection within {} ms", bound.count()) : errno_text(error ? error : errno);
+        r = -1;
+      }
+    } else if (r != 0) {
+      why = errno_text(errno);
+    }
+    if (r == 0) {
+      ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+      return fd;
+    }
+    ::close(fd);
+  }
+  return -1;
+}
+
+uint64_t random_secret() {
+  std::random_device device;
+  return (uint64_t(device()) << 32) ^ device() ^ (uint64_t(device()) << 16);
+}
+
+// The tensor a header's bytes go into, or why the header makes none.
+Tensor tensor_for(const ValueHeader& h, std::string& why) {
+  if (h.dtype <= 0 || h.dtype > int32_t(DType::boolean)) {
+    why = fmt::format("unknown dtype {}", h.dtype);
+    return {};
+  }
+  if (h.rank > Shape::kMaxRank) {
+    why = fmt::format("{} dimensions", int(h.rank));
+    return {};
+  }
+  std::vector<int64_t> dims(h.dims, h.dims + h.rank);
+  for (int64_t d : dims)
+    if (d < 0) {
+      why = fmt::format("a negative dimension {}", d);
+      return {};
+    }
+  if (h.float16 && DType(h.dtype) != DType::float32) {
+    why = "a float16 encoding of a tensor that is not float32";
+    return {};
+  }
+  Tensor t(DType(h.dtype), Shape(dims));
+  const uint64_t wire = h.float16 ? t.byte_size() / 2 : t.byte_size();
+  if (wire != h.bytes) {
+    why = fmt::format("{} bytes said for a {} tensor", h.bytes, t.describe());
+    return {};
+  }
+  return t;
+}
+
+}  // namespace
+
+// ---- DataSender
+
+std::shared_ptr<DataSender> DataSender::connect(const std::string& host, uint16_t port, const DataHello& hello,
+                                                std::chrono::milliseconds bound, Broken on_broken) {
+  const std::string where = fmt::format("{}:{}", host, port);
+  AddrInfo addresses;
+  resolve(host, port, false, addresses);
+  std::string why;
+  int fd = connect_within(addresses, bound, why);
+  if (fd < 0) fail(ErrorCode::unavailable, "data path: cannot connect to {}: {}", where, why);
+  set_nodelay(fd);
+  set_timeouts(fd, bound);
+  uint8_t answer = 0;
+  if (!write_exactly(fd, &hello, sizeof hello)) {
+    why = errno_text(errno);
+  } else {
+    why = read_exactly(fd, &answer, 1);
+    if (why.empty() && answer != kHelloTaken) why = "it refused the hello (another process listens there now)";
+  }
+  if (!why.empty()) {
+    ::close(fd);
+    fail(ErrorCode::unavailable, "data path: {} did not take the connection: {}", where, why);
+  }
+  set_timeouts(fd, std::chrono::milliseconds(0));  // writes block from now on (TCP's back-pressure)
+  return std::shared_ptr<DataSender>(new DataSender(fd, where, std::move(on_broken)));
+}
+
+DataSender::DataSender(int fd, std::string where, Broken on_broken)
+    : fd_(fd), where_(std::move(where)), on_broken_(std::move(on_broken)) {}
+
+DataSender::~DataSender() {
+  close();
+  if (writer_.joinable()) writer_.join();
+  ::close(fd_);
+}
+
+void DataSender::close() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+    queue_.clear();
+  }
+  broken_.store(true, std::memory_order_release);
+  ::shutdown(fd_, SHUT_RDWR);  // a blocked write returns
+  wake_.notify_all();
+}
+
+bool DataSender::write(Frame& f, bool block) {
+  const uint64_t total = sizeof(ValueHeader) + f.header.bytes;
+  while (f.written < total) {
+    iovec parts[2];
+    int n = 0;
+    if (f.written < sizeof(ValueHeader)) {
+      parts[n++] = {reinterpret_cast<uint8_t*>(&f.header) + f.written, sizeof(ValueHeader) - f.written};
+      if (f.header.bytes) parts[n++] = {const_cast<uint8_t*>(f.data), f.header.bytes};
+    } else {
+      const uint64_t at = f.written - sizeof(ValueHeader);
+      parts[n++] = {const_cast<uint8_t*>(f.data) + at, f.header.bytes - at};
+    }
+    msghdr m{};
+    m.msg_iov = parts;
+    m.msg_iovlen = std::size_t(n);
+    ssize_t w = ::sendmsg(fd_, &m, MSG_NOSIGNAL | (block ? 0 : MSG_DONTWAIT));
+    if (w > 0) {
+      f.written += uint64_t(w);
+    } else if (w < 0 && errno == EINTR) {
+      continue;
+    } else if (w < 0 && !block && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return true;
+    } else {
+      if (w == 0) errno = EPIPE;
+      return false;
+    }
+  }
+  return true;
+}
+
+bool DataSender::send(const ValueHeader& header, std::shared_ptr<const void> owner, const uint8_t* data) {
+  Frame f{header, std::move(owner), data, 0};
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (stop_) return false;
+    if (!busy_ && queue_.empty()) {
+      if (write(f, false)) {
+        if (f.written == sizeof(ValueHeader) + header.bytes) return true;
+      } else {
+        const int e = errno;
+        lock.unlock();
+        fail_with(errno_text(e));
+        return false;
+      }
+    }
+    queue_.push_back(std::move(f));
+    if (!writer_.joinable()) writer_ = std::thread([this] { writer(); });
+  }
+  wake_.notify_one();
+  return true;
+}
+
+void DataSender::writer() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    Frame f = std::move(queue_.front());
+    queue_.pop_front();
+    busy_ = true;
+    lock.unlock();
+    const bool ok = write(f, true);
+    const int e = errno;
+    f.owner.reset();  // the bytes are the kernel's now
+    lock.lock();
+    busy_ = false;
+    if (!ok) {
+      lock.unlock();
+      fail_with(errno_text(e));
+      return;
+    }
+  }
+}
+
+void DataSender::fail_with(const std::string& why) {
+  if (broken_.exchange(true)) return;  // closed, or reported already
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+    queue_.clear();
+  }
+  ::shutdown(fd_, SHUT_RDWR);
+  wake_.notify_all();
+  if (on_broken_) on_broken_(fmt::format("the data connection to {} broke: {}", where_, why));
+}
+
+// ---- DataListener
+
+DataListener::DataListener(const std::string& host, uint64_t incarnation, Deliver deliver, Lost lost,
+                           std::chrono::milliseconds hello_bound)
+    : incarnation_(incarnation),
+      secret_(random_secret()),
+      deliver_(std::move(deliver)),
+      lost_(std::move(lost)),
+      hello_bound_(hello_bound) {
+  AddrInfo addresses;
+  resolve(host, 0, true, addresses);
+  std::string why = "no address";
+  for (addrinfo* a = addresses.list; a && listener_ < 0; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      why = errno_text(errno);
+      continue;
+    }
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, 64) == 0) {
+      sockaddr_storage bound{};
+      socklen_t len = sizeof bound;
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len);
+      port_ = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
+                                                : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
+      listener_ = fd;
+    } else {
+      why = errno_text(errno);
+      ::close(fd);
+    }
+  }
+  if (listener_ < 0) fail(ErrorCode::unavailable, "data path: cannot listen on {}: {}", host, why);
+  acceptor_ = std::thread([this] { accept_loop(); });
+}
+
+DataListener::~DataListener() {
+  stopping_.store(true);
+  ::shutdown(listener_, SHUT_RDWR);  // accept() returns
+  if (acceptor_.joinable()) acceptor_.join();
+  std::vector<Reader> readers;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int fd : fds_) ::shutdown(fd, SHUT_RDWR);  // every blocked read returns
+    readers.swap(readers_);
+  }
+  for (auto& r : readers) r.thread.join();
+  ::close(listener_);
+}
+
+void DataListener::accept_loop() {
+  while (!stopping_.load()) {
+    int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return;  // shut down
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_.load()) {
+      ::close(fd);
+      return;
+    }
+    // Threads of connections that ended are joined here, so that they do not pile up.
+    for (auto it = readers_.begin(); it != readers_.end();)
+      if (it->done->load()) {
+        it->thread.join();
+        it = readers_.erase(it);
+      } else {
+        ++it;
+      }
+    fds_.push_back(fd);
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    readers_.push_back({std::thread([this, fd, done] {
+                          serve(fd);
+                          std::lock_guard<std::mutex> lock(mutex_);
+                          std::erase(fds_, fd);
+                          ::close(fd);
+                          done->store(true);
+                        }),
+                        done});
+  }
+}
+
+void DataListener::serve(int fd) {
+  set_nodelay(fd);
+  set_timeouts(fd, hello_bound_);  // a connection that says nothing is not waited for
+  DataHello hello;
+  std::string why = read_exactly(fd, &hello, sizeof hello);
+  if (why.empty() && (hello.magic != DataHello::kMagic || hello.version != DataHello::kVersion ||
+                      hello.receiver != incarnation_ || hello.secret != secret_))
+    why = "refused";
+  const uint8_t answer = why.empty() ? kHelloTaken : kHelloRefused;
+  write_exactly(fd, &answer, 1);
+  if (!why.empty()) {
+    refused_.fetch_add(1);
+    ::shutdown(fd, SHUT_RDWR);
+    return;
+  }
+  set_timeouts(fd, std::chrono::milliseconds(0));
+  std::vector<uint16_t> half;  // a float16 value's bytes, converted from here
+  for (;;) {
+    ReceivedValue v;
+    v.sender = hello.sender;
+    why = read_exactly(fd, &v.header, sizeof v.header);
+    if (why.empty() && v.header.magic != ValueHeader::kMagic) why = "bytes that are no value's header";
+    if (why.empty() && !v.header.dead) {
+      try {
+        v.tensor = tensor_for(v.header, why);
+      } catch (const std::exception& e) {  // a size no allocation can hold
+        why = e.what();
+      }
+      if (why.empty() && v.header.float16) {
+        half.resize(v.header.bytes / 2);
+        why = read_exactly(fd, half.data(), v.header.bytes);
+        if (why.empty()) float16_to_float32(half.data(), v.tensor.data<float>(), half.size());
+      } else if (why.empty()) {
+        why = read_exactly(fd, v.tensor.raw_data(), v.header.bytes);
+      }
+      if (why == "closed") why = "the connection closed in the middle of a value";
+    }
+    if (!why.empty()) break;
+    try {
+      deliver_(std::move(v));
+    } catch (const std::exception& e) {
+      why = fmt::format("a value could not be delivered: {}", e.what());
+      break;
+    }
+  }
+  ::shutdown(fd, SHUT_RDWR);
+  if (!stopping_.load() && lost_) lost_(hello.sender, why == "closed" ? "the sender closed the data connection" : why);
+}
+
+}  // namespace troupe

@@ -1,0 +1,165 @@
+#pragma once
+// The data path: tensor values between two cluster members over TCP connections of their own,
+// beside CAF's, which keeps carrying everything else (membership, steps, control, and values
+// while a data connection does not exist). One connection per ordered pair of processes: the
+// sending process connects to the receiving one's DataListener and owns the DataSender; the
+// receiving one owns what it accepted. A value is a fixed ValueHeader and then its bytes, written
+// with one sendmsg straight from the tensor's memory and read straight into a tensor allocated
+// for it, with no copy of the bytes in user space (float16 on the wire: the sender converts into
+// a buffer, the receiver converts out of one). Values on one connection arrive in the order sent.
+//
+// Set up: the sender learns the listener's port and secret over CAF (the peers' hello), connects
+// within a bound and says hello (both incarnations and the secret); the listener answers one
+// byte and from then on only reads. A connection that breaks (a write or a read fails, the peer
+// closes it, or its bytes make no value) is not reopened: each side reports it once (the
+// sender's `on_broken`, the listener's `lost`) and the member treats it as the peer's loss.
+// No CAF here: sockets, threads and tensors only.
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/shape.hpp"
+#include "core/tensor.hpp"
+
+namespace troupe {
+
+// What precedes a value's bytes on a data connection (host byte order: the members of a cluster
+// run on one architecture; the magic refuses anything else).
+struct ValueHeader {
+  static constexpr uint32_t kMagic = 0x54525644;  // "TRVD"
+  uint32_t magic = kMagic;
+  uint8_t dead = 0;      // a dead value: no bytes follow
+  uint8_t float16 = 0;   // a float32 tensor's elements as float16
+  uint8_t rank = 0;
+  uint8_t reserved = 0;
+  int32_t dtype = 0;     // DType
+  uint32_t reserved2 = 0;
+  uint64_t handle = 0;   // the registration
+  uint64_t key = 0;      // fingerprint64 of the rendezvous key
+  uint64_t step = 0, frame = 0;
+  int64_t iteration = 0;
+  uint64_t transfer = 0;  // the sender's id of this value (trace arrows)
+  uint64_t bytes = 0;     // that follow
+  int64_t dims[Shape::kMaxRank] = {};
+};
+
+// The first bytes of a connection, from the sender.
+struct DataHello {
+  static constexpr uint32_t kMagic = 0x54524448;  // "TRDH"
+  static constexpr uint32_t kVersion = 1;
+  uint32_t magic = kMagic;
+  uint32_t version = kVersion;
+  uint64_t sender = 0;    // the sending process's incarnation
+  uint64_t receiver = 0;  // the listening process's, as the sender knows it
+  uint64_t secret = 0;    // the listener's, as CAF brought it
+};
+
+// A value as the listener read it: the header and, unless dead, its tensor (float32 again if it
+// crossed as float16).
+struct ReceivedValue {
+  uint64_t sender = 0;  // incarnation, from the connection's hello
+  ValueHeader header;
+  Tensor tensor;
+};
+
+// The sending end of one connection. Thread-safe: send() may be called from any thread; values
+// go out in the order of the calls. Owns its socket and its writer thread (started on the first
+// value that cannot go at once).
+class DataSender {
+ public:
+  using Broken = std::function<void(const std::string& why)>;
+  // Connects to `host`:`port` within `bound` and says `hello`; throws unavailable naming where
+  // and why when the listener cannot be reached, refuses the hello, or does not answer in time.
+  // `on_broken` is called once, from whichever thread sees it, when the connection fails later
+  // (not when close() or the destructor ends it).
+  static std::shared_ptr<DataSender> connect(const std::string& host, uint16_t port, const DataHello& hello,
+                                             std::chrono::milliseconds bound, Broken on_broken);
+  ~DataSender();
+  DataSender(const DataSender&) = delete;
+  DataSender& operator=(const DataSender&) = delete;
+
+  // Queues `header` and the `header.bytes` bytes at `data` (kept alive by `owner` until written).
+  // Written at once from the calling thread when nothing is queued and the socket takes it all,
+  // else by the writer thread. False once the connection is broken or closed: the value is
+  // dropped.
+  bool send(const ValueHeader& header, std::shared_ptr<const void> owner, const uint8_t* data);
+  // Ends the connection: queued values are dropped, the writer stops. No on_broken.
+  void close();
+  bool broken() const { return broken_.load(std::memory_order_acquire); }
+  std::string where() const { return where_; }
+
+ private:
+  struct Frame {
+    ValueHeader header;
+    std::shared_ptr<const void> owner;
+    const uint8_t* data = nullptr;
+    uint64_t written = 0;  // of sizeof(header) + header.bytes
+  };
+  DataSender(int fd, std::string where, Broken on_broken);
+  // Writes what it can of `f` (blocking or not); false on a broken connection (errno kept).
+  bool write(Frame& f, bool block);
+  void writer();
+  void fail_with(const std::string& why);
+
+  int fd_;
+  std::string where_;
+  Broken on_broken_;
+  std::mutex mutex_;  // guards queue_, busy_, stop_, writer_; held across a non-blocking write only
+  std::condition_variable wake_;
+  std::deque<Frame> queue_;
+  bool busy_ = false;  // the writer thread is writing the frame it took
+  bool stop_ = false;
+  std::thread writer_;
+  std::atomic<bool> broken_{false};
+};
+
+// The listening end in a member process: accepts connections from other members, checks their
+// hello, and reads each on a thread of its own, handing every value to `deliver` (called on
+// that thread, values of one connection in order). `lost` is called once per connection that
+// ends after its hello, from its thread, with the sender's incarnation and why. Stops (and joins
+// every thread) in its destructor, after which neither is called.
+class DataListener {
+ public:
+  using Deliver = std::function<void(ReceivedValue&&)>;
+  using Lost = std::function<void(uint64_t sender, const std::string& why)>;
+  // Listens on `host` ("0.0.0.0": every interface) at a port the OS picks. Throws unavailable.
+  DataListener(const std::string& host, uint64_t incarnation, Deliver deliver, Lost lost,
+               std::chrono::milliseconds hello_bound);
+  ~DataListener();
+  DataListener(const DataListener&) = delete;
+  DataListener& operator=(const DataListener&) = delete;
+  uint16_t port() const { return port_; }
+  uint64_t secret() const { return secret_; }
+  uint64_t refused() const { return refused_.load(); }  // connections whose hello was refused
+
+ private:
+  void accept_loop();
+  void serve(int fd);
+
+  uint64_t incarnation_, secret_;
+  Deliver deliver_;
+  Lost lost_;
+  std::chrono::milliseconds hello_bound_;
+  int listener_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> refused_{0};
+  std::mutex mutex_;  // guards fds_ and readers_
+  std::vector<int> fds_;  // of the connections being read; each closed by its reader as it ends
+  struct Reader {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::vector<Reader> readers_;
+  std::thread acceptor_;
+};
+
+}  // namespace troupe

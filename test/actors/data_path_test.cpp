@@ -1,0 +1,218 @@
+// The data path (actors/cluster/data_path.hpp) on loopback: values cross whole, in the order sent,
+// bytes equal, float16 on the wire arrives as float32; a hello with the wrong secret or for
+// another incarnation is refused, naming the address; a connection that ends is reported once,
+// on the side that did not end it, with why.
+#include <boost/test/unit_test.hpp>
+
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <mutex>
+#include <string_view>
+
+#include "actors/cluster/data_path.hpp"
+#include "core/wire/float16.hpp"
+#include "test/support/expect_error.hpp"
+
+using namespace troupe;
+using troupe::testing::contains;
+using troupe::testing::error_of;
+
+namespace {
+
+constexpr std::chrono::milliseconds kBound{5000};
+
+// What a listener delivered and reported, for the test thread to wait on (bounded).
+struct Received {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::deque<ReceivedValue> values;
+  std::vector<std::pair<uint64_t, std::string>> lost;
+
+  DataListener::Deliver deliver() {
+    return [this](ReceivedValue&& v) {
+      std::lock_guard<std::mutex> lock(mutex);
+      values.push_back(std::move(v));
+      changed.notify_all();
+    };
+  }
+  DataListener::Lost on_lost() {
+    return [this](uint64_t sender, const std::string& why) {
+      std::lock_guard<std::mutex> lock(mutex);
+      lost.emplace_back(sender, why);
+      changed.notify_all();
+    };
+  }
+  template <class Pred>
+  bool wait(Pred pred) {
+    std::unique_lock<std::mutex> lock(mutex);
+    return changed.wait_for(lock, kBound, pred);
+  }
+};
+
+ValueHeader header_of(const Tensor& t, uint64_t key) {
+  ValueHeader h;
+  h.dtype = int32_t(t.dtype());
+  h.rank = uint8_t(t.shape().rank());
+  for (int i = 0; i < t.shape().rank(); ++i) h.dims[i] = t.shape().dim(i);
+  h.bytes = t.byte_size();
+  h.key = key;
+  h.step = 7;
+  return h;
+}
+
+bool send_tensor(DataSender& sender, const Tensor& t, uint64_t key) {
+  auto held = std::make_shared<Tensor>(t);
+  return sender.send(header_of(t, key), held, static_cast<const uint8_t*>(held->raw_data()));
+}
+
+DataHello hello_for(const DataListener& l, uint64_t sender, uint64_t receiver) {
+  DataHello h;
+  h.sender = sender;
+  h.receiver = receiver;
+  h.secret = l.secret();
+  return h;
+}
+
+Tensor filled(DType dtype, Shape shape, uint8_t seed) {
+  Tensor t(dtype, shape);
+  auto* p = static_cast<uint8_t*>(t.raw_data());
+  for (std::size_t i = 0; i < t.byte_size(); ++i) p[i] = uint8_t(i * 31 + seed);
+  return t;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && a.byte_size() == b.byte_size() &&
+         std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()) == 0;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(data_path)
+
+BOOST_AUTO_TEST_CASE(values_cross_whole_and_in_the_order_sent) {
+  Received got;
+  DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound);
+  auto sender = DataSender::connect("127.0.0.1", listener.port(), hello_for(listener, 22, 11), kBound, nullptr);
+  // Small values, one larger than any socket buffer (the writer thread takes it), a dead one, an empty one.
+  std::vector<Tensor> sent = {filled(DType::float32, Shape{3, 4}, 1), filled(DType::uint8, Shape{int64_t(40) << 20}, 2),
+                              filled(DType::int64, Shape{5}, 3), Tensor(DType::float32, Shape{0, 7})};
+  for (std::size_t i = 0; i < sent.size(); ++i) BOOST_REQUIRE(send_tensor(*sender, sent[i], i));
+  ValueHeader dead;
+  dead.dead = 1;
+  dead.key = 99;
+  BOOST_REQUIRE(sender->send(dead, nullptr, nullptr));
+  BOOST_REQUIRE(got.wait([&] { return got.values.size() == sent.size() + 1; }));
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    BOOST_TEST(got.values[i].header.key == i);
+    BOOST_TEST(got.values[i].header.step == 7u);
+    BOOST_TEST(got.values[i].sender == 22u);
+    BOOST_TEST(same_bytes(got.values[i].tensor, sent[i]), "value " << i << ": " << got.values[i].tensor.describe());
+  }
+  BOOST_TEST(got.values.back().header.dead == 1);
+  BOOST_TEST(got.values.back().header.key == 99u);
+  BOOST_TEST(got.lost.empty());
+}
+
+BOOST_AUTO_TEST_CASE(a_float32_value_sent_as_float16_arrives_as_float32) {
+  Received got;
+  DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound);
+  auto sender = DataSender::connect("127.0.0.1", listener.port(), hello_for(listener, 22, 11), kBound, nullptr);
+  Tensor t(DType::float32, Shape{4});
+  const float xs[] = {1.0f, -2.5f, 0.125f, 65504.0f};  // each exact in float16
+  std::memcpy(t.raw_data(), xs, sizeof xs);
+  auto half = std::make_shared<std::vector<uint16_t>>(4);
+  float32_to_float16(xs, half->data(), 4);
+  ValueHeader h = header_of(t, 5);
+  h.float16 = 1;
+  h.bytes = 8;
+  BOOST_REQUIRE(sender->send(h, half, reinterpret_cast<const uint8_t*>(half->data())));
+  BOOST_REQUIRE(got.wait([&] { return !got.values.empty(); }));
+  BOOST_TEST(same_bytes(got.values[0].tensor, t), got.values[0].tensor.describe());
+}
+
+BOOST_AUTO_TEST_CASE(a_hello_with_another_secret_or_incarnation_is_refused_naming_the_address) {
+  Received got;
+  DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound);
+  DataHello wrong_secret = hello_for(listener, 22, 11);
+  wrong_secret.secret ^= 1;
+  const std::string where = fmt::format("127.0.0.1:{}", listener.port());
+  auto e = error_of([&] { DataSender::connect("127.0.0.1", listener.port(), wrong_secret, kBound, nullptr); },
+                    ErrorCode::unavailable);
+  BOOST_TEST(contains(e, where), e);
+  BOOST_TEST(contains(e, "refused the hello"), e);
+  auto stale = error_of(
+      [&] { DataSender::connect("127.0.0.1", listener.port(), hello_for(listener, 22, 12), kBound, nullptr); },
+      ErrorCode::unavailable);
+  BOOST_TEST(contains(stale, "refused the hello"), stale);
+  BOOST_TEST(listener.refused() == 2u);
+  BOOST_TEST(got.lost.empty());  // a refused connection is no peer's loss
+}
+
+BOOST_AUTO_TEST_CASE(nothing_listening_is_an_error_naming_the_address) {
+  uint16_t port = 0;
+  {
+    Received got;
+    DataListener gone("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound);
+    port = gone.port();
+  }
+  auto e = error_of([&] { DataSender::connect("127.0.0.1", port, DataHello{}, kBound, nullptr); }, ErrorCode::unavailable);
+  BOOST_TEST(contains(e, fmt::format("cannot connect to 127.0.0.1:{}", port)), e);
+}
+
+BOOST_AUTO_TEST_CASE(a_sender_that_goes_is_reported_lost_with_its_incarnation) {
+  Received got;
+  DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound);
+  {
+    auto sender = DataSender::connect("127.0.0.1", listener.port(), hello_for(listener, 22, 11), kBound, nullptr);
+    BOOST_REQUIRE(send_tensor(*sender, filled(DType::uint8, Shape{16}, 4), 1));
+  }
+  BOOST_REQUIRE(got.wait([&] { return !got.lost.empty(); }));
+  BOOST_TEST(got.values.size() == 1u);  // what was sent before it went arrived
+  BOOST_TEST(got.lost[0].first == 22u);
+  BOOST_TEST(contains(got.lost[0].second, "closed the data connection"), got.lost[0].second);
+}
+
+BOOST_AUTO_TEST_CASE(a_header_that_makes_no_tensor_ends_the_connection_saying_why) {
+  Received got;
+  DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound);
+  auto sender = DataSender::connect("127.0.0.1", listener.port(), hello_for(listener, 22, 11), kBound, nullptr);
+  ValueHeader bad = header_of(filled(DType::uint8, Shape{4}, 5), 1);
+  bad.bytes = 5;  // not the 4 bytes its shape holds
+  auto bytes = std::make_shared<std::vector<uint8_t>>(5, 1);
+  BOOST_REQUIRE(sender->send(bad, bytes, bytes->data()));
+  BOOST_REQUIRE(got.wait([&] { return !got.lost.empty(); }));
+  BOOST_TEST(got.values.empty());
+  BOOST_TEST(contains(got.lost[0].second, "5 bytes said for"), got.lost[0].second);
+}
+
+BOOST_AUTO_TEST_CASE(a_listener_that_goes_breaks_the_sender_once_saying_where) {
+  std::mutex mutex;
+  std::condition_variable changed;
+  std::vector<std::string> broken;
+  std::shared_ptr<DataSender> sender;
+  std::string where;
+  {
+    Received got;
+    DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound);
+    where = fmt::format("127.0.0.1:{}", listener.port());
+    sender = DataSender::connect("127.0.0.1", listener.port(), hello_for(listener, 22, 11), kBound,
+                                 [&](const std::string& why) {
+                                   std::lock_guard<std::mutex> lock(mutex);
+                                   broken.push_back(why);
+                                   changed.notify_all();
+                                 });
+  }
+  // Sends until the closed connection shows (the first writes may still go to the socket buffer).
+  Tensor t = filled(DType::uint8, Shape{1 << 20}, 6);
+  for (int i = 0; i < 1000 && send_tensor(*sender, t, 1); ++i) {
+  }
+  std::unique_lock<std::mutex> lock(mutex);
+  BOOST_REQUIRE(changed.wait_for(lock, kBound, [&] { return !broken.empty(); }));
+  BOOST_TEST(sender->broken());
+  BOOST_TEST(!send_tensor(*sender, t, 2));
+  BOOST_TEST(broken.size() == 1u);
+  BOOST_TEST(contains(broken[0], "the data connection to " + where + " broke"), broken[0]);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
