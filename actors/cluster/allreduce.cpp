@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "actors/cluster/cluster_messages.hpp"
+#include "actors/cluster/data_path.hpp"
 #include "actors/cluster/member_context.hpp"
 #include "actors/cluster/tensor_transfer.hpp"
 #include "actors/cluster/worker.hpp"
@@ -27,6 +28,7 @@ using ar_run_atom = caf::atom_constant<caf::atom("arrun")>;
 using ar_timeout_atom = caf::atom_constant<caf::atom("artimeout")>;
 using ar_bye_atom = caf::atom_constant<caf::atom("arbye")>;
 using ar_bye_ack_atom = caf::atom_constant<caf::atom("arbyeack")>;
+using ar_broken_atom = caf::atom_constant<caf::atom("arbroken")>;
 
 // What the caller hands its process's ring actor (same process: a pointer; the caller waits).
 struct RunRequest {
@@ -61,7 +63,11 @@ struct RingState {
   AllReduceOptions options;
   int size = 1, rank = 0;
   std::vector<std::string> names;  // task per rank, "worker:1 at 127.0.0.1:2222"
+  std::vector<std::string> hosts;  // host per rank
   caf::actor next, prev;
+  // The data connection to the next process (data_path.hpp), when its hello offered one: chunks
+  // go there, else over CAF to `next`.
+  std::shared_ptr<DataSender> next_data;
   std::vector<caf::response_promise> ready_waiters;
   // The request being served: its buffers, run one after the other, and its answer.
   std::deque<Op> ops;
@@ -110,6 +116,30 @@ void visit_sum_type(DType dtype, F&& f) {
   }
 }
 
+// Sends step t's chunk c of buffer `id` to the next process: over the data connection when there
+// is one (its bytes kept alive until written), else over CAF.
+void send_chunk(Ring* self, uint64_t id, int64_t t, int64_t c, TensorChunk&& out) {
+  auto& s = self->state;
+  if (!s.next_data) {
+    self->send(s.next, ar_data_atom::value, id, int32_t(t), int32_t(c), std::move(out));
+    return;
+  }
+  ValueHeader h;
+  h.kind = ValueHeader::ring_chunk;
+  h.handle = id;
+  h.step = uint64_t(t);
+  h.frame = uint64_t(c);
+  h.transfer = out.transfer;
+  h.dtype = out.dtype;
+  h.float16 = out.encoding == TensorChunk::float16;
+  h.rank = 1;
+  h.dims[0] = int64_t(h.float16 ? out.total / 2 : out.total / size_of(DType(out.dtype)));
+  h.bytes = out.total;
+  auto held = std::make_shared<TensorChunk>(std::move(out));
+  const uint8_t* bytes = held->bytes.data();
+  s.next_data->send(h, std::move(held), bytes);  // a broken connection fails the group (ar_broken_atom)
+}
+
 // Sends elements [span) of `op`'s buffer as step t's chunk c: from the buffer itself (the sender
 // does not write those elements again until they have come back around the ring), or a copy
 // when `copy` (the segment's final sum, which the caller may change once this process is done).
@@ -137,7 +167,7 @@ void send_from_buffer(Ring* self, Op& op, int64_t t, int64_t c, Span span, bool 
     out.total = uint64_t(n) * op.element_size;
     out.bytes = ChunkBytes(std::make_shared<Tensor>(op.storage), from, out.total);
   }
-  self->send(s.next, ar_data_atom::value, op.id, int32_t(t), int32_t(c), std::move(out));
+  send_chunk(self, op.id, t, c, std::move(out));
 }
 
 void finish_request(Ring* self, int32_t code, std::string message) {
@@ -221,7 +251,7 @@ void handle_data(Ring* self, uint64_t id, int32_t t, int32_t c, TensorChunk& x) 
     }
     uint8_t* into = op.data + std::size_t(span.begin) * op.element_size;
     const bool reducing = t < s.size - 1;
-    if (op.half) {
+    if (op.half && x.encoding == TensorChunk::float16) {  // over CAF; the data path converts on arrival
       auto* v = reinterpret_cast<float*>(into);
       const auto* h = reinterpret_cast<const uint16_t*>(x.bytes.data());
       if (reducing) {
@@ -253,9 +283,11 @@ void handle_data(Ring* self, uint64_t id, int32_t t, int32_t c, TensorChunk& x) 
         send_from_buffer(self, op, t + 1, c, span, true);
       } else if (reducing) {
         send_from_buffer(self, op, t + 1, c, span, false);
+      } else if (op.half && x.encoding != TensorChunk::float16) {
+        send_from_buffer(self, op, t + 1, c, span, true);  // arrived as float32: float16 again (exact)
       } else {
         x.transfer = s.next_transfer++;  // handed on as it came: its bytes stay alive with it
-        self->send(s.next, ar_data_atom::value, id, int32_t(t + 1), c, std::move(x));
+        send_chunk(self, id, t + 1, c, std::move(x));
       }
     }
     ++op.received;
@@ -329,11 +361,35 @@ void notify_ready(Ring* self) {
   s.ready_waiters.clear();
 }
 
-void on_hello(Ring* self, int32_t from, caf::actor& ring) {
+// The data connection to the next process, to the listener its hello named (port 0: none; then
+// chunks go over CAF). A connection that breaks later fails the group.
+void open_next_data(Ring* self, uint16_t port, uint64_t secret, uint64_t incarnation) {
+  auto& s = self->state;
+  if (!port || !s.context->data_path) return;
+  DataHello hello;
+  hello.sender = s.context->incarnation;
+  hello.receiver = incarnation;
+  hello.secret = secret;
+  auto ring = caf::actor_cast<caf::weak_actor_ptr>(self);
+  auto on_broken = [ring](const std::string& why) {
+    if (auto r = caf::actor_cast<caf::actor>(ring.lock())) caf::anon_send(r, ar_broken_atom::value, why);
+  };
+  const std::size_t next = std::size_t(mod(s.rank + 1, s.size));
+  try {
+    s.next_data = DataSender::connect(s.hosts[next], port, hello, s.context->connect_timeout, std::move(on_broken));
+  } catch (const Error& e) {
+    s.context->log(fmt::format("all-reduce: no data connection to {} ({}): chunks go over the cluster connection",
+                               s.names[next], e.what()));
+  }
+}
+
+void on_hello(Ring* self, int32_t from, caf::actor& ring, uint16_t data_port, uint64_t data_secret,
+              uint64_t incarnation) {
   auto& s = self->state;
   if (from == mod(s.rank + 1, s.size) && !s.next) {
     s.next = ring;
     self->monitor(ring);
+    open_next_data(self, data_port, data_secret, incarnation);
   }
   if (from == mod(s.rank - 1, s.size) && !s.prev) {
     s.prev = ring;
@@ -388,6 +444,9 @@ void on_timeout(Ring* self, uint64_t id) {
 caf::result<bool> on_bye(Ring* self) {
   auto& s = self->state;
   if (!s.next || s.size == 1) return true;
+  // Chunks on the data connection: once the kernel has them, it delivers them after this
+  // process exits too.
+  if (s.next_data) s.next_data->flush(std::chrono::seconds(5));
   auto promise = self->make_response_promise();
   self->request(s.next, std::chrono::seconds(5), ar_bye_ack_atom::value)
       .then([promise](bool) mutable { promise.deliver(true); },
@@ -396,16 +455,22 @@ caf::result<bool> on_bye(Ring* self) {
 }
 
 caf::behavior ring_actor(Ring* self, std::shared_ptr<MemberContext> context, AllReduceOptions options, int size,
-                         int rank, std::vector<std::string> names) {
+                         int rank, std::vector<std::string> names, std::vector<std::string> hosts) {
   auto& s = self->state;
   s.context = std::move(context);
   s.options = options;
   s.size = size;
   s.rank = rank;
   s.names = std::move(names);
+  s.hosts = std::move(hosts);
   self->set_down_handler([self](caf::down_msg& dm) { on_neighbour_down(self, dm); });
   return {
-      [self](ar_hello_atom, int32_t from, caf::actor& ring) { on_hello(self, from, ring); },
+      [self](ar_hello_atom, int32_t from, caf::actor& ring, uint16_t port, uint64_t secret, uint64_t incarnation) {
+        on_hello(self, from, ring, port, secret, incarnation);
+      },
+      [self](ar_broken_atom, const std::string& why) {
+        fail_group(self, fmt::format("all-reduce: {}", why));
+      },
       [self](ar_ready_atom) -> caf::result<bool> { return on_ready(self); },
       [self](ar_run_atom, RunRequest& request) -> caf::result<int32_t, std::string> { return on_run(self, request); },
       [self](ar_data_atom, uint64_t id, int32_t t, int32_t c, TensorChunk& x) { handle_data(self, id, t, c, x); },
@@ -437,14 +502,15 @@ AllReduceGroup::AllReduceGroup(ClusterMember& member, std::string job, AllReduce
   for (auto& [task, address] : im.context->cluster)
     if (task.job == job) ring.push_back({task, address});
   std::sort(ring.begin(), ring.end(), [](auto& a, auto& b) { return a.first.index < b.first.index; });
-  std::vector<std::string> names;
+  std::vector<std::string> names, hosts;
   for (std::size_t r = 0; r < ring.size(); ++r) {
     if (ring[r].first == me) im.rank = int(r);
     names.push_back(fmt::format("{} at {}", ring[r].first.to_string(), ring[r].second.to_string()));
+    hosts.push_back(ring[r].second.host);
   }
   im.size = int(ring.size());
   auto& system = im.context->runtime->system();
-  im.ring = system.spawn<caf::detached>(ring_actor, im.context, options, im.size, im.rank, names);
+  im.ring = system.spawn<caf::detached>(ring_actor, im.context, options, im.size, im.rank, names, hosts);
   {
     std::lock_guard<std::mutex> lock(im.context->mutex);
     im.context->collective = im.ring;
@@ -457,6 +523,8 @@ AllReduceGroup::AllReduceGroup(ClusterMember& member, std::string job, AllReduce
   for (int neighbour : {(im.rank + 1) % im.size, (im.rank + im.size - 1) % im.size}) {
     if (neighbour <= im.rank) continue;
     caf::actor theirs;
+    uint16_t their_port = 0;
+    uint64_t their_secret = 0, their_incarnation = 0;
     std::string last_error;
     while (!theirs) {
       const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
@@ -469,15 +537,23 @@ AllReduceGroup::AllReduceGroup(ClusterMember& member, std::string job, AllReduce
         WorkerActor worker = connect_member(system, ring[std::size_t(neighbour)].second,
                                            std::min(left, std::chrono::milliseconds(2000)));
         self->request(worker, std::min(left, std::chrono::milliseconds(2000)), collective_atom::value)
-            .receive([&](caf::actor& a) { theirs = a; },
-                     [&](caf::error& e) { last_error = system.render(e); });
+            .receive(
+                [&](caf::actor& a, uint16_t port, uint64_t secret, uint64_t incarnation) {
+                  theirs = a;
+                  their_port = port;
+                  their_secret = secret;
+                  their_incarnation = incarnation;
+                },
+                [&](caf::error& e) { last_error = system.render(e); });
       } catch (const Error& e) {
         last_error = e.what();
       }
       if (!theirs) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    self->send(theirs, ar_hello_atom::value, int32_t(im.rank), im.ring);
-    self->send(im.ring, ar_hello_atom::value, int32_t(neighbour), theirs);
+    auto& ctx = *im.context;
+    self->send(theirs, ar_hello_atom::value, int32_t(im.rank), im.ring, ctx.data_port.load(), ctx.data_secret.load(),
+               ctx.incarnation);
+    self->send(im.ring, ar_hello_atom::value, int32_t(neighbour), theirs, their_port, their_secret, their_incarnation);
   }
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
   bool ready = false;
@@ -503,6 +579,23 @@ AllReduceGroup::~AllReduceGroup() {
     if (impl_->context->collective == impl_->ring) impl_->context->collective = caf::actor();
   }
   caf::anon_send_exit(impl_->ring, caf::exit_reason::user_shutdown);
+}
+
+void deliver_ring_chunk(MemberContext& context, ReceivedValue&& value) {
+  caf::actor ring;
+  {
+    std::lock_guard<std::mutex> lock(context.mutex);
+    ring = context.collective;
+  }
+  if (!ring) return;  // no group (any more): a late chunk
+  TensorChunk c;
+  c.transfer = value.header.transfer;
+  c.total = value.tensor.byte_size();
+  c.dtype = int32_t(value.tensor.dtype());
+  c.dims = value.tensor.shape().dims();
+  c.bytes = ChunkBytes::landed(std::move(value.tensor), value.header.bytes);
+  caf::anon_send(ring, ar_data_atom::value, value.header.handle, int32_t(value.header.step), int32_t(value.header.frame),
+                 std::move(c));
 }
 
 int AllReduceGroup::size() const { return impl_->size; }

@@ -20,16 +20,20 @@
 // dtype (float32, float64, int32, int64; integers exactly). With `float16` a float32 chunk
 // crosses as float16 (core/wire/float16.hpp: half the bytes, ~3 significant digits), and each
 // segment's owner rounds its own copy the same way before handing it on, so every process still
-// holds the same bits. Values cross over CAF's network layer as raw chunks (tensor_transfer.hpp),
-// copied once by CAF on each side; the process's actor for it is one detached actor, which each
-// peer finds through the member's worker (collective_atom).
+// holds the same bits. Chunks cross over the data connection to the next process (data_path.hpp:
+// written from the buffer, read into a tensor by the next process's data listener, which
+// converts float16 back on arrival), or over CAF's network layer as raw chunks
+// (tensor_transfer.hpp) when the next process offers no data listener (under TLS). The
+// process's actor for it is one detached actor, which each peer finds through the member's
+// worker (collective_atom, which also names the worker's data listener).
 //
 // Making a group connects the lower-indexed of each pair of ring neighbours to the higher one
 // (never both at once: CAF drops both connections then), within `timeout`. A neighbour that is
 // lost, a buffer whose data does not come within `timeout`, or tensors that differ between the
 // processes fail all_reduce with an Error naming the task; the group cannot be used after that.
 // Destroying a group waits (at most 6 s) until the next process has received every chunk this
-// one sent, so a process may exit right after its last all_reduce.
+// one sent (or, over a data connection, until the kernel has them all), so a process may exit
+// right after its last all_reduce. A data connection that breaks fails the group naming it.
 #include <chrono>
 #include <cstddef>
 #include <memory>
@@ -47,6 +51,9 @@ struct AllReduceOptions {
   bool float16 = false;                              // float32 as float16 on the wire
   std::chrono::milliseconds timeout{60000};          // making the ring; each buffer's data
 };
+
+struct MemberContext;
+struct ReceivedValue;
 
 class AllReduceGroup {
  public:
@@ -69,5 +76,9 @@ class AllReduceGroup {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Hands a chunk that came over a data connection (data_path.hpp) to the member's all-reduce
+// actor; dropped when the member has no group. Called by the member's data listener.
+void deliver_ring_chunk(MemberContext& context, ReceivedValue&& value);
 
 }  // namespace troupe

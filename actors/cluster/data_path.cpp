@@ -199,6 +199,13 @@ void DataSender::close() {
   broken_.store(true, std::memory_order_release);
   ::shutdown(fd_, SHUT_RDWR);  // a blocked write returns
   wake_.notify_all();
+  drained_.notify_all();
+}
+
+bool DataSender::flush(std::chrono::milliseconds bound) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  drained_.wait_for(lock, bound, [this] { return stop_ || (queue_.empty() && !busy_); });
+  return !stop_ && queue_.empty() && !busy_;
 }
 
 bool DataSender::write(Frame& f, bool block) {
@@ -267,6 +274,7 @@ void DataSender::writer() {
     f.owner.reset();  // the bytes are the kernel's now
     lock.lock();
     busy_ = false;
+    if (queue_.empty()) drained_.notify_all();
     if (!ok) {
       lock.unlock();
       fail_with(errno_text(e));
@@ -284,6 +292,7 @@ void DataSender::fail_with(const std::string& why) {
   }
   ::shutdown(fd_, SHUT_RDWR);
   wake_.notify_all();
+  drained_.notify_all();
   if (on_broken_) on_broken_(fmt::format("the data connection to {} broke: {}", where_, why));
 }
 

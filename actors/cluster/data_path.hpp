@@ -35,11 +35,15 @@ namespace troupe {
 // run on one architecture; the magic refuses anything else).
 struct ValueHeader {
   static constexpr uint32_t kMagic = 0x54525644;  // "TRVD"
+  enum Kind : uint8_t {
+    graph_value = 0,  // a _Send's value: handle, key, step, frame, iteration as named
+    ring_chunk = 1,   // an all-reduce chunk (allreduce.hpp): handle = buffer, step = ring step, frame = chunk
+  };
   uint32_t magic = kMagic;
   uint8_t dead = 0;      // a dead value: no bytes follow
   uint8_t float16 = 0;   // a float32 tensor's elements as float16
   uint8_t rank = 0;
-  uint8_t reserved = 0;
+  uint8_t kind = graph_value;
   int32_t dtype = 0;     // DType
   uint32_t reserved2 = 0;
   uint64_t handle = 0;   // the registration
@@ -91,6 +95,9 @@ class DataSender {
   // else by the writer thread. False once the connection is broken or closed: the value is
   // dropped.
   bool send(const ValueHeader& header, std::shared_ptr<const void> owner, const uint8_t* data);
+  // Waits (at most `bound`) until every value sent so far is in the kernel's hands, which
+  // delivers it even if this process exits next; false if the bound passed or it broke first.
+  bool flush(std::chrono::milliseconds bound);
   // Ends the connection: queued values are dropped, the writer stops. No on_broken.
   void close();
   bool broken() const { return broken_.load(std::memory_order_acquire); }
@@ -113,7 +120,8 @@ class DataSender {
   std::string where_;
   Broken on_broken_;
   std::mutex mutex_;  // guards queue_, busy_, stop_, writer_; held across a non-blocking write only
-  std::condition_variable wake_;
+  std::condition_variable wake_;     // the writer: a frame is queued, or stop
+  std::condition_variable drained_;  // flush(): the queue is empty and nothing is being written
   std::deque<Frame> queue_;
   bool busy_ = false;  // the writer thread is writing the frame it took
   bool stop_ = false;

@@ -66,6 +66,9 @@ struct MemberContext {
   // on `listen_host`; else over CAF's.
   bool data_path = true;
   std::string listen_host = "0.0.0.0";
+  // The data listener's port (0 until it listens, or none) and secret, for the all-reduce's hellos.
+  std::atomic<uint16_t> data_port{0};
+  std::atomic<uint64_t> data_secret{0};
   // MemberOptions::trace: the task's own trace file and the steps it takes.
   std::shared_ptr<TraceFile> trace;
   uint64_t trace_first = 0, trace_last = 0;

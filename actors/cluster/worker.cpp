@@ -7,6 +7,7 @@
 #include <deque>
 #include <thread>
 
+#include "actors/cluster/allreduce.hpp"
 #include "actors/cluster/cluster_checkpoint.hpp"
 #include "actors/cluster/inbox.hpp"
 #include "actors/cluster/member_rendezvous.hpp"
@@ -551,12 +552,13 @@ void moved(WorkerSelf self, const std::string& task, const std::string& address,
 }
 
 // The all-reduce actor of this process, for a peer of its ring (actors/cluster/allreduce.hpp).
-caf::result<caf::actor> collective(WorkerSelf self) {
+caf::result<caf::actor, uint16_t, uint64_t, uint64_t> collective(WorkerSelf self) {
   auto& c = *self->state.context;
+  auto [port, secret] = data_listener_of(self);
   std::lock_guard<std::mutex> lock(c.mutex);
   if (!c.collective)
     return caf::make_error(caf::sec::runtime_error, fmt::format("task {} has no all-reduce group (yet)", c.task.to_string()));
-  return c.collective;
+  return {c.collective, port, secret, c.incarnation};
 }
 
 // ---- Tracing
@@ -745,7 +747,8 @@ caf::result<std::vector<WaitReport>> waits_of(WorkerSelf self, uint64_t handle, 
 void listen_for_data(WorkerSelf self) {
   auto& ctx = *self->state.context;
   if (!ctx.data_path) return;
-  auto deliver = [inbox = self->state.inbox](ReceivedValue&& r) {
+  auto deliver = [inbox = self->state.inbox, context = self->state.context](ReceivedValue&& r) {
+    if (r.header.kind == ValueHeader::ring_chunk) return deliver_ring_chunk(*context, std::move(r));
     RemoteValue v;
     v.handle = r.header.handle;
     v.key = r.header.key;
@@ -770,6 +773,8 @@ void listen_for_data(WorkerSelf self) {
   try {
     self->state.data = std::make_unique<DataListener>(ctx.listen_host, ctx.incarnation, std::move(deliver),
                                                       std::move(lost), ctx.connect_timeout);
+    ctx.data_secret = self->state.data->secret();
+    ctx.data_port = self->state.data->port();
   } catch (const Error& e) {
     ctx.log(fmt::format("no data listener ({}): values from peers come over the cluster connections", e.what()));
   }

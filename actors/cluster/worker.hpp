@@ -49,7 +49,8 @@ using WorkerActor = caf::typed_actor<
     caf::replies_to<take_over_atom, std::string>::with<std::string, uint64_t, std::string>,  // a spare's
     caf::reacts_to<moved_atom, std::string, std::string, std::string>,  // task, its address, the spare
     caf::replies_to<inbox_atom>::with<caf::actor>,       // its process's inbox
-    caf::replies_to<collective_atom>::with<caf::actor>,  // its all-reduce actor (allreduce.hpp)
+    // Its all-reduce actor (allreduce.hpp), and its data listener: port (0: none), secret, incarnation.
+    caf::replies_to<collective_atom>::with<caf::actor, uint16_t, uint64_t, uint64_t>,
     // Tracing
     caf::replies_to<clock_atom>::with<int64_t>,                  // trace::now_ns()
     caf::replies_to<trace_atom, uint64_t, uint64_t>::with<bool>,  // the session traces (handle, step)
