@@ -130,10 +130,10 @@ void send_chunk(Ring* self, uint64_t id, int64_t t, int64_t c, TensorChunk&& out
   h.step = uint64_t(t);
   h.frame = uint64_t(c);
   h.transfer = out.transfer;
-  h.dtype = out.dtype;
-  h.float16 = out.encoding == TensorChunk::float16;
+  // float16 chunks cross as float16 tensors: the next process reduces them as they are.
+  h.dtype = int32_t(out.encoding == TensorChunk::float16 ? DType::float16 : DType(out.dtype));
   h.rank = 1;
-  h.dims[0] = int64_t(h.float16 ? out.total / 2 : out.total / size_of(DType(out.dtype)));
+  h.dims[0] = int64_t(out.total / size_of(DType(h.dtype)));
   h.bytes = out.total;
   auto held = std::make_shared<TensorChunk>(std::move(out));
   const uint8_t* bytes = held->bytes.data();
@@ -251,7 +251,7 @@ void handle_data(Ring* self, uint64_t id, int32_t t, int32_t c, TensorChunk& x) 
     }
     uint8_t* into = op.data + std::size_t(span.begin) * op.element_size;
     const bool reducing = t < s.size - 1;
-    if (op.half && x.encoding == TensorChunk::float16) {  // over CAF; the data path converts on arrival
+    if (op.half) {
       auto* v = reinterpret_cast<float*>(into);
       const auto* h = reinterpret_cast<const uint16_t*>(x.bytes.data());
       if (reducing) {
@@ -283,8 +283,6 @@ void handle_data(Ring* self, uint64_t id, int32_t t, int32_t c, TensorChunk& x) 
         send_from_buffer(self, op, t + 1, c, span, true);
       } else if (reducing) {
         send_from_buffer(self, op, t + 1, c, span, false);
-      } else if (op.half && x.encoding != TensorChunk::float16) {
-        send_from_buffer(self, op, t + 1, c, span, true);  // arrived as float32: float16 again (exact)
       } else {
         x.transfer = s.next_transfer++;  // handed on as it came: its bytes stay alive with it
         send_chunk(self, id, t + 1, c, std::move(x));
@@ -593,6 +591,10 @@ void deliver_ring_chunk(MemberContext& context, ReceivedValue&& value) {
   c.total = value.tensor.byte_size();
   c.dtype = int32_t(value.tensor.dtype());
   c.dims = value.tensor.shape().dims();
+  if (value.tensor.dtype() == DType::float16) {  // a float32 buffer's chunk as float16 (send_chunk)
+    c.dtype = int32_t(DType::float32);
+    c.encoding = TensorChunk::float16;
+  }
   c.bytes = ChunkBytes::landed(std::move(value.tensor), value.header.bytes);
   caf::anon_send(ring, ar_data_atom::value, value.header.handle, int32_t(value.header.step), int32_t(value.header.frame),
                  std::move(c));

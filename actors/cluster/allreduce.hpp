@@ -21,8 +21,8 @@
 // crosses as float16 (core/wire/float16.hpp: half the bytes, ~3 significant digits), and each
 // segment's owner rounds its own copy the same way before handing it on, so every process still
 // holds the same bits. Chunks cross over the data connection to the next process (data_path.hpp:
-// written from the buffer, read into a tensor by the next process's data listener, which
-// converts float16 back on arrival), or over CAF's network layer as raw chunks
+// written from the buffer, read into a tensor by the next process's data listener), or over
+// CAF's network layer as raw chunks
 // (tensor_transfer.hpp) when the next process offers no data listener (under TLS). The
 // process's actor for it is one detached actor, which each peer finds through the member's
 // worker (collective_atom, which also names the worker's data listener).

@@ -423,7 +423,8 @@ void DataListener::serve(int fd) {
     }
   }
   ::shutdown(fd, SHUT_RDWR);
-  if (!stopping_.load() && lost_) lost_(hello.sender, why == "closed" ? "the sender closed the data connection" : why);
+  const bool clean = why == "closed";
+  if (!stopping_.load() && lost_) lost_(hello.sender, clean ? "the sender closed the data connection" : why, clean);
 }
 
 }  // namespace troupe

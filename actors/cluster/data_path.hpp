@@ -132,12 +132,14 @@ class DataSender {
 // The listening end in a member process: accepts connections from other members, checks their
 // hello, and reads each on a thread of its own, handing every value to `deliver` (called on
 // that thread, values of one connection in order). `lost` is called once per connection that
-// ends after its hello, from its thread, with the sender's incarnation and why. Stops (and joins
-// every thread) in its destructor, after which neither is called.
+// ends after its hello, from its thread, with the sender's incarnation, why, and whether it was
+// `clean`: the sender closed it between two values (nothing half sent; a sender does so when it
+// lost this process or its process ended, which the cluster connection reports too). Stops (and
+// joins every thread) in its destructor, after which neither is called.
 class DataListener {
  public:
   using Deliver = std::function<void(ReceivedValue&&)>;
-  using Lost = std::function<void(uint64_t sender, const std::string& why)>;
+  using Lost = std::function<void(uint64_t sender, const std::string& why, bool clean)>;
   // Listens on `host` ("0.0.0.0": every interface) at a port the OS picks. Throws unavailable.
   DataListener(const std::string& host, uint64_t incarnation, Deliver deliver, Lost lost,
                std::chrono::milliseconds hello_bound);

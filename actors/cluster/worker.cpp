@@ -766,7 +766,11 @@ void listen_for_data(WorkerSelf self) {
     caf::anon_send(inbox, transfer_atom::value, std::move(v));
   };
   auto worker = caf::actor_cast<caf::weak_actor_ptr>(self);
-  auto lost = [worker](uint64_t sender, const std::string& why) {
+  // A connection closed between values is not reported: its sender closes it only once it has
+  // lost this process or is ending, and a report could come after the peer is back (the same
+  // incarnation, over a new connection) and lose it again.
+  auto lost = [worker](uint64_t sender, const std::string& why, bool clean) {
+    if (clean) return;
     if (auto w = caf::actor_cast<WorkerActor>(worker.lock()))
       caf::anon_send(w, peer_lost_atom::value, sender, "its data connection to this task ended: " + why);
   };

@@ -4,6 +4,10 @@
 // on the side that did not end it, with why.
 #include <boost/test/unit_test.hpp>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -27,7 +31,12 @@ struct Received {
   std::mutex mutex;
   std::condition_variable changed;
   std::deque<ReceivedValue> values;
-  std::vector<std::pair<uint64_t, std::string>> lost;
+  struct Loss {
+    uint64_t sender;
+    std::string why;
+    bool clean;
+  };
+  std::vector<Loss> lost;
 
   DataListener::Deliver deliver() {
     return [this](ReceivedValue&& v) {
@@ -37,9 +46,9 @@ struct Received {
     };
   }
   DataListener::Lost on_lost() {
-    return [this](uint64_t sender, const std::string& why) {
+    return [this](uint64_t sender, const std::string& why, bool clean) {
       std::lock_guard<std::mutex> lock(mutex);
-      lost.emplace_back(sender, why);
+      lost.push_back({sender, why, clean});
       changed.notify_all();
     };
   }
@@ -160,7 +169,7 @@ BOOST_AUTO_TEST_CASE(nothing_listening_is_an_error_naming_the_address) {
   BOOST_TEST(contains(e, fmt::format("cannot connect to 127.0.0.1:{}", port)), e);
 }
 
-BOOST_AUTO_TEST_CASE(a_sender_that_goes_is_reported_lost_with_its_incarnation) {
+BOOST_AUTO_TEST_CASE(a_sender_that_closes_between_values_is_reported_as_a_clean_end_with_its_incarnation) {
   Received got;
   DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound);
   {
@@ -169,8 +178,37 @@ BOOST_AUTO_TEST_CASE(a_sender_that_goes_is_reported_lost_with_its_incarnation) {
   }
   BOOST_REQUIRE(got.wait([&] { return !got.lost.empty(); }));
   BOOST_TEST(got.values.size() == 1u);  // what was sent before it went arrived
-  BOOST_TEST(got.lost[0].first == 22u);
-  BOOST_TEST(contains(got.lost[0].second, "closed the data connection"), got.lost[0].second);
+  BOOST_TEST(got.lost[0].sender == 22u);
+  BOOST_TEST(got.lost[0].clean);
+  BOOST_TEST(contains(got.lost[0].why, "closed the data connection"), got.lost[0].why);
+}
+
+BOOST_AUTO_TEST_CASE(a_sender_that_goes_in_the_middle_of_a_value_is_reported_lost_not_clean) {
+  Received got;
+  DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound);
+  // A raw connection: the hello, then a header for 1000 bytes and only 10 of them.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(listener.port());
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  BOOST_REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  const DataHello hello = hello_for(listener, 22, 11);
+  BOOST_REQUIRE(::write(fd, &hello, sizeof hello) == ssize_t(sizeof hello));
+  uint8_t answer = 0;
+  timeval bound{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+  BOOST_REQUIRE(::read(fd, &answer, 1) == 1);
+  ValueHeader h = header_of(filled(DType::uint8, Shape{1000}, 7), 1);
+  const std::vector<uint8_t> some(10, 1);
+  BOOST_REQUIRE(::write(fd, &h, sizeof h) == ssize_t(sizeof h));
+  BOOST_REQUIRE(::write(fd, some.data(), some.size()) == ssize_t(some.size()));
+  ::close(fd);
+  BOOST_REQUIRE(got.wait([&] { return !got.lost.empty(); }));
+  BOOST_TEST(got.values.empty());
+  BOOST_TEST(got.lost[0].sender == 22u);
+  BOOST_TEST(!got.lost[0].clean);
+  BOOST_TEST(contains(got.lost[0].why, "in the middle of a value"), got.lost[0].why);
 }
 
 BOOST_AUTO_TEST_CASE(a_header_that_makes_no_tensor_ends_the_connection_saying_why) {
@@ -183,7 +221,8 @@ BOOST_AUTO_TEST_CASE(a_header_that_makes_no_tensor_ends_the_connection_saying_wh
   BOOST_REQUIRE(sender->send(bad, bytes, bytes->data()));
   BOOST_REQUIRE(got.wait([&] { return !got.lost.empty(); }));
   BOOST_TEST(got.values.empty());
-  BOOST_TEST(contains(got.lost[0].second, "5 bytes said for"), got.lost[0].second);
+  BOOST_TEST(!got.lost[0].clean);
+  BOOST_TEST(contains(got.lost[0].why, "5 bytes said for"), got.lost[0].why);
 }
 
 BOOST_AUTO_TEST_CASE(a_listener_that_goes_breaks_the_sender_once_saying_where) {
