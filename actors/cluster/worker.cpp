@@ -155,7 +155,8 @@ void open_data(WorkerSelf self, WorkerState::Peer& peer, uint16_t port, uint64_t
   hello.secret = secret;
   auto worker = caf::actor_cast<caf::weak_actor_ptr>(self);
   auto on_broken = [worker, incarnation = peer.incarnation](const std::string& why) {
-    if (auto w = caf::actor_cast<WorkerActor>(worker.lock())) caf::anon_send(w, peer_lost_atom::value, incarnation, why);
+    if (auto w = caf::actor_cast<WorkerActor>(worker.lock()))
+      caf::anon_send(w, peer_lost_atom::value, incarnation, why, true);
   };
   try {
     peer.data = DataSender::connect(peer.host, port, hello, ctx.connect_timeout, std::move(on_broken));
@@ -198,6 +199,7 @@ WorkerState::Peer& peer_of(WorkerSelf self, const TaskPeer& p) {
                port, secret);
   } else if (auto c = s.connected.find(p.task); c != s.connected.end() && c->second.incarnation == p.incarnation) {
     peer.inbox = c->second.inbox;
+    peer.worker = c->second.worker;
     watch(self, peer);
     open_data(self, peer, c->second.data_port, c->second.data_secret);
   }
@@ -408,9 +410,16 @@ namespace {
 
 // The peer `it` is lost (its connection went: `reason`). The graphs that exchange values with it
 // cannot run now: their steps in flight fail, and so do later ones, until the master registers
-// them again (it does after such an error), connecting anew.
-void lose_peer(WorkerSelf self, std::map<std::string, WorkerState::Peer>::iterator it, const std::string& reason) {
+// them again (it does after such an error), connecting anew. With `tell_peer` (a data
+// connection of this member's broke, the cluster connection may be up) the peer is told first,
+// so that both sides start over: it would otherwise keep this member as a peer with a dead
+// connection, or wait for a hello this member never sends again.
+void lose_peer(WorkerSelf self, std::map<std::string, WorkerState::Peer>::iterator it, const std::string& reason,
+               bool tell_peer = false) {
   auto& s = self->state;
+  if (tell_peer && it->second.worker)
+    self->send(it->second.worker, peer_lost_atom::value, s.context->incarnation,
+               fmt::format("task {} lost its data connection with it: {}", s.context->task.to_string(), reason), false);
   const std::string why = fmt::format("task {} lost its connection to peer {} at {} ({})", s.context->task.to_string(),
                                       it->first, it->second.address, reason);
   s.context->log(fmt::format("peer lost: {} ({})", it->first, reason));
@@ -460,17 +469,17 @@ void on_down(WorkerSelf self, caf::down_msg& dm) {
 
 // A data connection to or from the process of `incarnation` broke: that peer is lost, as if its
 // cluster connection had gone (a value may have been lost with it).
-void data_lost(WorkerSelf self, uint64_t incarnation, const std::string& why) {
+void data_lost(WorkerSelf self, uint64_t incarnation, const std::string& why, bool tell_peer) {
   auto& peers = self->state.peers;
   for (auto it = peers.begin(); it != peers.end(); ++it)
-    if (it->second.incarnation == incarnation) return lose_peer(self, it, why);
+    if (it->second.incarnation == incarnation) return lose_peer(self, it, why, tell_peer);
 }
 
 // A peer's hello over its connection to this member (or the answer to this member's).
 void peer_hello(WorkerSelf self, const std::string& task, uint64_t incarnation, caf::actor& inbox, bool answer,
                 uint16_t data_port, uint64_t data_secret) {
   auto& s = self->state;
-  s.connected[task] = {incarnation, inbox, data_port, data_secret};
+  s.connected[task] = {incarnation, inbox, data_port, data_secret, caf::actor_cast<WorkerActor>(self->current_sender())};
   // The member that connected learns this inbox over the same connection.
   if (!answer)
     if (auto sender = caf::actor_cast<WorkerActor>(self->current_sender())) {
@@ -481,6 +490,7 @@ void peer_hello(WorkerSelf self, const std::string& task, uint64_t incarnation, 
   auto it = s.peers.find(task);
   if (it == s.peers.end() || it->second.incarnation != incarnation || it->second.watched) return;
   it->second.inbox = std::move(inbox);
+  if (!it->second.worker) it->second.worker = s.connected[task].worker;
   connection_exists(self, it->second, data_port, data_secret);
 }
 
@@ -772,7 +782,7 @@ void listen_for_data(WorkerSelf self) {
   auto lost = [worker](uint64_t sender, const std::string& why, bool clean) {
     if (clean) return;
     if (auto w = caf::actor_cast<WorkerActor>(worker.lock()))
-      caf::anon_send(w, peer_lost_atom::value, sender, "its data connection to this task ended: " + why);
+      caf::anon_send(w, peer_lost_atom::value, sender, "its data connection to this task ended: " + why, true);
   };
   try {
     self->state.data = std::make_unique<DataListener>(ctx.listen_host, ctx.incarnation, std::move(deliver),
@@ -806,7 +816,9 @@ WorkerActor::behavior_type worker_actor(WorkerSelf self, std::shared_ptr<MemberC
              uint16_t data_port, uint64_t data_secret) {
         peer_hello(self, task, incarnation, inbox, answer, data_port, data_secret);
       },
-      [self](peer_lost_atom, uint64_t incarnation, const std::string& why) { data_lost(self, incarnation, why); },
+      [self](peer_lost_atom, uint64_t incarnation, const std::string& why, bool tell_peer) {
+        data_lost(self, incarnation, why, tell_peer);
+      },
       [self](peer_hello_atom, const std::string& task, uint64_t incarnation) { hello_backstop(self, task, incarnation); },
       [self](take_over_atom, const std::string& task) { return take_over(self, task); },
       [self](moved_atom, const std::string& task, const std::string& address, const std::string& retired) {

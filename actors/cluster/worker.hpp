@@ -42,8 +42,10 @@ using WorkerActor = caf::typed_actor<
     // A peer's connection to this member exists (its inbox; `answer`: the reply to this one's
     // hello; its data listener's port, 0 for none, and secret).
     caf::reacts_to<peer_hello_atom, std::string, uint64_t, caf::actor, bool, uint16_t, uint64_t>,
-    // A data connection to or from the process of that incarnation broke (why): the peer is lost.
-    caf::reacts_to<peer_lost_atom, uint64_t, std::string>,
+    // A data connection to or from the process of that incarnation broke (why): the peer is lost
+    // (and, when `tell`, told so over the cluster connection, which may still be up: from this
+    // member's own data connections true, from a peer false).
+    caf::reacts_to<peer_lost_atom, uint64_t, std::string, bool>,
     // The hello of that task and incarnation has not come within the connect bound (to itself).
     caf::reacts_to<peer_hello_atom, std::string, uint64_t>,
     caf::replies_to<take_over_atom, std::string>::with<std::string, uint64_t, std::string>,  // a spare's
@@ -82,7 +84,7 @@ struct WorkerState {
   std::shared_ptr<MemberContext> context;
   caf::actor inbox;
   struct Peer {
-    WorkerActor worker;  // when this member made the connection
+    WorkerActor worker;  // the peer's worker: connected to, or whose hello came
     // The peer's inbox: the registration's handle until the hello (or its answer) brings one
     // over the connection between the two; monitored once `watched`, and the one outboxes use.
     caf::actor inbox;
@@ -103,6 +105,7 @@ struct WorkerState {
     caf::actor inbox;  // as the hello brought it
     uint16_t data_port = 0;  // its data listener, 0 for none
     uint64_t data_secret = 0;
+    WorkerActor worker;  // that sent the hello
   };
   std::map<std::string, Connected> connected;
   // This process's data listener (values from peers' data connections go to the inbox); none
