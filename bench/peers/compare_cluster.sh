@@ -19,8 +19,8 @@ troupe=build/bench/troupe-bench
 if [[ ! -x $troupe ]]; then
   echo "no $troupe: run tools/test.sh to build it; running TensorFlow's side alone" >&2
   troupe=
-elif [[ $("$troupe" 2>&1 || true) != *"troupe-bench cluster"* ]]; then
-  # The usage text (no arguments) lists every benchmark; probing with `cluster` would run it.
+elif ! grep -qE '^[[:space:]]+cluster[[:space:]]' <<<"$("$troupe" 2>&1 || true)"; then
+  # The usage text (no arguments) lists every benchmark, one a line; probing with `cluster` would run it.
   echo "$troupe has no cluster benchmark yet; running TensorFlow's side alone" >&2
   troupe=
 fi
