@@ -8,6 +8,8 @@
 // times after `warmup` untimed ones, a one-element all-reduce before each timed one so the
 // processes start together. worker:0 reports the median time, and the bus bandwidth
 // 2(N-1)/N x bytes / time (what each link carries: NCCL's and gloo's benchmarks' figure).
+// --hosts NS=ADDRESS,... puts process k in the k-th network namespace at that address (port
+// 22220 + k; bench/shaped_links.sh), instead of free ports on 127.0.0.1.
 #include <CLI/CLI.hpp>
 
 #include <signal.h>
@@ -29,6 +31,7 @@
 #include "actors/cluster/member.hpp"
 #include "apps/cli_checks.hpp"
 #include "bench/flags.hpp"
+#include "bench/hosts.hpp"
 #include "core/error.hpp"
 
 extern char** environ;
@@ -43,13 +46,15 @@ struct Options {
   bool float16 = false;
   int chunk_kib = 1024;
   bool json = false;
-  // A child process: its spec and task, and where worker:0 writes its results.
-  std::string spec, task, out;
+  std::vector<std::string> hosts;  // NS=ADDRESS per process
+  // A child process: its spec and task, where worker:0 writes its results, and its host.
+  std::string spec, task, out, host;
 };
 
 // One process of the ring: times the sizes and, as worker:0, writes one line per size.
 int run_child(const Options& o) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // goes with the benchmark
+  if (!o.host.empty()) enter(parse_hosts({o.host})[0]);
   ClusterSpec spec = ClusterSpec::from_file(o.spec);
   ClusterMember member(spec, parse_task_id(o.task));
   AllReduceGroup group(member, "worker",
@@ -94,7 +99,17 @@ std::string read_all(const std::string& path) {
 std::string run_ring(const Options& o, int procs, const std::filesystem::path& dir) {
   const std::string spec = (dir / fmt::format("cluster-{}.json", procs)).string();
   const std::string results = (dir / fmt::format("results-{}.txt", procs)).string();
-  std::ofstream(spec) << local_cluster_json({{"worker", procs}});
+  const std::vector<Host> hosts = parse_hosts(o.hosts);
+  if (!hosts.empty() && int(hosts.size()) < procs)
+    fail(ErrorCode::invalid_argument, "--hosts names {} hosts for {} processes", hosts.size(), procs);
+  if (hosts.empty()) {
+    std::ofstream(spec) << local_cluster_json({{"worker", procs}});
+  } else {
+    std::string workers;
+    for (int k = 0; k < procs; ++k)
+      workers += fmt::format("{}\"{}:{}\"", k ? ", " : "", hosts[std::size_t(k)].address, 22220 + k);
+    std::ofstream(spec) << "{\"cluster\": {\"worker\": [" << workers << "]}}";
+  }
   const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
   std::vector<pid_t> pids;
   auto stop_all = [&] {
@@ -109,6 +124,7 @@ std::string run_ring(const Options& o, int procs, const std::filesystem::path& d
     for (double m : o.mib) sizes += (sizes.empty() ? "" : ",") + fmt::format("{}", m);
     argv.insert(argv.end(), {"--mib", sizes});
     if (o.float16) argv.push_back("--float16");
+    if (!hosts.empty()) argv.insert(argv.end(), {"--child-host", o.hosts[std::size_t(k)]});
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
@@ -161,6 +177,9 @@ int allreduce_main(int argc, char** argv) {
   app.add_option("--child-spec", o.spec)->group("");  // the benchmark's own processes
   app.add_option("--child-task", o.task)->group("");
   app.add_option("--child-out", o.out)->group("");
+  app.add_option("--child-host", o.host)->group("");
+  app.add_option("--hosts", o.hosts, "NS=ADDRESS per process: process k in the k-th network namespace (default: 127.0.0.1)")
+      ->delimiter(',');
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

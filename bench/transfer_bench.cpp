@@ -12,6 +12,8 @@
 //     a uint8 tensor of S bytes to the peer's DataListener, acknowledged by a dead value over the
 //     peer's own data connection back, one at a time, as the TCP pair does.
 //   round trip: a 64-byte message and its acknowledgement, median of 2,000.
+// --hosts NS=ADDRESS,NS=ADDRESS puts this process in the first network namespace and its peer in
+// the second (bench/shaped_links.sh: namespaces with shaped links), each at its address.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -44,6 +46,7 @@
 #include "actors/scheduler.hpp"
 #include "apps/cli_checks.hpp"
 #include "bench/flags.hpp"
+#include "bench/hosts.hpp"
 
 namespace troupe::bench {
 namespace {
@@ -102,15 +105,22 @@ void write_all(int fd, const void* data, std::size_t n) {
   }
 }
 
-int listen_loopback(uint16_t& port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+sockaddr_in ipv4(const std::string& address, uint16_t port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (::inet_pton(AF_INET, address.c_str(), &a.sin_addr) != 1)
+    fail(ErrorCode::invalid_argument, "'{}' is not an IPv4 address", address);
+  return a;
+}
+
+int listen_on(const std::string& address, uint16_t& port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a = ipv4(address, 0);
   socklen_t len = sizeof a;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 1) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    fail(ErrorCode::unavailable, "cannot listen on 127.0.0.1: {}", std::strerror(errno));
+    fail(ErrorCode::unavailable, "cannot listen on {}: {}", address, std::strerror(errno));
   port = ntohs(a.sin_port);
   return fd;
 }
@@ -150,11 +160,11 @@ caf::behavior sink(caf::stateful_actor<SinkState>* self) {
 
 // The data path's sink: every value is acknowledged by a dead value over the connection back,
 // whose `transfer` is the bytes received.
-void serve_data(int from_parent, int to_parent) {
+void serve_data(const Host& me, const Host& benchmark, int from_parent, int to_parent) {
   static std::shared_ptr<DataSender> back;
   static std::unique_ptr<DataListener> listener;
   listener = std::make_unique<DataListener>(
-      "127.0.0.1", 2,
+      me.address, 2,
       [](ReceivedValue&& v) {
         ValueHeader ack;
         ack.dead = 1;
@@ -170,7 +180,7 @@ void serve_data(int from_parent, int to_parent) {
   hello.sender = 2;
   hello.receiver = 1;
   hello.secret = theirs[1];
-  back = DataSender::connect("127.0.0.1", uint16_t(theirs[0]), hello, std::chrono::seconds(10), nullptr);
+  back = DataSender::connect(benchmark.address, uint16_t(theirs[0]), hello, std::chrono::seconds(10), nullptr);
 }
 
 struct Peer {
@@ -187,9 +197,9 @@ struct Peer {
   }
 };
 
-// Forks the peer: a TCP sink (its own process), a data path sink, and a CAF sink published on
-// 127.0.0.1.
-void start_peer(Peer& peer) {
+// Forks the peer: a TCP sink (its own process), a data path sink, and a CAF sink published at
+// `at` (in its namespace).
+void start_peer(Peer& peer, const Host& at, const Host& benchmark) {
   int ports[2], back[2];
   if (::pipe(ports) != 0 || ::pipe(back) != 0) fail(ErrorCode::internal, "pipe: {}", std::strerror(errno));
   peer.pid = ::fork();
@@ -198,16 +208,17 @@ void start_peer(Peer& peer) {
     try {
       ::close(ports[0]);
       ::close(back[1]);
+      enter(at);
       uint16_t tcp_port = 0;
-      int listener = listen_loopback(tcp_port);
+      int listener = listen_on(at.address, tcp_port);
       std::thread(serve_tcp, listener).detach();  // the TCP sink, beside the CAF one
       caf::actor_system_config config;
       configure(config);
       caf::actor_system system{config};
-      auto port = system.middleman().publish(system.spawn(sink), 0, "127.0.0.1");
+      auto port = system.middleman().publish(system.spawn(sink), 0, at.address.c_str());
       uint16_t both[2] = {tcp_port, port ? *port : uint16_t(0)};
       write_all(ports[1], both, sizeof both);
-      serve_data(back[0], ports[1]);
+      serve_data(at, benchmark, back[0], ports[1]);
       ::pause();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "troupe-bench transfer, the peer process: %s\n", e.what());
@@ -294,21 +305,27 @@ int transfer_main(int argc, char** argv) {
   app.add_option("--seconds", a.seconds, "seconds of sending per size")->check(troupe::cli::positive);
   app.add_option("--chunk", chunk, "CAF: the largest message a tensor is cut into")->check(size_check);
   app.add_option("--window", a.window, "CAF: messages in flight at once")->check(troupe::cli::positive);
+  std::vector<std::string> host_entries;
+  app.add_option("--hosts", host_entries,
+                 "NS=ADDRESS,NS=ADDRESS: this process in the first network namespace, its peer in the second "
+                 "(default: both on 127.0.0.1)")
+      ->delimiter(',')
+      ->expected(2);
   if (auto done = parse_command_line(app, argc, argv)) return *done;
+  std::vector<Host> hosts = host_entries.empty() ? std::vector<Host>(2) : parse_hosts(host_entries);
+  const Host &me = hosts[0], &there = hosts[1];
+  enter(me);
   a.sizes.clear();
   for (auto& s : sizes) a.sizes.push_back(parse_size(s));
   a.chunk = parse_size(chunk);
   caf::actor_system_config checked;
   apply_caf_options_from_environment(checked);  // a bad TROUPE_CAF_OPTIONS is refused here, not in the peer
   Peer peer;
-  start_peer(peer);  // before any thread of ours exists
+  start_peer(peer, there, me);  // before any thread of ours exists
 
   // Raw TCP.
   int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  to.sin_port = htons(peer.tcp_port);
+  sockaddr_in to = ipv4(there.address, peer.tcp_port);
   if (::connect(tcp, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0)
     fail(ErrorCode::unavailable, "cannot connect to the TCP sink: {}", std::strerror(errno));
   int one = 1;
@@ -328,7 +345,7 @@ int transfer_main(int argc, char** argv) {
   std::condition_variable acked_changed;
   uint64_t acked = 0;
   DataListener acks(
-      "127.0.0.1", 1,
+      me.address, 1,
       [&](ReceivedValue&&) {
         std::lock_guard<std::mutex> lock(acked_mutex);
         ++acked;
@@ -341,7 +358,7 @@ int transfer_main(int argc, char** argv) {
   hello.sender = 1;
   hello.receiver = 2;
   hello.secret = peer.data_secret;
-  auto data = DataSender::connect("127.0.0.1", uint16_t(peer.data_port), hello, std::chrono::seconds(10), nullptr);
+  auto data = DataSender::connect(there.address, uint16_t(peer.data_port), hello, std::chrono::seconds(10), nullptr);
   std::map<std::size_t, std::shared_ptr<Tensor>> data_tensors;
   for (std::size_t n : a.sizes) {
     auto t = std::make_shared<Tensor>(DType::uint8, Shape{int64_t(n)});
@@ -370,7 +387,7 @@ int transfer_main(int argc, char** argv) {
   caf::actor_system_config config;
   configure(config);  // as the peer's
   caf::actor_system system{config};
-  auto remote = system.middleman().remote_actor("127.0.0.1", peer.caf_port);
+  auto remote = system.middleman().remote_actor(there.address, peer.caf_port);
   if (!remote) fail(ErrorCode::unavailable, "cannot reach the CAF sink: {}", system.render(remote.error()));
   caf::scoped_actor self{system};
   // Sends the `count` messages make(i) gives, at most --window of them unanswered at once, and

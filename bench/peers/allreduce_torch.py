@@ -8,6 +8,8 @@ torch.distributed with the gloo backend over TCP on 127.0.0.1, rendezvous on a f
 sums a float32 tensor of each size `steps` times after `warmup` untimed ones, a barrier before
 each timed one. Rank 0 reports the median time and the bus bandwidth 2(N-1)/N x bytes / time,
 in the same form as troupe-bench allreduce. Installed by bench/peers/setup_torch.sh.
+--hosts NS=ADDRESS,... puts rank k in the k-th network namespace (it enters it before gloo
+starts, over the namespace's eth0), the rendezvous at the first address: bench/shaped_links.sh.
 """
 import argparse
 import json
@@ -24,12 +26,26 @@ def free_port():
         return s.getsockname()[1]
 
 
+def enter_netns(name):
+    """Moves this process's thread into network namespace `name` (before any other thread starts)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open(f"/var/run/netns/{name}") as f:
+        if libc.setns(f.fileno(), 0x40000000) != 0:  # CLONE_NEWNET
+            raise OSError(ctypes.get_errno(), f"cannot enter network namespace {name}")
+    os.environ["GLOO_SOCKET_IFNAME"] = "eth0"
+
+
 def run(rank, world, port, args, queue):
+    address = "127.0.0.1"
+    if args.hosts:
+        enter_netns(args.hosts[rank][0])
+        address = args.hosts[0][1]
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+    dist.init_process_group("gloo", init_method=f"tcp://{address}:{port}", rank=rank, world_size=world,
                             timeout=__import__("datetime").timedelta(seconds=120))
     for mib in args.mib:
         t = torch.zeros(int(mib * (1 << 20) / 4), dtype=torch.float32)
@@ -55,8 +71,10 @@ def main():
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--hosts", default="", help="NS=ADDRESS per process (default: 127.0.0.1)")
     args = p.parse_args()
     args.mib = [float(m) for m in args.mib.split(",")]
+    args.hosts = [tuple(h.split("=", 1)) for h in args.hosts.split(",")] if args.hosts else []
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -64,7 +82,9 @@ def main():
         print(f"{'procs':<6} {'MiB':>8} {'median ms':>12} {'min ms':>12} {'busbw GB/s':>14}")
     for world in [int(n) for n in args.procs.split(",")]:
         queue = ctx.SimpleQueue()
-        port = free_port()
+        if args.hosts and len(args.hosts) < world:
+            sys.exit(f"allreduce_torch: --hosts names {len(args.hosts)} hosts for {world} processes")
+        port = 29500 if args.hosts else free_port()
         procs = [ctx.Process(target=run, args=(r, world, port, args, queue)) for r in range(world)]
         for pr in procs:
             pr.start()
