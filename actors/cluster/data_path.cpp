@@ -386,9 +386,9 @@ void DataListener::serve(int fd) {
                       hello.receiver != incarnation_ || hello.secret != secret_))
     why = "refused";
   const uint8_t answer = why.empty() ? kHelloTaken : kHelloRefused;
+  if (!why.empty()) refused_.fetch_add(1);  // counted before the sender can learn of it
   write_exactly(fd, &answer, 1);
   if (!why.empty()) {
-    refused_.fetch_add(1);
     ::shutdown(fd, SHUT_RDWR);
     return;
   }
