@@ -1,6 +1,6 @@
-// troupe-bench transfer: bytes between two processes on loopback, over CAF's network layer (the
-// middleman: the layer Send/Recv between processes uses) beside a plain TCP socket pair, in
-// one run. The benchmark forks its peer process (a sink that acknowledges each message) before it
+// troupe-bench transfer: bytes between two processes on loopback, over the data path (what
+// Send/Recv between cluster members use) and CAF's network layer (the middleman: what they use
+// under TLS) beside a plain TCP socket pair, in one run. The benchmark forks its peer process (a sink that acknowledges each message) before it
 // starts any thread, and stops it by pid at the end.
 //   throughput: a message of S bytes, acknowledged by the peer; GB/s over repetitions lasting at
 //     least --seconds. Over CAF in chunks of at most --chunk with up to --window in flight (by
@@ -241,6 +241,50 @@ void start_peer(Peer& peer, const Host& at, const Host& benchmark) {
   if (!peer.caf_port) fail(ErrorCode::unavailable, "the peer could not publish its CAF sink");
 }
 
+// The benchmark's side of the data path: a connection to the peer's listener for values, and a
+// listener of its own for the peer's acknowledgements.
+class DataPathClient {
+ public:
+  DataPathClient(const Host& me, const Host& there, const Peer& peer)
+      : acks_(me.address, 1, [this](ReceivedValue&&) { acked(); }, nullptr, std::chrono::seconds(10)) {
+    const uint64_t mine[2] = {acks_.port(), acks_.secret()};
+    write_all(peer.to_peer, mine, sizeof mine);
+    DataHello hello;
+    hello.sender = 1;
+    hello.receiver = 2;
+    hello.secret = peer.data_secret;
+    sender_ = DataSender::connect(there.address, uint16_t(peer.data_port), hello, std::chrono::seconds(10), nullptr);
+  }
+  // Sends a uint8 tensor and waits for its acknowledgement.
+  void send(const std::shared_ptr<Tensor>& t) {
+    ValueHeader h;
+    h.dtype = int32_t(DType::uint8);
+    h.rank = 1;
+    h.dims[0] = t->num_elements();
+    h.bytes = t->byte_size();
+    std::unique_lock<std::mutex> lock(mutex_);
+    const uint64_t want = acked_ + 1;
+    lock.unlock();
+    if (!sender_->send(h, t, static_cast<const uint8_t*>(t->raw_data())))
+      fail(ErrorCode::unavailable, "the data path's sink closed the connection");
+    lock.lock();
+    if (!changed_.wait_for(lock, std::chrono::seconds(60), [&] { return acked_ >= want; }))
+      fail(ErrorCode::unavailable, "the data path's sink did not answer within 60 s");
+  }
+
+ private:
+  void acked() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++acked_;
+    changed_.notify_one();
+  }
+  std::mutex mutex_;  // guards acked_
+  std::condition_variable changed_;
+  uint64_t acked_ = 0;
+  DataListener acks_;  // after what its thread touches: stopped first
+  std::shared_ptr<DataSender> sender_;
+};
+
 // ---- the measurements ------------------------------------------------------------------------
 
 double median(std::vector<double> v) {
@@ -279,11 +323,10 @@ double round_trip_us(SendOne&& send_one) {
   return median(us);
 }
 
-}  // namespace
-
-int transfer_main(int argc, char** argv) {
-  Args a;
-  CLI::App app{"troupe-bench transfer: bytes between two processes, raw TCP beside CAF's network layer"};
+// The command line into `a` and the two hosts; a return code when the program is done (--help,
+// a bad option).
+std::optional<int> parse_args(int argc, char** argv, Args& a, std::vector<Host>& hosts) {
+  CLI::App app{"troupe-bench transfer: bytes between two processes, raw TCP beside the data path and CAF's network layer"};
   add_common_flags(app, a);
   std::vector<std::string> sizes{"4K", "64K", "1M", "16M", "256M"};
   std::string chunk = fmt::format("{}M", a.chunk >> 20);
@@ -311,13 +354,22 @@ int transfer_main(int argc, char** argv) {
                  "(default: both on 127.0.0.1)")
       ->delimiter(',')
       ->expected(2);
-  if (auto done = parse_command_line(app, argc, argv)) return *done;
-  std::vector<Host> hosts = host_entries.empty() ? std::vector<Host>(2) : parse_hosts(host_entries);
-  const Host &me = hosts[0], &there = hosts[1];
-  enter(me);
+  if (auto done = parse_command_line(app, argc, argv)) return done;
+  hosts = host_entries.empty() ? std::vector<Host>(2) : parse_hosts(host_entries);
   a.sizes.clear();
   for (auto& s : sizes) a.sizes.push_back(parse_size(s));
   a.chunk = parse_size(chunk);
+  return std::nullopt;
+}
+
+}  // namespace
+
+int transfer_main(int argc, char** argv) {
+  Args a;
+  std::vector<Host> hosts;
+  if (auto done = parse_args(argc, argv, a, hosts)) return *done;
+  const Host &me = hosts[0], &there = hosts[1];
+  enter(me);
   caf::actor_system_config checked;
   apply_caf_options_from_environment(checked);  // a bad TROUPE_CAF_OPTIONS is refused here, not in the peer
   Peer peer;
@@ -341,24 +393,7 @@ int transfer_main(int argc, char** argv) {
 
   // The data path: values out over this process's connection to the peer's listener, each
   // acknowledged over the peer's connection back.
-  std::mutex acked_mutex;
-  std::condition_variable acked_changed;
-  uint64_t acked = 0;
-  DataListener acks(
-      me.address, 1,
-      [&](ReceivedValue&&) {
-        std::lock_guard<std::mutex> lock(acked_mutex);
-        ++acked;
-        acked_changed.notify_one();
-      },
-      nullptr, std::chrono::seconds(10));
-  const uint64_t mine[2] = {acks.port(), acks.secret()};
-  write_all(peer.to_peer, mine, sizeof mine);
-  DataHello hello;
-  hello.sender = 1;
-  hello.receiver = 2;
-  hello.secret = peer.data_secret;
-  auto data = DataSender::connect(there.address, uint16_t(peer.data_port), hello, std::chrono::seconds(10), nullptr);
+  DataPathClient data(me, there, peer);
   std::map<std::size_t, std::shared_ptr<Tensor>> data_tensors;
   for (std::size_t n : a.sizes) {
     auto t = std::make_shared<Tensor>(DType::uint8, Shape{int64_t(n)});
@@ -366,22 +401,7 @@ int transfer_main(int argc, char** argv) {
     data_tensors.emplace(n, std::move(t));
   }
   data_tensors.emplace(kSmall, std::make_shared<Tensor>(DType::uint8, Shape{int64_t(kSmall)}));
-  auto data_send = [&](std::size_t n) {
-    const auto& t = data_tensors.at(n);
-    ValueHeader h;
-    h.dtype = int32_t(DType::uint8);
-    h.rank = 1;
-    h.dims[0] = int64_t(n);
-    h.bytes = n;
-    std::unique_lock<std::mutex> lock(acked_mutex);
-    const uint64_t want = acked + 1;
-    lock.unlock();
-    if (!data->send(h, t, static_cast<const uint8_t*>(t->raw_data())))
-      fail(ErrorCode::unavailable, "the data path's sink closed the connection");
-    lock.lock();
-    if (!acked_changed.wait_for(lock, std::chrono::seconds(60), [&] { return acked >= want; }))
-      fail(ErrorCode::unavailable, "the data path's sink did not answer within 60 s");
-  };
+  auto data_send = [&](std::size_t n) { data.send(data_tensors.at(n)); };
 
   // CAF's middleman.
   caf::actor_system_config config;
