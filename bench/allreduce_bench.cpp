@@ -165,7 +165,7 @@ std::string run_ring(const Options& o, int procs, const std::filesystem::path& d
 
 int allreduce_main(int argc, char** argv) {
   Options o;
-  CLI::App app{"troupe-bench allreduce: ring all-reduce among N processes on 127.0.0.1"};
+  CLI::App app{"troupe-bench allreduce: ring all-reduce among N processes (on 127.0.0.1, or --hosts)"};
   app.option_defaults()->always_capture_default();
   app.add_option("--procs", o.procs, "process counts")->delimiter(',')->check(CLI::Range(1, 64));
   app.add_option("--mib", o.mib, "tensor sizes in MiB")->delimiter(',')->check(troupe::cli::positive);
