@@ -178,7 +178,8 @@ int allreduce_main(int argc, char** argv) {
   app.add_option("--child-task", o.task)->group("");
   app.add_option("--child-out", o.out)->group("");
   app.add_option("--child-host", o.host)->group("");
-  app.add_option("--hosts", o.hosts, "NS=ADDRESS per process: process k in the k-th network namespace (default: 127.0.0.1)")
+  app.add_option("--hosts", o.hosts,
+                 "NS=ADDRESS per process: process k in the k-th network namespace (default: 127.0.0.1)")
       ->delimiter(',');
   try {
     app.parse(argc, argv);

@@ -7,9 +7,11 @@
 //   troupe-bench pipeline [--data DIR] [--batch N] [--shuffle-buffer N] [--steps S] [--json]
 //   troupe-bench checkpoint --dir DIR [--mib M] [--tensors N] [--shards N] [--steps S] [--json]
 //   troupe-bench checkpoint --train --dir DIR [--save-every N] [--other-state-mib M] [--steps S] [--warmup W] [--json]
-//   troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 4M] [--window 16] [--hosts NS=ADDR,NS=ADDR] [--json]
+//   troupe-bench transfer [--sizes 4K,64K,1M,16M,256M] [--seconds S] [--chunk 4M] [--window 16]
+//                         [--hosts NS=ADDR,NS=ADDR] [--json]
 //   troupe-bench cluster [--size 512] [--layers 8] [--steps S] [--warmup W] [--threads T] [--float16] [--json]
-//   troupe-bench allreduce [--procs 2,3,4] [--mib 1,16,64] [--steps S] [--warmup W] [--float16] [--hosts NS=ADDR,...] [--json]
+//   troupe-bench allreduce [--procs 2,3,4] [--mib 1,16,64] [--steps S] [--warmup W] [--float16]
+//                          [--hosts NS=ADDR,...] [--json]
 //   troupe-bench cores [--cpus 0,1] [--rounds N] [--batches B] [--json]
 #include <CLI/CLI.hpp>
 

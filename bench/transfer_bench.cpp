@@ -1,7 +1,7 @@
 // troupe-bench transfer: bytes between two processes on loopback, over the data path (what
 // Send/Recv between cluster members use) and CAF's network layer (the middleman: what they use
-// under TLS) beside a plain TCP socket pair, in one run. The benchmark forks its peer process (a sink that acknowledges each message) before it
-// starts any thread, and stops it by pid at the end.
+// under TLS) beside a plain TCP socket pair, in one run. The benchmark forks its peer process (a
+// sink that acknowledges each message) before it starts any thread, and stops it by pid at the end.
 //   throughput: a message of S bytes, acknowledged by the peer; GB/s over repetitions lasting at
 //     least --seconds. Over CAF in chunks of at most --chunk with up to --window in flight (by
 //     default what a member's outbox uses: 4 MiB, 16 of them, 64 MiB), as std::vector<uint8_t>
@@ -326,7 +326,8 @@ double round_trip_us(SendOne&& send_one) {
 // The command line into `a` and the two hosts; a return code when the program is done (--help,
 // a bad option).
 std::optional<int> parse_args(int argc, char** argv, Args& a, std::vector<Host>& hosts) {
-  CLI::App app{"troupe-bench transfer: bytes between two processes, raw TCP beside the data path and CAF's network layer"};
+  CLI::App app{
+      "troupe-bench transfer: bytes between two processes, raw TCP beside the data path and CAF's network layer"};
   add_common_flags(app, a);
   std::vector<std::string> sizes{"4K", "64K", "1M", "16M", "256M"};
   std::string chunk = fmt::format("{}M", a.chunk >> 20);

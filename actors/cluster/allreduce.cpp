@@ -596,8 +596,8 @@ void deliver_ring_chunk(MemberContext& context, ReceivedValue&& value) {
     c.encoding = TensorChunk::float16;
   }
   c.bytes = ChunkBytes::landed(std::move(value.tensor), value.header.bytes);
-  caf::anon_send(ring, ar_data_atom::value, value.header.handle, int32_t(value.header.step), int32_t(value.header.frame),
-                 std::move(c));
+  caf::anon_send(ring, ar_data_atom::value, value.header.handle, int32_t(value.header.step),
+                 int32_t(value.header.frame), std::move(c));
 }
 
 int AllReduceGroup::size() const { return impl_->size; }

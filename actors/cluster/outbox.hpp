@@ -60,8 +60,8 @@ struct OutboxState {
 };
 
 caf::behavior outbox_actor(caf::stateful_actor<OutboxState>* self, std::shared_ptr<MemberContext> context,
-                           caf::actor inbox, std::shared_ptr<DataSender> data, uint64_t handle, std::string peer, std::vector<OutboxEdge> edges,
-                           bool ready);
+                           caf::actor inbox, std::shared_ptr<DataSender> data, uint64_t handle, std::string peer,
+                           std::vector<OutboxEdge> edges, bool ready);
 
 }  // namespace troupe
 

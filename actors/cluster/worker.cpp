@@ -479,13 +479,14 @@ void data_lost(WorkerSelf self, uint64_t incarnation, const std::string& why, bo
 void peer_hello(WorkerSelf self, const std::string& task, uint64_t incarnation, caf::actor& inbox, bool answer,
                 uint16_t data_port, uint64_t data_secret) {
   auto& s = self->state;
-  s.connected[task] = {incarnation, inbox, data_port, data_secret, caf::actor_cast<WorkerActor>(self->current_sender())};
+  s.connected[task] = {incarnation, inbox, data_port, data_secret,
+                       caf::actor_cast<WorkerActor>(self->current_sender())};
   // The member that connected learns this inbox over the same connection.
   if (!answer)
     if (auto sender = caf::actor_cast<WorkerActor>(self->current_sender())) {
       auto [port, secret] = data_listener_of(self);
-      self->send(sender, peer_hello_atom::value, s.context->task.to_string(), s.context->incarnation, s.inbox, true, port,
-                 secret);
+      self->send(sender, peer_hello_atom::value, s.context->task.to_string(), s.context->incarnation, s.inbox, true,
+                 port, secret);
     }
   auto it = s.peers.find(task);
   if (it == s.peers.end() || it->second.incarnation != incarnation || it->second.watched) return;

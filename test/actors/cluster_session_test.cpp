@@ -400,9 +400,9 @@ BOOST_AUTO_TEST_CASE(a_data_connection_cut_between_two_workers_fails_the_step_an
   BOOST_TEST_REQUIRE(data_port != 0, "worker:1 listens on no data port");
   const int local = connection_of(c.nodes["worker:0"]->pid(), uint16_t(data_port));
   BOOST_TEST_REQUIRE(local != 0, "worker:0 has no data connection to worker:1");
-  BOOST_TEST_REQUIRE(
-      std::system(fmt::format("ss -K state established '( sport = :{} and dport = :{} )' >/dev/null 2>&1", local, data_port)
-                      .c_str()) == 0);
+  const std::string cut =
+      fmt::format("ss -K state established '( sport = :{} and dport = :{} )' >/dev/null 2>&1", local, data_port);
+  BOOST_TEST_REQUIRE(std::system(cut.c_str()) == 0);
   RunOptions bounded;
   bounded.timeout = 20s;  // a backstop: the loss must be seen long before
   auto lost = error_of([&] { session.run(g.feeds, {g.y}, {}, bounded); }, ErrorCode::unavailable);

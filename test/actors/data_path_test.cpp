@@ -169,7 +169,8 @@ BOOST_AUTO_TEST_CASE(nothing_listening_is_an_error_naming_the_address) {
     DataListener gone("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound);
     port = gone.port();
   }
-  auto e = error_of([&] { DataSender::connect("127.0.0.1", port, DataHello{}, kBound, nullptr); }, ErrorCode::unavailable);
+  auto e =
+      error_of([&] { DataSender::connect("127.0.0.1", port, DataHello{}, kBound, nullptr); }, ErrorCode::unavailable);
   BOOST_TEST(contains(e, fmt::format("cannot connect to 127.0.0.1:{}", port)), e);
 }
 

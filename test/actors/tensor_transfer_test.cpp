@@ -162,8 +162,8 @@ BOOST_AUTO_TEST_CASE(an_outbox_sends_to_the_inbox_its_peers_hello_brought_not_to
   BOOST_REQUIRE(down);
 
   const Tensor value = random_floats(Shape({3, 5}), 11);
-  auto outbox = system.spawn(outbox_actor, context, gone, std::shared_ptr<DataSender>{}, uint64_t(0x42), std::string("ps:0"),
-                             std::vector<OutboxEdge>{{0x1234, false}}, false);
+  auto outbox = system.spawn(outbox_actor, context, gone, std::shared_ptr<DataSender>{}, uint64_t(0x42),
+                             std::string("ps:0"), std::vector<OutboxEdge>{{0x1234, false}}, false);
   caf::anon_send(outbox, input_atom::value, Tag{3, 0, 0}, uint32_t(0), Value{value, false});
   caf::anon_send(outbox, peer_hello_atom::value, caf::actor{self}, std::shared_ptr<DataSender>{});
   bool arrived = false;
