@@ -20,6 +20,8 @@ namespace troupe {
 namespace {
 
 constexpr uint8_t kHelloTaken = 1, kHelloRefused = 2;
+// Written as they lie in memory: no padding, so no byte of them is left unset.
+static_assert(sizeof(ValueHeader) == 72 + 8 * Shape::kMaxRank && sizeof(DataHello) == 32);
 
 std::string errno_text(int e) { return std::strerror(e); }
 
@@ -399,6 +401,8 @@ void DataListener::serve(int fd) {
     v.sender = hello.sender;
     why = read_exactly(fd, &v.header, sizeof v.header);
     if (why.empty() && v.header.magic != ValueHeader::kMagic) why = "bytes that are no value's header";
+    if (why.empty() && v.header.kind > ValueHeader::ring_chunk)
+      why = fmt::format("a value of unknown kind {}", int(v.header.kind));
     if (why.empty() && !v.header.dead) {
       try {
         v.tensor = tensor_for(v.header, why);
