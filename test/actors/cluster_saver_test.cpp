@@ -155,7 +155,7 @@ BOOST_AUTO_TEST_CASE(a_ps_that_stops_answering_fails_the_save_naming_it_and_leav
   m.train_step(cluster);
   Saver saver(cluster, {.max_to_keep = 5, .cluster_task_timeout = 3s});
   const std::string first = saver.save(c.dir().file("ckpt"), 1);
-  c.node("ps:1").signal(SIGSTOP);
+  BOOST_TEST_REQUIRE(c.node("ps:1").stop(5s), "ps:1 did not stop");
   const std::string message = error_of([&] { saver.save(c.dir().file("ckpt"), 2); }, ErrorCode::unavailable);
   BOOST_TEST(contains(message, "task ps:1"), message);
   BOOST_TEST(contains(message, "unchanged"), message);

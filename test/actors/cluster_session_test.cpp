@@ -213,7 +213,7 @@ BOOST_AUTO_TEST_CASE(a_stopped_worker_fails_the_step_within_the_connection_timeo
   ThereAndBack g;
   Session session(g.root, on(c));
   session.run(g.feeds, {g.y});
-  c.nodes["worker:1"]->signal(SIGSTOP);
+  BOOST_TEST_REQUIRE(c.nodes["worker:1"]->stop(5s), "worker:1 did not stop");
   RunOptions bounded;
   bounded.timeout = 20s;  // a backstop: the heartbeats must see the hang long before
   auto hung = error_of([&] { session.run(g.feeds, {g.y}, {}, bounded); }, ErrorCode::unavailable);
@@ -471,7 +471,7 @@ BOOST_AUTO_TEST_CASE(a_task_stopped_before_its_graph_is_registered_fails_the_reg
   Cluster c;
   ThereAndBack g;
   Session session(g.root, on(c));  // connected to every task
-  c.nodes["worker:1"]->signal(SIGSTOP);
+  BOOST_TEST_REQUIRE(c.nodes["worker:1"]->stop(5s), "worker:1 did not stop");
   // Registration waits for the tasks' answers; the stopped one is seen lost within the
   // connection timeout (long before the registration's own bound of minutes).
   auto message = error_of([&] { session.run(g.feeds, {g.y}); }, ErrorCode::unavailable);

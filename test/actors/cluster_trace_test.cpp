@@ -21,6 +21,7 @@
 using namespace troupe;
 using json = nlohmann::json;
 using troupe::testing::NodeCluster;
+using namespace std::chrono_literals;
 
 BOOST_AUTO_TEST_CASE(a_traced_two_process_step_has_a_row_per_task_and_a_flow_per_value_that_crossed) {
   NodeCluster cluster({{"ps", 1}, {"worker", 1}});
@@ -163,8 +164,8 @@ BOOST_AUTO_TEST_CASE(a_trace_whose_tasks_hang_names_each_of_them_and_is_still_wr
   {
     Session session(root, options);
     for (int i = 0; i < 2; ++i) BOOST_TEST(session.run({total})[0].scalar_value<float>() == 8 * 8 * 8.0f);
-    cluster.node("ps:0").signal(SIGSTOP);
-    cluster.node("ps:1").signal(SIGSTOP);
+    BOOST_TEST_REQUIRE(cluster.node("ps:0").stop(5s), "ps:0 did not stop");
+    BOOST_TEST_REQUIRE(cluster.node("ps:1").stop(5s), "ps:1 did not stop");
   }  // writes the trace, asking the tasks for theirs
   std::ifstream in(options.trace.file);
   BOOST_TEST_REQUIRE(in.good());

@@ -57,6 +57,18 @@ class ChildProcess {
   bool started() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
   void signal(int sig) const { ::kill(pid_, sig); }
+  // SIGSTOP, then waits (at most `bound`) until every thread of the process has stopped: kill()
+  // returns before they have, and a thread on another core may still run a little while.
+  // False if they had not within the bound.
+  bool stop(std::chrono::milliseconds bound) const {
+    ::kill(pid_, SIGSTOP);
+    const auto deadline = std::chrono::steady_clock::now() + bound;
+    while (!all_threads_stopped()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
   // The exit code (128 + signal if killed), or nullopt if still running after `bound`.
   std::optional<int> wait_exit(std::chrono::milliseconds bound) {
     auto deadline = std::chrono::steady_clock::now() + bound;
@@ -111,6 +123,19 @@ class ChildProcess {
   }
 
  private:
+  // Every thread's state in /proc is 't' or 'T' (stopped).
+  bool all_threads_stopped() const {
+    const std::filesystem::path tasks = "/proc/" + std::to_string(pid_) + "/task";
+    std::error_code ec;
+    for (const auto& t : std::filesystem::directory_iterator(tasks, ec)) {
+      std::string stat = read((t.path() / "stat").string());
+      const auto paren = stat.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
+      const char state = stat[paren + 2];
+      if (state != 'T' && state != 't') return false;
+    }
+    return !ec;
+  }
   static std::string read(const std::string& path) {
     std::ifstream in(path);
     std::stringstream s;
