@@ -257,11 +257,7 @@ class DataPathClient {
   }
   // Sends a uint8 tensor and waits for its acknowledgement.
   void send(const std::shared_ptr<Tensor>& t) {
-    ValueHeader h;
-    h.dtype = int32_t(DType::uint8);
-    h.rank = 1;
-    h.dims[0] = t->num_elements();
-    h.bytes = t->byte_size();
+    const ValueHeader h = header_for(t->dtype(), t->shape(), t->byte_size());
     std::unique_lock<std::mutex> lock(mutex_);
     const uint64_t want = acked_ + 1;
     lock.unlock();
@@ -392,17 +388,19 @@ int transfer_main(int argc, char** argv) {
     if (!read_all(tcp, &ack, 1)) fail(ErrorCode::unavailable, "the TCP sink closed the connection");
   };
 
-  // The data path: values out over this process's connection to the peer's listener, each
-  // acknowledged over the peer's connection back.
-  DataPathClient data(me, there, peer);
-  std::map<std::size_t, std::shared_ptr<Tensor>> data_tensors;
+  // A uint8 tensor of each size (and of the round trip's), made once, sent as tensors below.
+  std::map<std::size_t, std::shared_ptr<Tensor>> tensors;
   for (std::size_t n : a.sizes) {
     auto t = std::make_shared<Tensor>(DType::uint8, Shape{int64_t(n)});
     std::memcpy(t->raw_data(), payload.data(), n);
-    data_tensors.emplace(n, std::move(t));
+    tensors.emplace(n, std::move(t));
   }
-  data_tensors.emplace(kSmall, std::make_shared<Tensor>(DType::uint8, Shape{int64_t(kSmall)}));
-  auto data_send = [&](std::size_t n) { data.send(data_tensors.at(n)); };
+  tensors.emplace(kSmall, std::make_shared<Tensor>(DType::uint8, Shape{int64_t(kSmall)}));
+
+  // The data path: values out over this process's connection to the peer's listener, each
+  // acknowledged over the peer's connection back.
+  DataPathClient data(me, there, peer);
+  auto data_send = [&](std::size_t n) { data.send(tensors.at(n)); };
 
   // CAF's middleman.
   caf::actor_system_config config;
@@ -434,16 +432,10 @@ int transfer_main(int argc, char** argv) {
     });
   };
 
-  // As a tensor: a uint8 tensor of each size, made once; its chunks are made as they are sent.
+  // As a tensor over CAF: its chunks are made as they are sent.
   uint64_t transfer = 0;
-  std::map<std::size_t, Tensor> tensors;
-  for (std::size_t n : a.sizes) {
-    Tensor t(DType::uint8, Shape{int64_t(n)});
-    std::memcpy(t.raw_data(), payload.data(), n);
-    tensors.emplace(n, std::move(t));
-  }
   auto tensor_send = [&](std::size_t n) {
-    const Tensor& t = tensors.at(n);
+    const Tensor& t = *tensors.at(n);
     ++transfer;
     send_windowed(num_chunks(t, a.chunk), [&](std::size_t i) { return chunk_of(t, transfer, i, a.chunk); });
   };

@@ -124,17 +124,14 @@ void send_chunk(Ring* self, uint64_t id, int64_t t, int64_t c, TensorChunk&& out
     self->send(s.next, ar_data_atom::value, id, int32_t(t), int32_t(c), std::move(out));
     return;
   }
-  ValueHeader h;
+  // float16 chunks cross as float16 tensors: the next process reduces them as they are.
+  const DType dtype = out.encoding == TensorChunk::float16 ? DType::float16 : DType(out.dtype);
+  ValueHeader h = header_for(dtype, Shape{int64_t(out.total / size_of(dtype))}, out.total);
   h.kind = ValueHeader::ring_chunk;
   h.handle = id;
   h.step = uint64_t(t);
   h.frame = uint64_t(c);
   h.transfer = out.transfer;
-  // float16 chunks cross as float16 tensors: the next process reduces them as they are.
-  h.dtype = int32_t(out.encoding == TensorChunk::float16 ? DType::float16 : DType(out.dtype));
-  h.rank = 1;
-  h.dims[0] = int64_t(out.total / size_of(DType(h.dtype)));
-  h.bytes = out.total;
   auto held = std::make_shared<TensorChunk>(std::move(out));
   const uint8_t* bytes = held->bytes.data();
   s.next_data->send(h, std::move(held), bytes);  // a broken connection fails the group (ar_broken_atom)
@@ -363,22 +360,14 @@ void notify_ready(Ring* self) {
 // chunks go over CAF). A connection that breaks later fails the group.
 void open_next_data(Ring* self, uint16_t port, uint64_t secret, uint64_t incarnation) {
   auto& s = self->state;
-  if (!port || !s.context->data_path) return;
-  DataHello hello;
-  hello.sender = s.context->incarnation;
-  hello.receiver = incarnation;
-  hello.secret = secret;
   auto ring = caf::actor_cast<caf::weak_actor_ptr>(self);
   auto on_broken = [ring](const std::string& why) {
     if (auto r = caf::actor_cast<caf::actor>(ring.lock())) caf::anon_send(r, ar_broken_atom::value, why);
   };
   const std::size_t next = std::size_t(mod(s.rank + 1, s.size));
-  try {
-    s.next_data = DataSender::connect(s.hosts[next], port, hello, s.context->connect_timeout, std::move(on_broken));
-  } catch (const Error& e) {
-    s.context->log(fmt::format("all-reduce: no data connection to {} ({}): chunks go over the cluster connection",
-                               s.names[next], e.what()));
-  }
+  s.next_data = s.context->connect_data(s.hosts[next], port, secret, incarnation, std::move(on_broken),
+                                        s.names[next] + ", the all-reduce's next process",
+                                        "its all-reduce chunks go over the cluster connection");
 }
 
 void on_hello(Ring* self, int32_t from, caf::actor& ring, uint16_t data_port, uint64_t data_secret,
@@ -586,16 +575,12 @@ void deliver_ring_chunk(MemberContext& context, ReceivedValue&& value) {
     ring = context.collective;
   }
   if (!ring) return;  // no group (any more): a late chunk
-  TensorChunk c;
-  c.transfer = value.header.transfer;
-  c.total = value.tensor.byte_size();
-  c.dtype = int32_t(value.tensor.dtype());
-  c.dims = value.tensor.shape().dims();
-  if (value.tensor.dtype() == DType::float16) {  // a float32 buffer's chunk as float16 (send_chunk)
+  const bool half = value.tensor.dtype() == DType::float16;
+  TensorChunk c = landed_chunk(std::move(value.tensor), value.header.transfer, value.header.bytes);
+  if (half) {  // a float32 buffer's chunk as float16 (send_chunk)
     c.dtype = int32_t(DType::float32);
     c.encoding = TensorChunk::float16;
   }
-  c.bytes = ChunkBytes::landed(std::move(value.tensor), value.header.bytes);
   caf::anon_send(ring, ar_data_atom::value, value.header.handle, int32_t(value.header.step),
                  int32_t(value.header.frame), std::move(c));
 }

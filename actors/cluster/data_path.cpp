@@ -58,8 +58,8 @@ void set_timeouts(int fd, std::chrono::milliseconds bound) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-// Reads exactly n bytes; "" when done, else why not (`eof_ok_at_start`: "closed" for a clean end
-// before the first byte).
+// Reads exactly n bytes; "" when done, else why not: "closed" for a clean end before the first
+// byte.
 std::string read_exactly(int fd, void* into, std::size_t n) {
   auto* p = static_cast<uint8_t*>(into);
   std::size_t got = 0;
@@ -122,7 +122,7 @@ int connect_within(const AddrInfo& where, std::chrono::milliseconds bound, std::
 
 uint64_t random_secret() {
   std::random_device device;
-  return (uint64_t(device()) << 32) ^ device() ^ (uint64_t(device()) << 16);
+  return (uint64_t(device()) << 32) | device();
 }
 
 // The tensor a header's bytes go into, or why the header makes none.
@@ -135,23 +135,29 @@ Tensor tensor_for(const ValueHeader& h, std::string& why) {
     why = fmt::format("{} dimensions", int(h.rank));
     return {};
   }
-  std::vector<int64_t> dims(h.dims, h.dims + h.rank);
-  for (int64_t d : dims)
-    if (d < 0) {
-      why = fmt::format("a negative dimension {}", d);
-      return {};
-    }
   if (h.float16 && DType(h.dtype) != DType::float32) {
     why = "a float16 encoding of a tensor that is not float32";
     return {};
   }
-  Tensor t(DType(h.dtype), Shape(dims));
-  const uint64_t wire = h.float16 ? t.byte_size() / 2 : t.byte_size();
+  // The size is checked before anything is allocated: a forged shape must not ask for terabytes.
+  std::vector<int64_t> dims(h.dims, h.dims + h.rank);
+  uint64_t wire = h.float16 ? sizeof(uint16_t) : size_of(DType(h.dtype));
+  for (int64_t d : dims) {
+    if (d < 0) {
+      why = fmt::format("a negative dimension {}", d);
+      return {};
+    }
+    if (__builtin_mul_overflow(wire, uint64_t(d), &wire)) {
+      why = fmt::format("a shape {} whose size overflows", Shape(dims).to_string());
+      return {};
+    }
+  }
   if (wire != h.bytes) {
-    why = fmt::format("{} bytes said for a {} tensor", h.bytes, t.describe());
+    why = fmt::format("{} bytes said for a {} tensor of shape {}", h.bytes, name_of(DType(h.dtype)),
+                      Shape(dims).to_string());
     return {};
   }
-  return t;
+  return Tensor(DType(h.dtype), Shape(dims));
 }
 
 }  // namespace
@@ -406,7 +412,7 @@ void DataListener::serve(int fd) {
     if (why.empty() && !v.header.dead) {
       try {
         v.tensor = tensor_for(v.header, why);
-      } catch (const std::exception& e) {  // a size no allocation can hold
+      } catch (const std::exception& e) {  // more than this process can allocate
         why = e.what();
       }
       if (why.empty() && v.header.float16) {

@@ -55,6 +55,16 @@ struct ValueHeader {
   int64_t dims[Shape::kMaxRank] = {};
 };
 
+// A header for a tensor of `dtype` and `shape` whose `bytes` follow (its other fields zero).
+inline ValueHeader header_for(DType dtype, const Shape& shape, uint64_t bytes) {
+  ValueHeader h;
+  h.dtype = int32_t(dtype);
+  h.rank = uint8_t(shape.rank());
+  for (int i = 0; i < shape.rank(); ++i) h.dims[i] = shape.dim(i);
+  h.bytes = bytes;
+  return h;
+}
+
 // The first bytes of a connection, from the sender.
 struct DataHello {
   static constexpr uint32_t kMagic = 0x54524448;  // "TRDH"

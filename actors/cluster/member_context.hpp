@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "actors/cluster/cluster_spec.hpp"
+#include "actors/cluster/data_path.hpp"
 #include "core/trace.hpp"
 
 namespace troupe {
@@ -66,9 +67,16 @@ struct MemberContext {
   // on `listen_host`; else over CAF's.
   bool data_path = true;
   std::string listen_host = "0.0.0.0";
-  // The data listener's port (0 until it listens, or none) and secret, for the all-reduce's hellos.
+  // The data listener's port (0 until it listens, or none) and secret, as this member's hellos
+  // and the all-reduce's name it.
   std::atomic<uint16_t> data_port{0};
   std::atomic<uint64_t> data_secret{0};
+  // A data connection to the listener of another member process (`host`:`port`, its `secret`, that
+  // process's `incarnation`), made within the connect bound; `on_broken` as DataSender's. Null
+  // when it cannot be made, which is logged ("no data connection to `whom` (why): `fallback`").
+  std::shared_ptr<DataSender> connect_data(const std::string& host, uint16_t port, uint64_t secret,
+                                           uint64_t incarnation, DataSender::Broken on_broken,
+                                           const std::string& whom, const std::string& fallback);
   // MemberOptions::trace: the task's own trace file and the steps it takes.
   std::shared_ptr<TraceFile> trace;
   uint64_t trace_first = 0, trace_last = 0;

@@ -12,22 +12,15 @@ namespace {
 void pump_data(OutboxState& s) {
   while (!s.queue.empty()) {
     auto& item = s.queue.front();
-    ValueHeader h;
+    ValueHeader h = item.dead ? ValueHeader{} : header_for(item.tensor.dtype(), item.tensor.shape(), item.total);
     h.dead = item.dead;
+    h.float16 = item.half != nullptr;
     h.handle = s.handle;
     h.key = s.edges[item.edge].key;
     h.step = item.tag.step;
     h.frame = item.tag.frame;
     h.iteration = item.tag.iteration;
-    if (!item.dead) {
-      h.float16 = item.half != nullptr;
-      h.dtype = int32_t(item.tensor.dtype());
-      const auto& dims = item.tensor.shape().dims();
-      h.rank = uint8_t(dims.size());
-      std::copy(dims.begin(), dims.end(), h.dims);
-      h.transfer = item.transfer;
-      h.bytes = item.total;
-    }
+    h.transfer = item.transfer;
     s.context->counters.bytes_sent.fetch_add(h.bytes, std::memory_order_relaxed);
     if (item.traced_since)  // before it goes (see pump)
       trace::record_transfer(true, s.handle, item.tag.step, s.peer, int64_t(item.total), item.transfer,

@@ -28,6 +28,16 @@ TensorChunk chunk_of(const Tensor& tensor, uint64_t transfer, std::size_t index,
   return c;
 }
 
+TensorChunk landed_chunk(Tensor tensor, uint64_t transfer, uint64_t wire_bytes) {
+  TensorChunk c;
+  c.transfer = transfer;
+  c.total = tensor.byte_size();
+  c.dtype = int32_t(tensor.dtype());
+  c.dims = tensor.shape().dims();
+  c.bytes = ChunkBytes::landed(std::move(tensor), wire_bytes);
+  return c;
+}
+
 std::vector<TensorChunk> chunks_of(const Tensor& tensor, uint64_t transfer, std::size_t chunk_bytes) {
   std::vector<TensorChunk> out;
   for (std::size_t i = 0; i < num_chunks(tensor, chunk_bytes); ++i) out.push_back(chunk_of(tensor, transfer, i, chunk_bytes));

@@ -156,6 +156,9 @@ typename Inspector::result_type inspect(Inspector& f, TensorChunk& x) {
 std::size_t num_chunks(const Tensor& tensor, std::size_t chunk_bytes = kTransferChunk);
 TensorChunk chunk_of(const Tensor& tensor, uint64_t transfer, std::size_t index,
                      std::size_t chunk_bytes = kTransferChunk);
+// A chunk holding all of `tensor`, which came whole over a data connection (data_path.hpp):
+// `wire_bytes` of it crossed (fewer when it crossed as float16).
+TensorChunk landed_chunk(Tensor tensor, uint64_t transfer, uint64_t wire_bytes);
 // All of them at once (small tensors, tests).
 std::vector<TensorChunk> chunks_of(const Tensor& tensor, uint64_t transfer, std::size_t chunk_bytes = kTransferChunk);
 

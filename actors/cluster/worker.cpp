@@ -34,6 +34,22 @@ std::shared_ptr<Registration> MemberContext::find(uint64_t handle) const {
   return it == registrations.end() ? nullptr : it->second;
 }
 
+std::shared_ptr<DataSender> MemberContext::connect_data(const std::string& host, uint16_t port, uint64_t secret,
+                                                       uint64_t incarnation, DataSender::Broken on_broken,
+                                                       const std::string& whom, const std::string& fallback) {
+  if (!port || !data_path) return nullptr;
+  DataHello hello;
+  hello.sender = this->incarnation;
+  hello.receiver = incarnation;
+  hello.secret = secret;
+  try {
+    return DataSender::connect(host, port, hello, connect_timeout, std::move(on_broken));
+  } catch (const Error& e) {
+    log(fmt::format("no data connection to {} ({}): {}", whom, e.what(), fallback));
+    return nullptr;
+  }
+}
+
 std::optional<trace::Moment> MemberContext::begin_own_trace(uint64_t handle, uint64_t step) {
   if (!trace || step < trace_first || step > trace_last) return std::nullopt;
   std::lock_guard<std::mutex> lock(own_trace_mutex_);
@@ -140,30 +156,26 @@ void watch(WorkerSelf self, WorkerState::Peer& peer) {
 
 // This member's data listener, as its hellos say it: port (0 for none) and secret.
 std::pair<uint16_t, uint64_t> data_listener_of(WorkerSelf self) {
-  auto& data = self->state.data;
-  return data ? std::pair{data->port(), data->secret()} : std::pair{uint16_t(0), uint64_t(0)};
+  auto& ctx = *self->state.context;
+  return {ctx.data_port.load(), ctx.data_secret.load()};
+}
+
+// Tells the worker (if it still runs) that a data connection to or from the process of
+// `incarnation` broke, from whichever thread saw it; the worker then tells that peer too.
+void report_data_loss(const caf::weak_actor_ptr& worker, uint64_t incarnation, const std::string& why) {
+  if (auto w = caf::actor_cast<WorkerActor>(worker.lock()))
+    caf::anon_send(w, peer_lost_atom::value, incarnation, why, true);
 }
 
 // The data connection to `peer`'s listener at `port` (its hello brought port and secret): values
 // to it go there from now on. One that cannot be made leaves them to CAF's connection (logged).
 void open_data(WorkerSelf self, WorkerState::Peer& peer, uint16_t port, uint64_t secret) {
-  auto& ctx = *self->state.context;
-  if (!port || !ctx.data_path || peer.data) return;
-  DataHello hello;
-  hello.sender = ctx.incarnation;
-  hello.receiver = peer.incarnation;
-  hello.secret = secret;
+  if (peer.data) return;
   auto worker = caf::actor_cast<caf::weak_actor_ptr>(self);
-  auto on_broken = [worker, incarnation = peer.incarnation](const std::string& why) {
-    if (auto w = caf::actor_cast<WorkerActor>(worker.lock()))
-      caf::anon_send(w, peer_lost_atom::value, incarnation, why, true);
-  };
-  try {
-    peer.data = DataSender::connect(peer.host, port, hello, ctx.connect_timeout, std::move(on_broken));
-  } catch (const Error& e) {
-    ctx.log(fmt::format("no data connection to peer at {} ({}): its values go over the cluster connection",
-                        peer.address, e.what()));
-  }
+  peer.data = self->state.context->connect_data(
+      peer.host, port, secret, peer.incarnation,
+      [worker, incarnation = peer.incarnation](const std::string& why) { report_data_loss(worker, incarnation, why); },
+      "peer at " + peer.address, "its values go over the cluster connection");
 }
 
 // The peer's connection to this member exists (its hello or the answer came, or the backstop says
@@ -766,14 +778,7 @@ void listen_for_data(WorkerSelf self) {
     v.tag = {r.header.step, r.header.frame, r.header.iteration};
     v.incarnation = r.sender;
     v.dead = r.header.dead;
-    if (!v.dead) {
-      TensorChunk& c = v.chunk;
-      c.transfer = r.header.transfer;
-      c.total = r.tensor.byte_size();
-      c.dtype = int32_t(r.tensor.dtype());
-      c.dims = r.tensor.shape().dims();
-      c.bytes = ChunkBytes::landed(std::move(r.tensor), r.header.bytes);
-    }
+    if (!v.dead) v.chunk = landed_chunk(std::move(r.tensor), r.header.transfer, r.header.bytes);
     caf::anon_send(inbox, transfer_atom::value, std::move(v));
   };
   auto worker = caf::actor_cast<caf::weak_actor_ptr>(self);
@@ -781,9 +786,7 @@ void listen_for_data(WorkerSelf self) {
   // lost this process or is ending, and a report could come after the peer is back (the same
   // incarnation, over a new connection) and lose it again.
   auto lost = [worker](uint64_t sender, const std::string& why, bool clean) {
-    if (clean) return;
-    if (auto w = caf::actor_cast<WorkerActor>(worker.lock()))
-      caf::anon_send(w, peer_lost_atom::value, sender, "its data connection to this task ended: " + why, true);
+    if (!clean) report_data_loss(worker, sender, "its data connection to this task ended: " + why);
   };
   try {
     self->state.data = std::make_unique<DataListener>(ctx.listen_host, ctx.incarnation, std::move(deliver),

@@ -64,11 +64,7 @@ struct Received {
 };
 
 ValueHeader header_of(const Tensor& t, uint64_t key) {
-  ValueHeader h;
-  h.dtype = int32_t(t.dtype());
-  h.rank = uint8_t(t.shape().rank());
-  for (int i = 0; i < t.shape().rank(); ++i) h.dims[i] = t.shape().dim(i);
-  h.bytes = t.byte_size();
+  ValueHeader h = header_for(t.dtype(), t.shape(), t.byte_size());
   h.key = key;
   h.step = 7;
   return h;
