@@ -9,6 +9,11 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -24,6 +29,32 @@ constexpr uint8_t kHelloTaken = 1, kHelloRefused = 2;
 static_assert(sizeof(ValueHeader) == 72 + 8 * Shape::kMaxRank && sizeof(DataHello) == 32);
 
 std::string errno_text(int e) { return std::strerror(e); }
+
+using SslPtr = std::unique_ptr<SSL, decltype(&SSL_free)>;
+
+// OpenSSL's queued errors of this thread, oldest first, as one line; the queue is left empty
+// (a later call on this thread must not take them for its own).
+std::string tls_errors() {
+  std::string out;
+  while (unsigned long e = ERR_get_error()) {
+    const char* reason = ERR_reason_error_string(e);
+    out += (out.empty() ? "" : "; ") + std::string(reason ? reason : "error " + std::to_string(e));
+  }
+  return out;
+}
+
+// Why a call on `ssl` that failed (errno `saved` right after it) failed; "closed" for the peer's
+// end of the connection, "no answer in time" when a socket timeout passed.
+std::string tls_failure(SSL* ssl, int result, int saved) {
+  const int e = SSL_get_error(ssl, result);
+  std::string why = tls_errors();
+  if (e == SSL_ERROR_ZERO_RETURN) return "closed";
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) return "no answer in time";
+  if (e == SSL_ERROR_SYSCALL && why.empty()) return saved ? errno_text(saved) : "closed";
+  if (const long v = SSL_get_verify_result(ssl); v != X509_V_OK)
+    why += fmt::format(" ({})", X509_verify_cert_error_string(v));
+  return "TLS: " + (why.empty() ? "no detail from OpenSSL" : why);
+}
 
 struct AddrInfo {
   addrinfo* list = nullptr;
@@ -58,11 +89,21 @@ void set_timeouts(int fd, std::chrono::milliseconds bound) {
   ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 }
 
-// Reads exactly n bytes; "" when done, else why not: "closed" for a clean end before the first
-// byte.
-std::string read_exactly(int fd, void* into, std::size_t n) {
+// Reads exactly n bytes (through `ssl` when not null); "" when done, else why not: "closed" for
+// a clean end before the first byte.
+std::string read_exactly(int fd, SSL* ssl, void* into, std::size_t n) {
   auto* p = static_cast<uint8_t*>(into);
   std::size_t got = 0;
+  while (ssl && got < n) {
+    ERR_clear_error();
+    std::size_t r = 0;
+    if (SSL_read_ex(ssl, p + got, n - got, &r) == 1) {
+      got += r;
+      continue;
+    }
+    const std::string why = tls_failure(ssl, 0, errno);
+    return why == "closed" && got > 0 ? "the connection closed in the middle of a value" : why;
+  }
   while (got < n) {
     ssize_t r = ::recv(fd, p + got, n - got, MSG_WAITALL);
     if (r > 0) {
@@ -76,16 +117,24 @@ std::string read_exactly(int fd, void* into, std::size_t n) {
   return {};
 }
 
-bool write_exactly(int fd, const void* data, std::size_t n) {
+// Writes all n bytes (through `ssl` when not null), blocking; "" when done, else why not.
+std::string write_exactly(int fd, SSL* ssl, const void* data, std::size_t n) {
+  if (ssl) {
+    ERR_clear_error();
+    std::size_t w = 0;
+    if (n == 0 || SSL_write_ex(ssl, data, n, &w) == 1) return {};  // all of it: no partial writes
+    const std::string why = tls_failure(ssl, 0, errno);
+    return why == "closed" ? errno_text(EPIPE) : why;
+  }
   auto* p = static_cast<const uint8_t*>(data);
   while (n > 0) {
     ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
+    if (w <= 0) return errno_text(w == 0 ? EPIPE : errno);
     p += w;
     n -= std::size_t(w);
   }
-  return true;
+  return {};
 }
 
 // Connects to one of `where`'s addresses within `bound`; -1 with `why` set when none answers.
@@ -162,10 +211,60 @@ Tensor tensor_for(const ValueHeader& h, std::string& why) {
 
 }  // namespace
 
+// ---- DataTls
+
+DataTls::DataTls(const TlsFiles& files, const std::string& who) {
+  auto refuse = [&](const std::string& what, const std::string& file) {
+    const std::string why = tls_errors();
+    if (context_) SSL_CTX_free(context_);
+    fail(ErrorCode::invalid_argument, "{}: the data path cannot use TLS {} {}: {}", who, what, file,
+         why.empty() ? "no detail from OpenSSL" : why);
+  };
+  ERR_clear_error();
+  context_ = SSL_CTX_new(TLS_method());
+  if (!context_) refuse("at all", "");
+  SSL_CTX_set_min_proto_version(context_, TLS1_3_VERSION);
+  // No tickets: the connecting side reads nothing after its hello's answer, and no session is resumed.
+  SSL_CTX_set_num_tickets(context_, 0);
+  // The sender's close() ends the socket without a close_notify (another thread may be writing):
+  // an end between two values is then a clean one, as without TLS.
+  SSL_CTX_set_options(context_, SSL_OP_NO_TICKET | SSL_OP_IGNORE_UNEXPECTED_EOF);
+  SSL_CTX_set_verify(context_, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+  if (SSL_CTX_load_verify_locations(context_, files.ca.c_str(), nullptr) != 1) refuse("CA", files.ca);
+  if (SSL_CTX_use_certificate_chain_file(context_, files.certificate.c_str()) != 1)
+    refuse("certificate", files.certificate);
+  if (SSL_CTX_use_PrivateKey_file(context_, files.key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(context_) != 1)
+    refuse("key", files.key);
+}
+
+DataTls::~DataTls() { SSL_CTX_free(context_); }
+
+namespace {
+
+// A TLS session on `fd` as the connecting (`client`) or accepting side, its handshake done; null
+// with `why` set when it fails.
+SslPtr handshake(const DataTls& tls, int fd, bool client, std::string& why) {
+  ERR_clear_error();
+  SslPtr ssl(SSL_new(tls.context()), SSL_free);
+  if (!ssl || SSL_set_fd(ssl.get(), fd) != 1) {
+    why = "TLS: " + tls_errors();
+    return SslPtr(nullptr, SSL_free);
+  }
+  const int r = client ? SSL_connect(ssl.get()) : SSL_accept(ssl.get());
+  if (r == 1) return ssl;
+  why = tls_failure(ssl.get(), r, errno);
+  if (why == "closed") why = "the connection closed during the TLS handshake (the other side has no TLS?)";
+  return SslPtr(nullptr, SSL_free);
+}
+
+}  // namespace
+
 // ---- DataSender
 
 std::shared_ptr<DataSender> DataSender::connect(const std::string& host, uint16_t port, const DataHello& hello,
-                                                std::chrono::milliseconds bound, Broken on_broken) {
+                                                std::chrono::milliseconds bound, Broken on_broken,
+                                                const DataTls* tls) {
   const std::string where = fmt::format("{}:{}", host, port);
   AddrInfo addresses;
   resolve(host, port, false, addresses);
@@ -174,27 +273,32 @@ std::shared_ptr<DataSender> DataSender::connect(const std::string& host, uint16_
   if (fd < 0) fail(ErrorCode::unavailable, "data path: cannot connect to {}: {}", where, why);
   set_nodelay(fd);
   set_timeouts(fd, bound);
+  SslPtr ssl(nullptr, SSL_free);
+  if (tls) ssl = handshake(*tls, fd, true, why);
   uint8_t answer = 0;
-  if (!write_exactly(fd, &hello, sizeof hello)) {
-    why = errno_text(errno);
-  } else {
-    why = read_exactly(fd, &answer, 1);
+  if (why.empty()) why = write_exactly(fd, ssl.get(), &hello, sizeof hello);
+  if (why.empty()) {
+    // Under TLS 1.3 a listener that refuses this process's certificate says so only here.
+    why = read_exactly(fd, ssl.get(), &answer, 1);
     if (why.empty() && answer != kHelloTaken) why = "it refused the hello (another process listens there now)";
+    if (why == "closed") why = "it closed the connection without an answer (a listener that expects TLS?)";
   }
   if (!why.empty()) {
+    ssl.reset();
     ::close(fd);
     fail(ErrorCode::unavailable, "data path: {} did not take the connection: {}", where, why);
   }
   set_timeouts(fd, std::chrono::milliseconds(0));  // writes block from now on (TCP's back-pressure)
-  return std::shared_ptr<DataSender>(new DataSender(fd, where, std::move(on_broken)));
+  return std::shared_ptr<DataSender>(new DataSender(fd, ssl.release(), where, std::move(on_broken)));
 }
 
-DataSender::DataSender(int fd, std::string where, Broken on_broken)
-    : fd_(fd), where_(std::move(where)), on_broken_(std::move(on_broken)) {}
+DataSender::DataSender(int fd, SSL* ssl, std::string where, Broken on_broken)
+    : fd_(fd), ssl_(ssl), where_(std::move(where)), on_broken_(std::move(on_broken)) {}
 
 DataSender::~DataSender() {
   close();
   if (writer_.joinable()) writer_.join();
+  SSL_free(ssl_);
   ::close(fd_);
 }
 
@@ -216,8 +320,19 @@ bool DataSender::flush(std::chrono::milliseconds bound) {
   return !stop_ && queue_.empty() && !busy_;
 }
 
-bool DataSender::write(Frame& f, bool block) {
+bool DataSender::write(Frame& f, bool block, std::string& why) {
   const uint64_t total = sizeof(ValueHeader) + f.header.bytes;
+  if (ssl_) {  // the header, then the bytes, each written whole (TLS records; blocking)
+    if (f.written < sizeof(ValueHeader))
+      why = write_exactly(fd_, ssl_, reinterpret_cast<uint8_t*>(&f.header) + f.written,
+                          sizeof(ValueHeader) - f.written);
+    if (why.empty() && f.header.bytes)
+      why = write_exactly(fd_, ssl_, f.data + (f.written > sizeof(ValueHeader) ? f.written - sizeof(ValueHeader) : 0),
+                          total - std::max<uint64_t>(f.written, sizeof(ValueHeader)));
+    if (!why.empty()) return false;
+    f.written = total;
+    return true;
+  }
   while (f.written < total) {
     iovec parts[2];
     int n = 0;
@@ -239,7 +354,7 @@ bool DataSender::write(Frame& f, bool block) {
     } else if (w < 0 && !block && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       return true;
     } else {
-      if (w == 0) errno = EPIPE;
+      why = errno_text(w == 0 ? EPIPE : errno);
       return false;
     }
   }
@@ -251,13 +366,13 @@ bool DataSender::send(const ValueHeader& header, std::shared_ptr<const void> own
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (stop_) return false;
-    if (!busy_ && queue_.empty()) {
-      if (write(f, false)) {
+    if (!busy_ && queue_.empty() && !ssl_) {  // a TLS write cannot stop halfway and go on later
+      std::string why;
+      if (write(f, false, why)) {
         if (f.written == sizeof(ValueHeader) + header.bytes) return true;
       } else {
-        const int e = errno;
         lock.unlock();
-        fail_with(errno_text(e));
+        fail_with(why);
         return false;
       }
     }
@@ -277,15 +392,15 @@ void DataSender::writer() {
     queue_.pop_front();
     busy_ = true;
     lock.unlock();
-    const bool ok = write(f, true);
-    const int e = errno;
+    std::string why;
+    const bool ok = write(f, true, why);
     f.owner.reset();  // the bytes are the kernel's now
     lock.lock();
     busy_ = false;
     if (queue_.empty()) drained_.notify_all();
     if (!ok) {
       lock.unlock();
-      fail_with(errno_text(e));
+      fail_with(why);
       return;
     }
   }
@@ -307,9 +422,10 @@ void DataSender::fail_with(const std::string& why) {
 // ---- DataListener
 
 DataListener::DataListener(const std::string& host, uint64_t incarnation, Deliver deliver, Lost lost,
-                           std::chrono::milliseconds hello_bound)
+                           std::chrono::milliseconds hello_bound, std::shared_ptr<const DataTls> tls)
     : incarnation_(incarnation),
       secret_(random_secret()),
+      tls_(std::move(tls)),
       deliver_(std::move(deliver)),
       lost_(std::move(lost)),
       hello_bound_(hello_bound) {
@@ -388,24 +504,36 @@ void DataListener::accept_loop() {
 void DataListener::serve(int fd) {
   set_nodelay(fd);
   set_timeouts(fd, hello_bound_);  // a connection that says nothing is not waited for
+  std::string why;
+  SslPtr ssl(nullptr, SSL_free);
+  if (tls_) ssl = handshake(*tls_, fd, false, why);
+  const bool secured = why.empty();  // a refusal can be told to the sender
   DataHello hello;
-  std::string why = read_exactly(fd, &hello, sizeof hello);
+  if (why.empty()) why = read_exactly(fd, ssl.get(), &hello, sizeof hello);
   if (why.empty() && (hello.magic != DataHello::kMagic || hello.version != DataHello::kVersion ||
                       hello.receiver != incarnation_ || hello.secret != secret_))
     why = "refused";
   const uint8_t answer = why.empty() ? kHelloTaken : kHelloRefused;
   if (!why.empty()) refused_.fetch_add(1);  // counted before the sender can learn of it
-  write_exactly(fd, &answer, 1);
+  if (secured) write_exactly(fd, ssl.get(), &answer, 1);
   if (!why.empty()) {
     ::shutdown(fd, SHUT_RDWR);
     return;
   }
   set_timeouts(fd, std::chrono::milliseconds(0));
+  read_values(fd, ssl.get(), hello.sender, why);
+  ::shutdown(fd, SHUT_RDWR);
+  const bool clean = why == "closed";
+  if (!stopping_.load() && lost_) lost_(hello.sender, clean ? "the sender closed the data connection" : why, clean);
+}
+
+// Reads values until the connection ends or its bytes make no value; `why` says which.
+void DataListener::read_values(int fd, SSL* ssl, uint64_t sender, std::string& why) {
   std::vector<uint16_t> half;  // a float16 value's bytes, converted from here
   for (;;) {
     ReceivedValue v;
-    v.sender = hello.sender;
-    why = read_exactly(fd, &v.header, sizeof v.header);
+    v.sender = sender;
+    why = read_exactly(fd, ssl, &v.header, sizeof v.header);
     if (why.empty() && v.header.magic != ValueHeader::kMagic) why = "bytes that are no value's header";
     if (why.empty() && v.header.kind > ValueHeader::ring_chunk)
       why = fmt::format("a value of unknown kind {}", int(v.header.kind));
@@ -417,24 +545,21 @@ void DataListener::serve(int fd) {
       }
       if (why.empty() && v.header.float16) {
         half.resize(v.header.bytes / 2);
-        why = read_exactly(fd, half.data(), v.header.bytes);
+        why = read_exactly(fd, ssl, half.data(), v.header.bytes);
         if (why.empty()) float16_to_float32(half.data(), v.tensor.data<float>(), half.size());
       } else if (why.empty()) {
-        why = read_exactly(fd, v.tensor.raw_data(), v.header.bytes);
+        why = read_exactly(fd, ssl, v.tensor.raw_data(), v.header.bytes);
       }
       if (why == "closed") why = "the connection closed in the middle of a value";
     }
-    if (!why.empty()) break;
+    if (!why.empty()) return;
     try {
       deliver_(std::move(v));
     } catch (const std::exception& e) {
       why = fmt::format("a value could not be delivered: {}", e.what());
-      break;
+      return;
     }
   }
-  ::shutdown(fd, SHUT_RDWR);
-  const bool clean = why == "closed";
-  if (!stopping_.load() && lost_) lost_(hello.sender, clean ? "the sender closed the data connection" : why, clean);
 }
 
 }  // namespace troupe

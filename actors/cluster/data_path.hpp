@@ -13,7 +13,10 @@
 // byte and from then on only reads. A connection that breaks (a write or a read fails, the peer
 // closes it, or its bytes make no value) is not reopened: each side reports it once (the
 // sender's `on_broken`, the listener's `lost`) and the member treats it as the peer's loss.
-// No CAF here: sockets, threads and tensors only.
+// In a cluster with TLS every data connection is mutual TLS (DataTls) before its hello: the
+// bytes are then encrypted and copied once more each way (OpenSSL's records), and every value
+// goes through the sender's writer thread.
+// No CAF here: sockets, threads, OpenSSL and tensors only.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -26,10 +29,32 @@
 #include <thread>
 #include <vector>
 
+#include "actors/network.hpp"  // TlsFiles
 #include "core/shape.hpp"
 #include "core/tensor.hpp"
 
+struct ssl_ctx_st;
+struct ssl_st;
+
 namespace troupe {
+
+// Mutual TLS for data connections: the cluster's CA and this process's certificate and key, the
+// files its CAF connections use. Both ends of a connection present a certificate the CA issued
+// (TLS 1.3; no session tickets); host names are not checked, as on CAF's connections: holding a
+// certificate of the cluster's CA is what makes a member. Shared by a process's listener and
+// senders; each connection keeps the OpenSSL context alive as long as it needs it.
+class DataTls {
+ public:
+  // Throws invalid_argument naming `who` ("task ps:0") and the file OpenSSL could not use.
+  DataTls(const TlsFiles& files, const std::string& who);
+  ~DataTls();
+  DataTls(const DataTls&) = delete;
+  DataTls& operator=(const DataTls&) = delete;
+  ssl_ctx_st* context() const { return context_; }
+
+ private:
+  ssl_ctx_st* context_ = nullptr;
+};
 
 // What precedes a value's bytes on a data connection (host byte order: the members of a cluster
 // run on one architecture; the magic refuses anything else).
@@ -90,19 +115,22 @@ struct ReceivedValue {
 class DataSender {
  public:
   using Broken = std::function<void(const std::string& why)>;
-  // Connects to `host`:`port` within `bound` and says `hello`; throws unavailable naming where
-  // and why when the listener cannot be reached, refuses the hello, or does not answer in time.
-  // `on_broken` is called once, from whichever thread sees it, when the connection fails later
-  // (not when close() or the destructor ends it).
+  // Connects to `host`:`port` within `bound`, with `tls` (when not null) completes a TLS
+  // handshake, and says `hello`; throws unavailable naming where and why when the listener
+  // cannot be reached, refuses the handshake or the hello, or does not answer in time (each
+  // read and write of the set-up is bounded by `bound`). `on_broken` is called once, from
+  // whichever thread sees it, when the connection fails later (not when close() or the
+  // destructor ends it).
   static std::shared_ptr<DataSender> connect(const std::string& host, uint16_t port, const DataHello& hello,
-                                             std::chrono::milliseconds bound, Broken on_broken);
+                                             std::chrono::milliseconds bound, Broken on_broken,
+                                             const DataTls* tls = nullptr);
   ~DataSender();
   DataSender(const DataSender&) = delete;
   DataSender& operator=(const DataSender&) = delete;
 
   // Queues `header` and the `header.bytes` bytes at `data` (kept alive by `owner` until written).
-  // Written at once from the calling thread when nothing is queued and the socket takes it all,
-  // else by the writer thread. False once the connection is broken or closed: the value is
+  // Written at once from the calling thread when nothing is queued and the socket takes it all
+  // (not under TLS), else by the writer thread. False once the connection is broken or closed: the value is
   // dropped.
   bool send(const ValueHeader& header, std::shared_ptr<const void> owner, const uint8_t* data);
   // Waits (at most `bound`) until every value sent so far is in the kernel's hands, which
@@ -120,13 +148,15 @@ class DataSender {
     const uint8_t* data = nullptr;
     uint64_t written = 0;  // of sizeof(header) + header.bytes
   };
-  DataSender(int fd, std::string where, Broken on_broken);
-  // Writes what it can of `f` (blocking or not); false on a broken connection (errno kept).
-  bool write(Frame& f, bool block);
+  DataSender(int fd, ssl_st* ssl, std::string where, Broken on_broken);
+  // Writes what it can of `f` (blocking or not; under TLS always blocking); false on a broken
+  // connection, with why.
+  bool write(Frame& f, bool block, std::string& why);
   void writer();
   void fail_with(const std::string& why);
 
   int fd_;
+  ssl_st* ssl_;  // owned; null without TLS; written by one thread at a time (the writer, after set-up)
   std::string where_;
   Broken on_broken_;
   std::mutex mutex_;  // guards queue_, busy_, stop_, writer_; held across a non-blocking write only
@@ -150,21 +180,26 @@ class DataListener {
  public:
   using Deliver = std::function<void(ReceivedValue&&)>;
   using Lost = std::function<void(uint64_t sender, const std::string& why, bool clean)>;
-  // Listens on `host` ("0.0.0.0": every interface) at a port the OS picks. Throws unavailable.
+  // Listens on `host` ("0.0.0.0": every interface) at a port the OS picks; with `tls` (not
+  // null; kept alive by the listener) a connection completes a TLS handshake before its hello,
+  // and one that fails it is refused. Throws unavailable.
   DataListener(const std::string& host, uint64_t incarnation, Deliver deliver, Lost lost,
-               std::chrono::milliseconds hello_bound);
+               std::chrono::milliseconds hello_bound, std::shared_ptr<const DataTls> tls = nullptr);
   ~DataListener();
   DataListener(const DataListener&) = delete;
   DataListener& operator=(const DataListener&) = delete;
   uint16_t port() const { return port_; }
   uint64_t secret() const { return secret_; }
-  uint64_t refused() const { return refused_.load(); }  // connections whose hello was refused
+  // Connections refused: a failed TLS handshake or a wrong hello.
+  uint64_t refused() const { return refused_.load(); }
 
  private:
   void accept_loop();
   void serve(int fd);
+  void read_values(int fd, ssl_st* ssl, uint64_t sender, std::string& why);
 
   uint64_t incarnation_, secret_;
+  std::shared_ptr<const DataTls> tls_;
   Deliver deliver_;
   Lost lost_;
   std::chrono::milliseconds hello_bound_;

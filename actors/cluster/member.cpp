@@ -159,8 +159,7 @@ ClusterMember::ClusterMember(const ClusterSpec& spec, const TaskId& task, const 
       std::make_shared<ParamShards>(system, std::make_shared<Graph>(), std::max(1, options.param_shards), memory);
   context->log = options.log ? options.log : [](const std::string&) {};
   context->connect_timeout = timeouts::member_connect(options.connection_timeout);
-  // The data path has no TLS of its own yet: under TLS every value keeps to CAF's connections.
-  context->data_path = options.tls.empty();
+  if (!options.tls.empty()) context->data_tls = std::make_shared<DataTls>(options.tls, "task " + task.to_string());
   context->listen_host = impl_->address.host;
   if (!options.trace.file.empty()) {
     TROUPE_CHECK_ARG(options.trace.first_step >= 1 && options.trace.first_step <= options.trace.last_step,

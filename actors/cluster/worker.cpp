@@ -43,7 +43,7 @@ std::shared_ptr<DataSender> MemberContext::connect_data(const std::string& host,
   hello.receiver = incarnation;
   hello.secret = secret;
   try {
-    return DataSender::connect(host, port, hello, connect_timeout, std::move(on_broken));
+    return DataSender::connect(host, port, hello, connect_timeout, std::move(on_broken), data_tls.get());
   } catch (const Error& e) {
     log(fmt::format("no data connection to {} ({}): {}", whom, e.what(), fallback));
     return nullptr;
@@ -790,7 +790,7 @@ void listen_for_data(WorkerSelf self) {
   };
   try {
     self->state.data = std::make_unique<DataListener>(ctx.listen_host, ctx.incarnation, std::move(deliver),
-                                                      std::move(lost), ctx.connect_timeout);
+                                                      std::move(lost), ctx.connect_timeout, ctx.data_tls);
     ctx.data_secret = self->state.data->secret();
     ctx.data_port = self->state.data->port();
   } catch (const Error& e) {

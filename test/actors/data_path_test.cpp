@@ -1,7 +1,8 @@
 // The data path (actors/cluster/data_path.hpp) on loopback: values cross whole, in the order sent,
 // bytes equal, float16 on the wire arrives as float32; a hello with the wrong secret or for
 // another incarnation is refused, naming the address; a connection that ends is reported once,
-// on the side that did not end it, with why.
+// on the side that did not end it, with why. With TLS (the cluster's certificates) the same
+// holds, and a sender without a certificate of the cluster's CA, or without TLS, is refused.
 #include <boost/test/unit_test.hpp>
 
 #include <netinet/in.h>
@@ -11,12 +12,15 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <fstream>
 #include <mutex>
 #include <string_view>
 
 #include "actors/cluster/data_path.hpp"
+#include "actors/cluster/tls.hpp"
 #include "core/wire/float16.hpp"
 #include "test/support/expect_error.hpp"
+#include "test/support/scratch_dir.hpp"
 
 using namespace troupe;
 using troupe::testing::contains;
@@ -95,6 +99,20 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
          std::memcmp(a.raw_data(), b.raw_data(), a.byte_size()) == 0;
 }
 
+// A cluster's CA and certificates (troupe-node --make-certs's), and another cluster's.
+struct Certificates {
+  troupe::testing::ScratchDir dir;
+  std::shared_ptr<const DataTls> ps, worker, foreign;
+  Certificates() {
+    std::ofstream(dir.file("spec.json")) << R"({"cluster": {"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}})";
+    const auto spec = ClusterSpec::from_file(make_cluster_certificates(dir.file("spec.json"), dir.file("certs")));
+    const auto other = ClusterSpec::from_file(make_cluster_certificates(dir.file("spec.json"), dir.file("other")));
+    ps = std::make_shared<DataTls>(spec.tls_for({"ps", 0}), "task ps:0");
+    worker = std::make_shared<DataTls>(spec.tls_for({"worker", 0}), "task worker:0");
+    foreign = std::make_shared<DataTls>(other.tls_for({"worker", 0}), "task worker:0");
+  }
+};
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(data_path)
@@ -121,6 +139,61 @@ BOOST_AUTO_TEST_CASE(values_cross_whole_and_in_the_order_sent) {
   BOOST_TEST(got.values.back().header.dead == 1);
   BOOST_TEST(got.values.back().header.key == 99u);
   BOOST_TEST(got.losses() == 0u);
+}
+
+BOOST_AUTO_TEST_CASE(over_tls_values_cross_whole_in_order_and_a_close_between_them_is_clean) {
+  Certificates certs;
+  Received got;
+  {
+    DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound, certs.ps);
+    auto sender = DataSender::connect("127.0.0.1", listener.port(), hello_for(listener, 22, 11), kBound, nullptr,
+                                      certs.worker.get());
+    std::vector<Tensor> sent = {filled(DType::float32, Shape{3, 4}, 1),
+                                filled(DType::uint8, Shape{int64_t(40) << 20}, 2), Tensor(DType::int64, Shape{0})};
+    for (std::size_t i = 0; i < sent.size(); ++i) BOOST_REQUIRE(send_tensor(*sender, sent[i], i));
+    BOOST_REQUIRE(sender->flush(kBound));
+    BOOST_REQUIRE(got.wait([&] { return got.values.size() == sent.size(); }));
+    for (std::size_t i = 0; i < sent.size(); ++i) {
+      BOOST_TEST(got.values[i].header.key == i);
+      BOOST_TEST(same_bytes(got.values[i].tensor, sent[i]), "value " << i << ": " << got.values[i].tensor.describe());
+    }
+    sender.reset();
+    BOOST_REQUIRE(got.wait([&] { return !got.lost.empty(); }));
+    BOOST_TEST(got.lost[0].sender == 22u);
+    BOOST_TEST(got.lost[0].clean, got.lost[0].why);
+    BOOST_TEST(listener.refused() == 0u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_tls_listener_refuses_a_sender_of_another_ca_or_without_tls_naming_the_address) {
+  Certificates certs;
+  Received got;
+  DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound, certs.ps);
+  const std::string where = fmt::format("127.0.0.1:{}", listener.port());
+  auto connect = [&](const DataTls* tls) {
+    return error_of([&] { DataSender::connect("127.0.0.1", listener.port(), hello_for(listener, 22, 11), kBound,
+                                              nullptr, tls); },
+                    ErrorCode::unavailable);
+  };
+  // Each side refuses the other's certificate; under TLS 1.3 the sender learns of the
+  // listener's verdict when it reads the hello's answer.
+  const std::string foreign = connect(certs.foreign.get());
+  BOOST_TEST(contains(foreign, where + " did not take the connection: TLS: "), foreign);
+  BOOST_TEST(contains(foreign, "certificate verify failed"), foreign);
+  const std::string plain = connect(nullptr);
+  BOOST_TEST(contains(plain, where + " did not take the connection: it closed the connection without an answer"),
+             plain);
+  BOOST_TEST(listener.refused() == 2u);
+  BOOST_TEST(got.values.empty());
+  BOOST_TEST(got.losses() == 0u);
+  // A sender with TLS and a listener without it do not make a connection either.
+  DataListener bare("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound);
+  auto e = error_of([&] { DataSender::connect("127.0.0.1", bare.port(), hello_for(bare, 22, 11), kBound, nullptr,
+                                              certs.worker.get()); },
+                    ErrorCode::unavailable);
+  BOOST_TEST(contains(e, fmt::format("127.0.0.1:{} did not take the connection: ", bare.port())), e);
+  BOOST_TEST(contains(e, "TLS handshake"), e);
+  BOOST_TEST(bare.refused() == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(a_float32_value_sent_as_float16_arrives_as_float32) {
