@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -25,6 +26,7 @@ namespace troupe {
 namespace {
 
 constexpr uint8_t kHelloTaken = 1, kHelloRefused = 2;
+constexpr uint64_t kTlsRecord = 16384;  // the most bytes one TLS record holds
 // Written as they lie in memory: no padding, so no byte of them is left unset.
 static_assert(sizeof(ValueHeader) == 72 + 8 * Shape::kMaxRank && sizeof(DataHello) == 32);
 
@@ -242,15 +244,61 @@ DataTls::~DataTls() { SSL_CTX_free(context_); }
 
 namespace {
 
+// OpenSSL's BIO over a socket, but writing with MSG_NOSIGNAL: OpenSSL's own writes with
+// write(2), and a member process does not ignore SIGPIPE, so a peer that went would end this
+// process instead of failing a write. No descriptor type: tls_watch.hpp leaves it alone.
+int fd_of(BIO* b) { return int(reinterpret_cast<intptr_t>(BIO_get_data(b))); }
+
+int bio_write(BIO* b, const char* data, int n) {
+  BIO_clear_retry_flags(b);
+  const ssize_t w = ::send(fd_of(b), data, std::size_t(n), MSG_NOSIGNAL);
+  if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_write(b);
+  return int(w);
+}
+
+int bio_read(BIO* b, char* into, int n) {
+  BIO_clear_retry_flags(b);
+  const ssize_t r = ::recv(fd_of(b), into, std::size_t(n), 0);
+  if (r == 0) BIO_set_flags(b, BIO_FLAGS_IN_EOF);  // OpenSSL asks (BIO_eof) to tell an end from an error
+  if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) BIO_set_retry_read(b);
+  return int(r);
+}
+
+long bio_ctrl(BIO* b, int command, long, void*) {
+  if (command == BIO_CTRL_FLUSH) return 1;
+  if (command == BIO_CTRL_EOF) return BIO_test_flags(b, BIO_FLAGS_IN_EOF) ? 1 : 0;
+  return 0;
+}
+
+BIO* socket_bio(int fd) {
+  static BIO_METHOD* method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "troupe data connection");
+    if (m) {
+      BIO_meth_set_write(m, bio_write);
+      BIO_meth_set_read(m, bio_read);
+      BIO_meth_set_ctrl(m, bio_ctrl);
+    }
+    return m;
+  }();
+  BIO* b = method ? BIO_new(method) : nullptr;
+  if (b) {
+    BIO_set_data(b, reinterpret_cast<void*>(intptr_t(fd)));
+    BIO_set_init(b, 1);
+  }
+  return b;
+}
+
 // A TLS session on `fd` as the connecting (`client`) or accepting side, its handshake done; null
 // with `why` set when it fails.
 SslPtr handshake(const DataTls& tls, int fd, bool client, std::string& why) {
   ERR_clear_error();
   SslPtr ssl(SSL_new(tls.context()), SSL_free);
-  if (!ssl || SSL_set_fd(ssl.get(), fd) != 1) {
+  BIO* bio = ssl ? socket_bio(fd) : nullptr;
+  if (!bio) {
     why = "TLS: " + tls_errors();
     return SslPtr(nullptr, SSL_free);
   }
+  SSL_set_bio(ssl.get(), bio, bio);  // the session owns it
   const int r = client ? SSL_connect(ssl.get()) : SSL_accept(ssl.get());
   if (r == 1) return ssl;
   why = tls_failure(ssl.get(), r, errno);
@@ -289,6 +337,10 @@ std::shared_ptr<DataSender> DataSender::connect(const std::string& host, uint16_
     fail(ErrorCode::unavailable, "data path: {} did not take the connection: {}", where, why);
   }
   set_timeouts(fd, std::chrono::milliseconds(0));  // writes block from now on (TCP's back-pressure)
+  if (ssl) {  // written without blocking from the sending thread, where the socket takes it (write_tls)
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    SSL_set_mode(ssl.get(), SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  }
   return std::shared_ptr<DataSender>(new DataSender(fd, ssl.release(), where, std::move(on_broken)));
 }
 
@@ -320,19 +372,52 @@ bool DataSender::flush(std::chrono::milliseconds bound) {
   return !stop_ && queue_.empty() && !busy_;
 }
 
-bool DataSender::write(Frame& f, bool block, std::string& why) {
+bool DataSender::write_tls(Frame& f, bool block, std::string& why) {
   const uint64_t total = sizeof(ValueHeader) + f.header.bytes;
-  if (ssl_) {  // the header, then the bytes, each written whole (TLS records; blocking)
-    if (f.written < sizeof(ValueHeader))
-      why = write_exactly(fd_, ssl_, reinterpret_cast<uint8_t*>(&f.header) + f.written,
-                          sizeof(ValueHeader) - f.written);
-    if (why.empty() && f.header.bytes)
-      why = write_exactly(fd_, ssl_, f.data + (f.written > sizeof(ValueHeader) ? f.written - sizeof(ValueHeader) : 0),
-                          total - std::max<uint64_t>(f.written, sizeof(ValueHeader)));
-    if (!why.empty()) return false;
-    f.written = total;
-    return true;
+  if (f.written == 0 && f.packed.empty() && f.header.bytes && total <= kTlsRecord) {
+    f.packed.resize(total);
+    std::memcpy(f.packed.data(), &f.header, sizeof(ValueHeader));
+    std::memcpy(f.packed.data() + sizeof(ValueHeader), f.data, f.header.bytes);
   }
+  while (f.written < total) {
+    const uint8_t* at = nullptr;
+    uint64_t n = total - f.written;
+    if (!f.packed.empty()) {
+      at = f.packed.data() + f.written;
+    } else if (f.written < sizeof(ValueHeader)) {
+      at = reinterpret_cast<const uint8_t*>(&f.header) + f.written;
+      n = sizeof(ValueHeader) - f.written;
+    } else {
+      at = f.data + (f.written - sizeof(ValueHeader));
+    }
+    ERR_clear_error();
+    std::size_t w = 0;
+    if (SSL_write_ex(ssl_, at, n, &w) == 1) {  // whole records (partial writes on)
+      f.written += w;
+      continue;
+    }
+    const int saved = errno;
+    if (SSL_get_error(ssl_, 0) != SSL_ERROR_WANT_WRITE) {
+      why = tls_failure(ssl_, 0, saved);
+      if (why == "closed") why = errno_text(EPIPE);
+      return false;
+    }
+    // The socket is full; OpenSSL keeps the record it began, and the next call with these
+    // bytes (from here or from the writer thread) goes on with it.
+    ERR_clear_error();
+    if (!block) return true;
+    pollfd p{fd_, POLLOUT, 0};
+    if (::poll(&p, 1, -1) < 0 && errno != EINTR) {
+      why = errno_text(errno);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool DataSender::write(Frame& f, bool block, std::string& why) {
+  if (ssl_) return write_tls(f, block, why);
+  const uint64_t total = sizeof(ValueHeader) + f.header.bytes;
   while (f.written < total) {
     iovec parts[2];
     int n = 0;
@@ -366,7 +451,7 @@ bool DataSender::send(const ValueHeader& header, std::shared_ptr<const void> own
   {
     std::unique_lock<std::mutex> lock(mutex_);
     if (stop_) return false;
-    if (!busy_ && queue_.empty() && !ssl_) {  // a TLS write cannot stop halfway and go on later
+    if (!busy_ && queue_.empty()) {
       std::string why;
       if (write(f, false, why)) {
         if (f.written == sizeof(ValueHeader) + header.bytes) return true;

@@ -14,8 +14,7 @@
 // closes it, or its bytes make no value) is not reopened: each side reports it once (the
 // sender's `on_broken`, the listener's `lost`) and the member treats it as the peer's loss.
 // In a cluster with TLS every data connection is mutual TLS (DataTls) before its hello: the
-// bytes are then encrypted and copied once more each way (OpenSSL's records), and every value
-// goes through the sender's writer thread.
+// bytes are then encrypted and copied once more each way (OpenSSL's records of 16 KiB).
 // No CAF here: sockets, threads, OpenSSL and tensors only.
 #include <atomic>
 #include <chrono>
@@ -129,8 +128,8 @@ class DataSender {
   DataSender& operator=(const DataSender&) = delete;
 
   // Queues `header` and the `header.bytes` bytes at `data` (kept alive by `owner` until written).
-  // Written at once from the calling thread when nothing is queued and the socket takes it all
-  // (not under TLS), else by the writer thread. False once the connection is broken or closed: the value is
+  // Written at once from the calling thread when nothing is queued and the socket takes it all,
+  // else by the writer thread. False once the connection is broken or closed: the value is
   // dropped.
   bool send(const ValueHeader& header, std::shared_ptr<const void> owner, const uint8_t* data);
   // Waits (at most `bound`) until every value sent so far is in the kernel's hands, which
@@ -147,16 +146,19 @@ class DataSender {
     std::shared_ptr<const void> owner;
     const uint8_t* data = nullptr;
     uint64_t written = 0;  // of sizeof(header) + header.bytes
+    std::vector<uint8_t> packed;  // under TLS, a small value's header and bytes: one record
   };
   DataSender(int fd, ssl_st* ssl, std::string where, Broken on_broken);
-  // Writes what it can of `f` (blocking or not; under TLS always blocking); false on a broken
-  // connection, with why.
+  // Writes what it can of `f` (blocking or not); false on a broken connection, with why.
   bool write(Frame& f, bool block, std::string& why);
+  bool write_tls(Frame& f, bool block, std::string& why);
   void writer();
   void fail_with(const std::string& why);
 
   int fd_;
-  ssl_st* ssl_;  // owned; null without TLS; written by one thread at a time (the writer, after set-up)
+  // Owned; null without TLS. Used by one thread at a time, as the socket is: the sending
+  // thread under mutex_ while nothing is queued or being written, else the writer.
+  ssl_st* ssl_;
   std::string where_;
   Broken on_broken_;
   std::mutex mutex_;  // guards queue_, busy_, stop_, writer_; held across a non-blocking write only
