@@ -10,7 +10,9 @@
 //     the wire form of a tensor crossing processes) and put together again by the peer.
 //     Over the data path (actors/cluster/data_path.hpp, what cluster members send values over):
 //     a uint8 tensor of S bytes to the peer's DataListener, acknowledged by a dead value over the
-//     peer's own data connection back, one at a time, as the TCP pair does.
+//     peer's own data connection back, one at a time, as the TCP pair does; plain, and with
+//     mutual TLS (a cluster's kind of certificates, made for the run in a directory removed at
+//     the end).
 //   round trip: a 64-byte message and its acknowledgement, median of 2,000.
 // --hosts NS=ADDRESS,NS=ADDRESS puts this process in the first network namespace and its peer in
 // the second (bench/shaped_links.sh: namespaces with shaped links), each at its address.
@@ -31,6 +33,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -41,6 +45,7 @@
 
 #include "actors/cluster/data_path.hpp"
 #include "actors/cluster/outbox.hpp"
+#include "actors/cluster/tls.hpp"
 #include "actors/cluster/tensor_transfer.hpp"
 #include "actors/runtime.hpp"
 #include "actors/scheduler.hpp"
@@ -159,35 +164,66 @@ caf::behavior sink(caf::stateful_actor<SinkState>* self) {
 }
 
 // The data path's sink: every value is acknowledged by a dead value over the connection back,
-// whose `transfer` is the bytes received.
-void serve_data(const Host& me, const Host& benchmark, int from_parent, int to_parent) {
-  static std::shared_ptr<DataSender> back;
-  static std::unique_ptr<DataListener> listener;
-  listener = std::make_unique<DataListener>(
+// whose `transfer` is the bytes received. Lives as long as the peer process.
+struct DataSink {
+  std::unique_ptr<DataListener> listener;
+  std::shared_ptr<DataSender> back;
+};
+
+// Listens (with `tls` when not null) and tells the benchmark where.
+void listen_for_data(DataSink& sink, const Host& me, int to_parent, std::shared_ptr<const DataTls> tls) {
+  sink.listener = std::make_unique<DataListener>(
       me.address, 2,
-      [](ReceivedValue&& v) {
+      [&sink](ReceivedValue&& v) {
         ValueHeader ack;
         ack.dead = 1;
         ack.transfer = v.tensor.byte_size();
-        back->send(ack, nullptr, nullptr);
+        sink.back->send(ack, nullptr, nullptr);
       },
-      nullptr, std::chrono::seconds(10));
-  const uint64_t mine[2] = {listener->port(), listener->secret()};
+      nullptr, std::chrono::seconds(10), tls);
+  const uint64_t mine[2] = {sink.listener->port(), sink.listener->secret()};
   write_all(to_parent, mine, sizeof mine);
-  uint64_t theirs[2];  // the benchmark's listener
+}
+
+// Learns the benchmark's listener for this sink's acknowledgements and connects to it.
+void connect_back(DataSink& sink, const Host& benchmark, int from_parent, const DataTls* tls) {
+  uint64_t theirs[2];
   if (!read_all(from_parent, theirs, sizeof theirs)) ::_exit(0);
   DataHello hello;
   hello.sender = 2;
   hello.receiver = 1;
   hello.secret = theirs[1];
-  back = DataSender::connect(benchmark.address, uint16_t(theirs[0]), hello, std::chrono::seconds(10), nullptr);
+  sink.back = DataSender::connect(benchmark.address, uint16_t(theirs[0]), hello, std::chrono::seconds(10), nullptr,
+                                  tls);
 }
+
+// A cluster's CA and certificates for the TLS column, in a directory removed with this.
+struct Certificates {
+  std::string dir;
+  TlsFiles peer, benchmark;
+  Certificates() {
+    char pattern[] = "/tmp/troupe-bench-tls-XXXXXX";
+    if (!::mkdtemp(pattern)) fail(ErrorCode::unavailable, "cannot make a directory in /tmp: {}", std::strerror(errno));
+    dir = pattern;
+    {
+      std::ofstream spec(dir + "/spec.json");
+      spec << R"({"cluster": {"ps": ["127.0.0.1:1"], "worker": ["127.0.0.1:2"]}})";
+    }
+    const ClusterSpec spec = ClusterSpec::from_file(make_cluster_certificates(dir + "/spec.json", dir + "/certs"));
+    peer = spec.tls_for({"ps", 0});
+    benchmark = spec.tls_for({"worker", 0});
+  }
+  ~Certificates() {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+};
 
 struct Peer {
   pid_t pid = -1;
   uint16_t tcp_port = 0, caf_port = 0;
-  uint64_t data_port = 0, data_secret = 0;
-  int to_peer = -1;  // the benchmark's data listener goes this way
+  uint64_t data_port[2] = {}, data_secret[2] = {};  // its plain sink's listener, its TLS sink's
+  int to_peer = -1;  // the benchmark's data listeners go this way
   ~Peer() {
     if (pid > 0) {
       ::kill(pid, SIGKILL);
@@ -197,9 +233,9 @@ struct Peer {
   }
 };
 
-// Forks the peer: a TCP sink (its own process), a data path sink, and a CAF sink published at
-// `at` (in its namespace).
-void start_peer(Peer& peer, const Host& at, const Host& benchmark) {
+// Forks the peer: a TCP sink (its own process), two data path sinks (plain, and TLS with
+// `tls`), and a CAF sink published at `at` (in its namespace).
+void start_peer(Peer& peer, const Host& at, const Host& benchmark, const TlsFiles& tls) {
   int ports[2], back[2];
   if (::pipe(ports) != 0 || ::pipe(back) != 0) fail(ErrorCode::internal, "pipe: {}", std::strerror(errno));
   peer.pid = ::fork();
@@ -218,7 +254,12 @@ void start_peer(Peer& peer, const Host& at, const Host& benchmark) {
       auto port = system.middleman().publish(system.spawn(sink), 0, at.address.c_str());
       uint16_t both[2] = {tcp_port, port ? *port : uint16_t(0)};
       write_all(ports[1], both, sizeof both);
-      serve_data(at, benchmark, back[0], ports[1]);
+      static DataSink plain, secured;
+      auto secure = std::make_shared<DataTls>(tls, "the peer");
+      listen_for_data(plain, at, ports[1], nullptr);
+      listen_for_data(secured, at, ports[1], secure);
+      connect_back(plain, benchmark, back[0], nullptr);
+      connect_back(secured, benchmark, back[0], secure.get());
       ::pause();
     } catch (const std::exception& e) {
       std::fprintf(stderr, "troupe-bench transfer, the peer process: %s\n", e.what());
@@ -231,11 +272,13 @@ void start_peer(Peer& peer, const Host& at, const Host& benchmark) {
   uint16_t both[2];
   if (!read_all(ports[0], both, sizeof both))  // the peer failed, and said why
     fail(ErrorCode::unavailable, "the peer process did not start");
-  uint64_t data[2];
-  if (!read_all(ports[0], data, sizeof data)) fail(ErrorCode::unavailable, "the peer process did not start");
+  for (int i = 0; i < 2; ++i) {
+    uint64_t data[2];
+    if (!read_all(ports[0], data, sizeof data)) fail(ErrorCode::unavailable, "the peer process did not start");
+    peer.data_port[i] = data[0];
+    peer.data_secret[i] = data[1];
+  }
   ::close(ports[0]);
-  peer.data_port = data[0];
-  peer.data_secret = data[1];
   peer.tcp_port = both[0];
   peer.caf_port = both[1];
   if (!peer.caf_port) fail(ErrorCode::unavailable, "the peer could not publish its CAF sink");
@@ -245,15 +288,17 @@ void start_peer(Peer& peer, const Host& at, const Host& benchmark) {
 // listener of its own for the peer's acknowledgements.
 class DataPathClient {
  public:
-  DataPathClient(const Host& me, const Host& there, const Peer& peer)
-      : acks_(me.address, 1, [this](ReceivedValue&&) { acked(); }, nullptr, std::chrono::seconds(10)) {
+  // To the peer's sink `which` (0 plain, 1 TLS: `tls` then set).
+  DataPathClient(const Host& me, const Host& there, const Peer& peer, int which, std::shared_ptr<const DataTls> tls)
+      : acks_(me.address, 1, [this](ReceivedValue&&) { acked(); }, nullptr, std::chrono::seconds(10), tls) {
     const uint64_t mine[2] = {acks_.port(), acks_.secret()};
     write_all(peer.to_peer, mine, sizeof mine);
     DataHello hello;
     hello.sender = 1;
     hello.receiver = 2;
-    hello.secret = peer.data_secret;
-    sender_ = DataSender::connect(there.address, uint16_t(peer.data_port), hello, std::chrono::seconds(10), nullptr);
+    hello.secret = peer.data_secret[which];
+    sender_ = DataSender::connect(there.address, uint16_t(peer.data_port[which]), hello, std::chrono::seconds(10),
+                                  nullptr, tls.get());
   }
   // Sends a uint8 tensor and waits for its acknowledgement.
   void send(const std::shared_ptr<Tensor>& t) {
@@ -369,8 +414,9 @@ int transfer_main(int argc, char** argv) {
   enter(me);
   caf::actor_system_config checked;
   apply_caf_options_from_environment(checked);  // a bad TROUPE_CAF_OPTIONS is refused here, not in the peer
+  Certificates certificates;  // removed after the peer is stopped
   Peer peer;
-  start_peer(peer, there, me);  // before any thread of ours exists
+  start_peer(peer, there, me, certificates.peer);  // before any thread of ours exists
 
   // Raw TCP.
   int tcp = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -399,8 +445,10 @@ int transfer_main(int argc, char** argv) {
 
   // The data path: values out over this process's connection to the peer's listener, each
   // acknowledged over the peer's connection back.
-  DataPathClient data(me, there, peer);
+  DataPathClient data(me, there, peer, 0, nullptr);
   auto data_send = [&](std::size_t n) { data.send(tensors.at(n)); };
+  DataPathClient secured(me, there, peer, 1, std::make_shared<DataTls>(certificates.benchmark, "the benchmark"));
+  auto tls_send = [&](std::size_t n) { secured.send(tensors.at(n)); };
 
   // CAF's middleman.
   caf::actor_system_config config;
@@ -441,28 +489,30 @@ int transfer_main(int argc, char** argv) {
   };
 
   const double tcp_rtt = round_trip_us(tcp_send), caf_rtt = round_trip_us(caf_send);
-  const double data_rtt = round_trip_us(data_send);
+  const double data_rtt = round_trip_us(data_send), tls_rtt = round_trip_us(tls_send);
   if (a.json) {
     std::printf("{\"bench\":\"transfer\",\"what\":\"round_trip\",\"bytes\":%zu,\"tcp_us\":%.1f,\"caf_us\":%.1f,"
-                "\"data_path_us\":%.1f}\n",
-                kSmall, tcp_rtt, caf_rtt, data_rtt);
+                "\"data_path_us\":%.1f,\"data_path_tls_us\":%.1f}\n",
+                kSmall, tcp_rtt, caf_rtt, data_rtt, tls_rtt);
   } else {
-    std::printf("round trip of %zu bytes: TCP %.1f us, CAF %.1f us (%.2fx), data path %.1f us (%.2fx)\n", kSmall,
-                tcp_rtt, caf_rtt, caf_rtt / tcp_rtt, data_rtt, data_rtt / tcp_rtt);
+    std::printf("round trip of %zu bytes: TCP %.1f us, CAF %.1f us (%.2fx), data path %.1f us (%.2fx), "
+                "with TLS %.1f us (%.2fx)\n",
+                kSmall, tcp_rtt, caf_rtt, caf_rtt / tcp_rtt, data_rtt, data_rtt / tcp_rtt, tls_rtt, tls_rtt / tcp_rtt);
   }
   for (std::size_t size : a.sizes) {
     const double tcp_gbs = throughput(size, a.seconds, tcp_send), caf_gbs = throughput(size, a.seconds, caf_send);
     const double tensor_gbs = throughput(size, a.seconds, tensor_send);
-    const double data_gbs = throughput(size, a.seconds, data_send);
+    const double data_gbs = throughput(size, a.seconds, data_send), tls_gbs = throughput(size, a.seconds, tls_send);
     if (a.json) {
       std::printf("{\"bench\":\"transfer\",\"what\":\"throughput\",\"bytes\":%zu,\"tcp_gb_per_s\":%.3f,"
-                  "\"caf_gb_per_s\":%.3f,\"tensor_gb_per_s\":%.3f,\"data_path_gb_per_s\":%.3f}\n",
-                  size, tcp_gbs, caf_gbs, tensor_gbs, data_gbs);
+                  "\"caf_gb_per_s\":%.3f,\"tensor_gb_per_s\":%.3f,\"data_path_gb_per_s\":%.3f,"
+                  "\"data_path_tls_gb_per_s\":%.3f}\n",
+                  size, tcp_gbs, caf_gbs, tensor_gbs, data_gbs, tls_gbs);
     } else {
       std::printf("%10zu bytes: TCP %.3f GB/s, CAF bytes %.3f GB/s (%.0f%%), CAF tensor %.3f GB/s (%.0f%%), "
-                  "data path %.3f GB/s (%.0f%%)\n",
+                  "data path %.3f GB/s (%.0f%%), with TLS %.3f GB/s (%.0f%%)\n",
                   size, tcp_gbs, caf_gbs, 100 * caf_gbs / tcp_gbs, tensor_gbs, 100 * tensor_gbs / tcp_gbs, data_gbs,
-                  100 * data_gbs / tcp_gbs);
+                  100 * data_gbs / tcp_gbs, tls_gbs, 100 * tls_gbs / tcp_gbs);
     }
     std::fflush(stdout);
   }
