@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Measures the figures bench/scaling_model.py runs on, with the project's own benchmarks, and
 # writes them as JSON (to OUT, else stdout). About 30 s on this 2-core machine:
-#   round_trip_us, bandwidth_gb_per_s  troupe-bench transfer (loopback; CAF tensors of 1 and 16 MiB)
+#   round_trip_us, bandwidth_gb_per_s  troupe-bench transfer (loopback): CAF's round trip (a step's
+#                                      RunGraph and its answer cross CAF's connections); the data
+#                                      path's bandwidth at 1 and 16 MiB (what values cross)
 #   mlp_step_ms                        troupe-fashion-mnist --model mlp in one process on 1 thread (as
 #                                      fast as 2 here), its second epoch: mlp_step_cores 1
 #   alexnet_step_ms                    troupe-bench convnet --model alexnet --batch 64 (median of 3),
@@ -27,7 +29,7 @@ import json, os, statistics
 lines = lambda name: [json.loads(l) for l in os.environ[name].splitlines() if l.startswith("{")]
 transfer = lines("TRANSFER")
 rtt = [l["caf_us"] for l in transfer if l["what"] == "round_trip"]
-bandwidth = [l["tensor_gb_per_s"] for l in transfer if l["what"] == "throughput"]
+bandwidth = [l["data_path_gb_per_s"] for l in transfer if l["what"] == "throughput"]
 epoch = lines("MLP")[-1]  # the second epoch: the first one warms up
 alexnet = lines("ALEXNET")[0]
 if not rtt or not bandwidth:
