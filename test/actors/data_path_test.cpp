@@ -151,6 +151,26 @@ BOOST_AUTO_TEST_CASE(values_cross_whole_and_in_the_order_sent) {
   BOOST_TEST(got.losses() == 0u);
 }
 
+// Many values of every size around the reader's buffer (headers and bytes split across reads
+// anywhere), sent faster than they are read.
+BOOST_AUTO_TEST_CASE(many_values_of_mixed_sizes_cross_whole_and_in_order) {
+  Received got;
+  DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound);
+  auto sender = DataSender::connect("127.0.0.1", listener.port(), hello_for(listener, 22, 11), kBound, nullptr);
+  std::vector<Tensor> sent;
+  for (int i = 0; i < 600; ++i) {
+    const int64_t n = (int64_t(i) * 7919) % 90001;  // 0 to 90,000 bytes, across the 32 KiB direct-read size
+    sent.push_back(filled(DType::uint8, Shape{n}, uint8_t(i)));
+    BOOST_REQUIRE(send_tensor(*sender, sent.back(), uint64_t(i)));
+  }
+  BOOST_REQUIRE(got.wait([&] { return got.values.size() == sent.size(); }));
+  for (std::size_t i = 0; i < sent.size(); ++i) {
+    BOOST_TEST(got.values[i].header.key == i);
+    BOOST_TEST(same_bytes(got.values[i].tensor, sent[i]), "value " << i);
+  }
+  BOOST_TEST(got.losses() == 0u);
+}
+
 BOOST_AUTO_TEST_CASE(over_tls_values_cross_whole_in_order_and_a_close_between_them_is_clean) {
   Certificates certs;
   Received got;
