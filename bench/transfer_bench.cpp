@@ -364,6 +364,42 @@ double round_trip_us(SendOne&& send_one) {
   return median(us);
 }
 
+struct RoundTrips {
+  double tcp, caf, data, tls;  // us
+};
+
+void print_round_trip(bool json, const RoundTrips& r) {
+  if (json) {
+    std::printf("{\"bench\":\"transfer\",\"what\":\"round_trip\",\"bytes\":%zu,\"tcp_us\":%.1f,\"caf_us\":%.1f,"
+                "\"data_path_us\":%.1f,\"data_path_tls_us\":%.1f}\n",
+                kSmall, r.tcp, r.caf, r.data, r.tls);
+  } else {
+    std::printf("round trip of %zu bytes: TCP %.1f us, CAF %.1f us (%.2fx), data path %.1f us (%.2fx), "
+                "with TLS %.1f us (%.2fx)\n",
+                kSmall, r.tcp, r.caf, r.caf / r.tcp, r.data, r.data / r.tcp, r.tls, r.tls / r.tcp);
+  }
+}
+
+struct Throughputs {
+  double tcp, caf, tensor, data, tls;  // GB/s
+};
+
+void print_throughput(bool json, std::size_t size, const Throughputs& t) {
+  if (json) {
+    std::printf("{\"bench\":\"transfer\",\"what\":\"throughput\",\"bytes\":%zu,\"tcp_gb_per_s\":%.3f,"
+                "\"caf_gb_per_s\":%.3f,\"tensor_gb_per_s\":%.3f,\"data_path_gb_per_s\":%.3f,"
+                "\"data_path_tls_gb_per_s\":%.3f}\n",
+                size, t.tcp, t.caf, t.tensor, t.data, t.tls);
+  } else {
+    auto share = [&](double x) { return 100 * x / t.tcp; };
+    std::printf("%10zu bytes: TCP %.3f GB/s, CAF bytes %.3f GB/s (%.0f%%), CAF tensor %.3f GB/s (%.0f%%), "
+                "data path %.3f GB/s (%.0f%%), with TLS %.3f GB/s (%.0f%%)\n",
+                size, t.tcp, t.caf, share(t.caf), t.tensor, share(t.tensor), t.data, share(t.data), t.tls,
+                share(t.tls));
+  }
+  std::fflush(stdout);
+}
+
 // The command line into `a` and the two hosts; a return code when the program is done (--help,
 // a bad option).
 std::optional<int> parse_args(int argc, char** argv, Args& a, std::vector<Host>& hosts) {
@@ -490,31 +526,12 @@ int transfer_main(int argc, char** argv) {
 
   const double tcp_rtt = round_trip_us(tcp_send), caf_rtt = round_trip_us(caf_send);
   const double data_rtt = round_trip_us(data_send), tls_rtt = round_trip_us(tls_send);
-  if (a.json) {
-    std::printf("{\"bench\":\"transfer\",\"what\":\"round_trip\",\"bytes\":%zu,\"tcp_us\":%.1f,\"caf_us\":%.1f,"
-                "\"data_path_us\":%.1f,\"data_path_tls_us\":%.1f}\n",
-                kSmall, tcp_rtt, caf_rtt, data_rtt, tls_rtt);
-  } else {
-    std::printf("round trip of %zu bytes: TCP %.1f us, CAF %.1f us (%.2fx), data path %.1f us (%.2fx), "
-                "with TLS %.1f us (%.2fx)\n",
-                kSmall, tcp_rtt, caf_rtt, caf_rtt / tcp_rtt, data_rtt, data_rtt / tcp_rtt, tls_rtt, tls_rtt / tcp_rtt);
-  }
+  print_round_trip(a.json, {tcp_rtt, caf_rtt, data_rtt, tls_rtt});
   for (std::size_t size : a.sizes) {
     const double tcp_gbs = throughput(size, a.seconds, tcp_send), caf_gbs = throughput(size, a.seconds, caf_send);
     const double tensor_gbs = throughput(size, a.seconds, tensor_send);
     const double data_gbs = throughput(size, a.seconds, data_send), tls_gbs = throughput(size, a.seconds, tls_send);
-    if (a.json) {
-      std::printf("{\"bench\":\"transfer\",\"what\":\"throughput\",\"bytes\":%zu,\"tcp_gb_per_s\":%.3f,"
-                  "\"caf_gb_per_s\":%.3f,\"tensor_gb_per_s\":%.3f,\"data_path_gb_per_s\":%.3f,"
-                  "\"data_path_tls_gb_per_s\":%.3f}\n",
-                  size, tcp_gbs, caf_gbs, tensor_gbs, data_gbs, tls_gbs);
-    } else {
-      std::printf("%10zu bytes: TCP %.3f GB/s, CAF bytes %.3f GB/s (%.0f%%), CAF tensor %.3f GB/s (%.0f%%), "
-                  "data path %.3f GB/s (%.0f%%), with TLS %.3f GB/s (%.0f%%)\n",
-                  size, tcp_gbs, caf_gbs, 100 * caf_gbs / tcp_gbs, tensor_gbs, 100 * tensor_gbs / tcp_gbs, data_gbs,
-                  100 * data_gbs / tcp_gbs, tls_gbs, 100 * tls_gbs / tcp_gbs);
-    }
-    std::fflush(stdout);
+    print_throughput(a.json, size, {tcp_gbs, caf_gbs, tensor_gbs, data_gbs, tls_gbs});
   }
   ::close(tcp);
   return 0;
