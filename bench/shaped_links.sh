@@ -3,7 +3,8 @@
 # bridge stand in for the hosts (test/apps/namespace_hosts_lib.sh), each host's egress shaped by
 # `tc` (netem delay and rate where the kernel has netem, else tbf: rate only, no delay). For each
 # link setting it runs, in the same namespaces and in one run:
-#   - troupe-bench transfer between two hosts: raw TCP, the data path and CAF's messages;
+#   - troupe-bench transfer between two hosts: raw TCP, the data path (plain and mutual TLS) and
+#     CAF's messages;
 #   - troupe-bench allreduce (the ring over the data path) and PyTorch's gloo
 #     (bench/peers/allreduce_torch.py) on 2 and 4 hosts.
 # Prints every JSON line, then one table per setting with each figure's share of the link rate.
@@ -96,11 +97,12 @@ for link in dict.fromkeys(r["link"] for r in rows):
     print(f"\n{link}: link {line if line else 'unshaped'} GB/s")
     for r in rows:
         if r["link"] == link and r["tool"] == "transfer" and r["what"] == "round_trip":
-            print(f"  round trip 64 B: TCP {r['tcp_us']} us, data path {r['data_path_us']} us, CAF {r['caf_us']} us")
+            print(f"  round trip 64 B: TCP {r['tcp_us']} us, data path {r['data_path_us']} us, "
+                  f"with TLS {r['data_path_tls_us']} us, CAF {r['caf_us']} us")
     for r in rows:
         if r["link"] == link and r["tool"] == "transfer" and r["what"] == "throughput":
             print(f"  {r['bytes'] >> 20:>4} MiB: TCP {share(r['tcp_gb_per_s'])}, data path {share(r['data_path_gb_per_s'])}, "
-                  f"CAF tensor {share(r['tensor_gb_per_s'])} GB/s")
+                  f"with TLS {share(r['data_path_tls_gb_per_s'])}, CAF tensor {share(r['tensor_gb_per_s'])} GB/s")
     ring = {(r["procs"], r["mib"]): r["busbw_gbps"] for r in rows if r["link"] == link and r["tool"] == "troupe-allreduce"}
     gloo = {(int(r["procs"]), r["mib"]): r["busbw_gbps"] for r in rows if r["link"] == link and r["tool"] == "gloo"}
     for key in sorted(ring):
