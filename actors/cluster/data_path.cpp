@@ -1,5 +1,6 @@
 #include "actors/cluster/data_path.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -169,6 +170,19 @@ int connect_within(const AddrInfo& where, std::chrono::milliseconds bound, std::
     ::close(fd);
   }
   return -1;
+}
+
+// An address as accept() gave it: "127.0.0.1:40112", "[::1]:40112".
+std::string address_text(const sockaddr_storage& a) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  if (a.ss_family == AF_INET6) {
+    auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+    ::inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
+    return fmt::format("[{}]:{}", host, ntohs(v6->sin6_port));
+  }
+  auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
+  ::inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
+  return fmt::format("{}:{}", host, ntohs(v4->sin_port));
 }
 
 uint64_t random_secret() {
@@ -507,10 +521,12 @@ void DataSender::fail_with(const std::string& why) {
 // ---- DataListener
 
 DataListener::DataListener(const std::string& host, uint64_t incarnation, Deliver deliver, Lost lost,
-                           std::chrono::milliseconds hello_bound, std::shared_ptr<const DataTls> tls)
+                           std::chrono::milliseconds hello_bound, std::shared_ptr<const DataTls> tls,
+                           Refused refused)
     : incarnation_(incarnation),
       secret_(random_secret()),
       tls_(std::move(tls)),
+      on_refused_(std::move(refused)),
       deliver_(std::move(deliver)),
       lost_(std::move(lost)),
       hello_bound_(hello_bound) {
@@ -555,7 +571,9 @@ DataListener::~DataListener() {
 
 void DataListener::accept_loop() {
   while (!stopping_.load()) {
-    int fd = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+    sockaddr_storage from{};
+    socklen_t from_len = sizeof from;
+    int fd = ::accept4(listener_, reinterpret_cast<sockaddr*>(&from), &from_len, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       return;  // shut down
@@ -575,8 +593,8 @@ void DataListener::accept_loop() {
       }
     fds_.push_back(fd);
     auto done = std::make_shared<std::atomic<bool>>(false);
-    readers_.push_back({std::thread([this, fd, done] {
-                          serve(fd);
+    readers_.push_back({std::thread([this, fd, done, peer = address_text(from)] {
+                          serve(fd, peer);
                           std::lock_guard<std::mutex> lock(mutex_);
                           std::erase(fds_, fd);
                           ::close(fd);
@@ -586,22 +604,21 @@ void DataListener::accept_loop() {
   }
 }
 
-void DataListener::serve(int fd) {
+void DataListener::serve(int fd, const std::string& peer) {
   set_nodelay(fd);
   set_timeouts(fd, hello_bound_);  // a connection that says nothing is not waited for
   std::string why;
   SslPtr ssl(nullptr, SSL_free);
   if (tls_) ssl = handshake(*tls_, fd, false, why);
   const bool secured = why.empty();  // a refusal can be told to the sender
+  if (!secured) why = "its TLS handshake failed: " + (why.rfind("TLS: ", 0) == 0 ? why.substr(5) : why);
   DataHello hello;
-  if (why.empty()) why = read_exactly(fd, ssl.get(), &hello, sizeof hello);
-  if (why.empty() && (hello.magic != DataHello::kMagic || hello.version != DataHello::kVersion ||
-                      hello.receiver != incarnation_ || hello.secret != secret_))
-    why = "refused";
+  if (why.empty()) why = hello_refusal(read_exactly(fd, ssl.get(), &hello, sizeof hello), hello);
   const uint8_t answer = why.empty() ? kHelloTaken : kHelloRefused;
   if (!why.empty()) refused_.fetch_add(1);  // counted before the sender can learn of it
   if (secured) write_exactly(fd, ssl.get(), &answer, 1);
   if (!why.empty()) {
+    if (on_refused_) on_refused_(peer, why);
     ::shutdown(fd, SHUT_RDWR);
     return;
   }
@@ -610,6 +627,20 @@ void DataListener::serve(int fd) {
   ::shutdown(fd, SHUT_RDWR);
   const bool clean = why == "closed";
   if (!stopping_.load() && lost_) lost_(hello.sender, clean ? "the sender closed the data connection" : why, clean);
+}
+
+// Why a hello read with `read` ("" when it came whole) is refused; "" if it is taken.
+std::string DataListener::hello_refusal(const std::string& read, const DataHello& hello) const {
+  if (read == "closed") return "it closed the connection before its hello";
+  if (read == "no answer in time") return fmt::format("no hello within {} ms", hello_bound_.count());
+  if (!read.empty()) return read;
+  if (hello.magic != DataHello::kMagic || hello.version != DataHello::kVersion)
+    return "it does not speak this data path (a hello of another program or version)";
+  if (hello.receiver != incarnation_)
+    return fmt::format("its hello is for incarnation {:#x} of this task, which is {:#x} (one from before a restart)",
+                       hello.receiver, incarnation_);
+  if (hello.secret != secret_) return "its hello has the wrong secret";
+  return {};
 }
 
 // Reads values until the connection ends or its bytes make no value; `why` says which.

@@ -182,11 +182,15 @@ class DataListener {
  public:
   using Deliver = std::function<void(ReceivedValue&&)>;
   using Lost = std::function<void(uint64_t sender, const std::string& why, bool clean)>;
+  // A connection refused: the peer's address ("127.0.0.1:40112") and why.
+  using Refused = std::function<void(const std::string& peer, const std::string& why)>;
   // Listens on `host` ("0.0.0.0": every interface) at a port the OS picks; with `tls` (not
   // null; kept alive by the listener) a connection completes a TLS handshake before its hello,
-  // and one that fails it is refused. Throws unavailable.
+  // and one that fails it is refused. `refused` (may be empty) is called from the connection's
+  // thread for each refusal. Throws unavailable.
   DataListener(const std::string& host, uint64_t incarnation, Deliver deliver, Lost lost,
-               std::chrono::milliseconds hello_bound, std::shared_ptr<const DataTls> tls = nullptr);
+               std::chrono::milliseconds hello_bound, std::shared_ptr<const DataTls> tls = nullptr,
+               Refused refused = nullptr);
   ~DataListener();
   DataListener(const DataListener&) = delete;
   DataListener& operator=(const DataListener&) = delete;
@@ -197,11 +201,13 @@ class DataListener {
 
  private:
   void accept_loop();
-  void serve(int fd);
+  void serve(int fd, const std::string& peer);
+  std::string hello_refusal(const std::string& read, const DataHello& hello) const;
   void read_values(int fd, ssl_st* ssl, uint64_t sender, std::string& why);
 
   uint64_t incarnation_, secret_;
   std::shared_ptr<const DataTls> tls_;
+  Refused on_refused_;
   Deliver deliver_;
   Lost lost_;
   std::chrono::milliseconds hello_bound_;

@@ -53,26 +53,29 @@ void emit(const std::string& line) {
   else report_to_stderr(line);
 }
 
-// One refusal: `what` ("refused a TLS connection from"), the peer "host:port", and why.
-void emit_refusal(const std::string& what, const std::string& peer, const std::string& reason) {
+}  // namespace
+
+std::string refusal_line(const std::string& what, const std::string& peer, const std::string& reason) {
   const auto colon = peer.rfind(':');
   const std::string host = colon == std::string::npos ? peer : peer.substr(0, colon);
   const auto now = std::chrono::steady_clock::now();
-  std::string line;
-  {
-    std::lock_guard<std::mutex> lock(watch_mutex);
-    auto [it, first] = repeats.try_emplace(what + '\n' + host + '\n' + reason, Repeats{now, 0});
-    if (first) {
-      line = fmt::format("{} {}: {}", what, peer, reason);
-    } else {
-      ++it->second.since;
-      if (now - it->second.told < kRepeatWindow) return;
-      line = fmt::format("{} {} {} more time(s) in the last {:.0f} s (the newest from {}): {}", what, host,
-                         it->second.since, std::chrono::duration<double>(now - it->second.told).count(), peer, reason);
-      it->second = {now, 0};
-    }
-  }
-  emit(line);
+  std::lock_guard<std::mutex> lock(watch_mutex);
+  auto [it, first] = repeats.try_emplace(what + '\n' + host + '\n' + reason, Repeats{now, 0});
+  if (first) return fmt::format("{} {}: {}", what, peer, reason);
+  ++it->second.since;
+  if (now - it->second.told < kRepeatWindow) return {};
+  std::string line = fmt::format("{} {} {} more time(s) in the last {:.0f} s (the newest from {}): {}", what, host,
+                                 it->second.since, std::chrono::duration<double>(now - it->second.told).count(), peer,
+                                 reason);
+  it->second = {now, 0};
+  return line;
+}
+
+namespace {
+
+// One refusal: `what` ("refused a TLS connection from"), the peer "host:port", and why.
+void emit_refusal(const std::string& what, const std::string& peer, const std::string& reason) {
+  if (std::string line = refusal_line(what, peer, reason); !line.empty()) emit(line);
 }
 
 std::string peer_of(SSL* ssl) {

@@ -39,6 +39,11 @@ void watch_tls_handshakes();
 // "troupe: ". A ClusterMember sets its own log while it lives.
 void set_tls_event_log(std::function<void(const std::string&)> log);
 
+// A refused connection as the handshakes' refusals are told: "`what` `peer`: `reason`" the first
+// time a host is refused so, then a count at most once per kRepeatWindow; "" while counting.
+// For other listeners of the process (the data path's).
+std::string refusal_line(const std::string& what, const std::string& peer, const std::string& reason);
+
 // Whether OpenSSL's calls in this process come through the functions above: false where the
 // program was linked with libssl ahead of libtroupe_actors, so that libssl's own are found
 // first. A network layer with TLS is then refused (configure_network): without the workarounds

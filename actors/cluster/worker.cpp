@@ -12,6 +12,7 @@
 #include "actors/cluster/inbox.hpp"
 #include "actors/cluster/member_rendezvous.hpp"
 #include "actors/cluster/outbox.hpp"
+#include "actors/cluster/tls_watch.hpp"
 #include "actors/executor/executable.hpp"
 #include "actors/state/param_shard.hpp"
 #include "actors/runtime.hpp"
@@ -788,9 +789,14 @@ void listen_for_data(WorkerSelf self) {
   auto lost = [worker](uint64_t sender, const std::string& why, bool clean) {
     if (!clean) report_data_loss(worker, sender, "its data connection to this task ended: " + why);
   };
+  // Told as the cluster port's TLS refusals are: once in full, then counted.
+  auto refused = [log = ctx.log](const std::string& peer, const std::string& why) {
+    if (std::string line = refusal_line("refused a data connection from", peer, why); !line.empty()) log(line);
+  };
   try {
     self->state.data = std::make_unique<DataListener>(ctx.listen_host, ctx.incarnation, std::move(deliver),
-                                                      std::move(lost), ctx.connect_timeout, ctx.data_tls);
+                                                      std::move(lost), ctx.connect_timeout, ctx.data_tls,
+                                                      std::move(refused));
     ctx.data_secret = self->state.data->secret();
     ctx.data_port = self->state.data->port();
   } catch (const Error& e) {

@@ -28,6 +28,7 @@
 #include "test/support/child_process.hpp"
 #include "test/support/expect_error.hpp"
 #include "test/support/free_port.hpp"
+#include "test/support/listening_ports.hpp"
 #include "test/support/scratch_dir.hpp"
 #include "test/support/skip.hpp"
 
@@ -371,22 +372,6 @@ BOOST_AUTO_TEST_CASE(a_connection_lost_between_two_workers_fails_the_step_and_th
   BOOST_TEST(session.run(g.feeds, {g.y}, {}, bounded)[0].to_vector<float>() == g.expected);
 }
 
-// The ports `pid` listens on, from `ss`.
-std::vector<int> listening_ports_of(pid_t pid) {
-  std::unique_ptr<FILE, int (*)(FILE*)> out(::popen("ss -ltnpH 2>/dev/null", "r"), ::pclose);
-  std::vector<int> ports;
-  char line[512];
-  while (out && std::fgets(line, sizeof line, out.get())) {
-    std::string l = line;
-    if (l.find(fmt::format("pid={},", pid)) == std::string::npos) continue;
-    std::istringstream fields(l);
-    std::string state, recv_q, send_q, local;
-    fields >> state >> recv_q >> send_q >> local;
-    ports.push_back(std::stoi(local.substr(local.rfind(':') + 1)));
-  }
-  return ports;
-}
-
 BOOST_AUTO_TEST_CASE(a_data_connection_cut_between_two_workers_fails_the_step_and_the_next_one_connects_again,
                      *troupe::testing::runs_here(why_no_connection_can_be_cut)) {
   Cluster c;
@@ -395,7 +380,7 @@ BOOST_AUTO_TEST_CASE(a_data_connection_cut_between_two_workers_fails_the_step_an
   BOOST_TEST(session.run(g.feeds, {g.y})[0].to_vector<float>() == g.expected);
   // worker:1's data listener: the port it listens on besides its task's.
   int data_port = 0;
-  for (int port : listening_ports_of(c.nodes["worker:1"]->pid()))
+  for (int port : troupe::testing::listening_ports_of(c.nodes["worker:1"]->pid()))
     if (port != c.ports["worker:1"]) data_port = port;
   BOOST_TEST_REQUIRE(data_port != 0, "worker:1 listens on no data port");
   const int local = connection_of(c.nodes["worker:0"]->pid(), uint16_t(data_port));

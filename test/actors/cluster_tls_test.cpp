@@ -21,6 +21,8 @@
 #include "actors/session.hpp"
 #include "ops/all.hpp"
 #include "test/support/expect_error.hpp"
+#include "test/support/listening_ports.hpp"
+#include "test/support/skip.hpp"
 #include "test/support/node_cluster.hpp"
 
 using namespace troupe;
@@ -189,6 +191,27 @@ BOOST_AUTO_TEST_CASE(peers_without_a_certificate_of_the_cluster_are_refused_and_
   auto [code, out] = status_of(cluster, "ps:0", cluster.spec(), "member");
   BOOST_TEST(code == 0, out);
   BOOST_TEST_MESSAGE("ps:0 logged:\n" << ps.out());
+}
+
+// The task's data port (the one its tensors come in on) is TLS too: a client without a
+// certificate is refused there and logged with its address, and the members' values still cross.
+BOOST_AUTO_TEST_CASE(the_data_port_refuses_a_peer_without_a_certificate_and_logs_it,
+                     *troupe::testing::runs_here(troupe::testing::why_no_ports_listed)) {
+  NodeCluster cluster({{"ps", 1}, {"worker", 1}}, {}, /*tls=*/true);
+  ChildProcess& ps = cluster.node("ps:0");
+  Counter counter(cluster);
+  BOOST_TEST(counter.bumped(1) == (std::vector<float>{11.0f, 22.0f}));
+  int data_port = 0;
+  for (int port : troupe::testing::listening_ports_of(ps.pid()))
+    if (port != cluster.port("ps:0")) data_port = port;
+  BOOST_TEST_REQUIRE(data_port != 0, "ps:0 listens on no data port");
+  const std::string verdict =
+      read_as_a_client_without_certificate(cluster, uint16_t(data_port), cluster.dir().file("certs/ca.pem"));
+  BOOST_TEST(contains(verdict, "refused:"), verdict);
+  BOOST_TEST(ps.wait_for_output("refused a data connection from 127.0.0.1:", 10s), ps.out());
+  BOOST_TEST(contains(ps.out(), "its TLS handshake failed"), ps.out());
+  BOOST_TEST_MESSAGE("ps:0 logged:\n" << ps.out());
+  BOOST_TEST(counter.bumped(1) == (std::vector<float>{21.0f, 42.0f}));
 }
 
 BOOST_AUTO_TEST_CASE(a_peer_of_another_ca_that_keeps_retrying_is_logged_once_then_counted_on_both_sides) {

@@ -42,6 +42,7 @@ struct Received {
     bool clean;
   };
   std::vector<Loss> lost;
+  std::vector<std::string> refusals;  // "peer: why"
 
   DataListener::Deliver deliver() {
     return [this](ReceivedValue&& v) {
@@ -57,7 +58,14 @@ struct Received {
       changed.notify_all();
     };
   }
-  std::size_t losses() {
+  DataListener::Refused on_refused() {
+    return [this](const std::string& peer, const std::string& why) {
+      std::lock_guard<std::mutex> lock(mutex);
+      refusals.push_back(peer + ": " + why);
+      changed.notify_all();
+    };
+  }
+    std::size_t losses() {
     std::lock_guard<std::mutex> lock(mutex);
     return lost.size();
   }
@@ -198,7 +206,7 @@ BOOST_AUTO_TEST_CASE(over_tls_values_cross_whole_in_order_and_a_close_between_th
 BOOST_AUTO_TEST_CASE(a_tls_listener_refuses_a_sender_of_another_ca_or_without_tls_naming_the_address) {
   Certificates certs;
   Received got;
-  DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound, certs.ps);
+  DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound, certs.ps, got.on_refused());
   const std::string where = fmt::format("127.0.0.1:{}", listener.port());
   auto connect = [&](const DataTls* tls) {
     return error_of([&] { DataSender::connect("127.0.0.1", listener.port(), hello_for(listener, 22, 11), kBound,
@@ -215,6 +223,9 @@ BOOST_AUTO_TEST_CASE(a_tls_listener_refuses_a_sender_of_another_ca_or_without_tl
              plain);
   // The sender that refused the listener's certificate may be gone before the listener counts it.
   BOOST_TEST(refused_within_bound(listener, 2));
+  BOOST_REQUIRE(got.wait([&] { return got.refusals.size() == 2u; }));
+  for (const auto& r : got.refusals) BOOST_TEST(contains(r, "127.0.0.1:"), r);
+  BOOST_TEST(contains(got.refusals[0] + got.refusals[1], "its TLS handshake failed"), got.refusals[0]);
   BOOST_TEST(got.values.empty());
   BOOST_TEST(got.losses() == 0u);
   // A sender with TLS and a listener without it do not make a connection either.
@@ -246,7 +257,7 @@ BOOST_AUTO_TEST_CASE(a_float32_value_sent_as_float16_arrives_as_float32) {
 
 BOOST_AUTO_TEST_CASE(a_hello_with_another_secret_or_incarnation_is_refused_naming_the_address) {
   Received got;
-  DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound);
+  DataListener listener("127.0.0.1", 11, got.deliver(), got.on_lost(), kBound, nullptr, got.on_refused());
   DataHello wrong_secret = hello_for(listener, 22, 11);
   wrong_secret.secret ^= 1;
   const std::string where = fmt::format("127.0.0.1:{}", listener.port());
@@ -259,6 +270,12 @@ BOOST_AUTO_TEST_CASE(a_hello_with_another_secret_or_incarnation_is_refused_namin
       ErrorCode::unavailable);
   BOOST_TEST(contains(stale, "refused the hello"), stale);
   BOOST_TEST(listener.refused() == 2u);
+  // The listener says from where and why (told before the answer: no wait needed).
+  BOOST_REQUIRE(got.refusals.size() == 2u);
+  BOOST_TEST(contains(got.refusals[0], "127.0.0.1:"), got.refusals[0]);
+  BOOST_TEST(contains(got.refusals[0], "its hello has the wrong secret"), got.refusals[0]);
+  BOOST_TEST(contains(got.refusals[1], "its hello is for incarnation 0xc of this task, which is 0xb"),
+             got.refusals[1]);
   BOOST_TEST(got.losses() == 0u);  // a refused connection is no peer's loss
 }
 
