@@ -1,6 +1,6 @@
 // troupe-bench transfer: bytes between two processes on loopback, over the data path (what
 // Send/Recv between cluster members use) and CAF's network layer (the middleman: what they use
-// under TLS) beside a plain TCP socket pair, in one run. The benchmark forks its peer process (a
+// without a data connection) beside a plain TCP socket pair, in one run. The benchmark forks its peer process (a
 // sink that acknowledges each message) before it starts any thread, and stops it by pid at the end.
 //   throughput: a message of S bytes, acknowledged by the peer; GB/s over repetitions lasting at
 //     least --seconds. Over CAF in chunks of at most --chunk with up to --window in flight (by

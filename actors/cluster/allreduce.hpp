@@ -23,7 +23,8 @@
 // holds the same bits. Chunks cross over the data connection to the next process (data_path.hpp:
 // written from the buffer, read into a tensor by the next process's data listener), or over
 // CAF's network layer as raw chunks
-// (tensor_transfer.hpp) when the next process offers no data listener (under TLS). The
+// (tensor_transfer.hpp) when the next process offers no data listener or its data connection
+// cannot be made (logged); under TLS the data connection is TLS too. The
 // process's actor for it is one detached actor, which each peer finds through the member's
 // worker (collective_atom, which also names the worker's data listener).
 //
