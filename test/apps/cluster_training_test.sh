@@ -41,6 +41,8 @@ sync_accuracy=$(field test_accuracy "$work/sync.out")
 echo "sync over mutual TLS, 1 ps + 2 workers, 300 global steps of 2 x 64: test accuracy $sync_accuracy"
 grep -q '^\[ps:0\] .* started on .*; mutual TLS, certificate ' "$work/sync.out" || { cat "$work/sync.out"; fail "ps:0 did not use TLS"; }
 ! grep -q 'refused a TLS connection' "$work/sync.out" || { cat "$work/sync.out"; fail "a member was refused"; }
+# The values crossed the data connections, which are TLS too (none fell back to the cluster's).
+! grep -qE 'no data connection|refused a data connection' "$work/sync.out" || { cat "$work/sync.out"; fail "a data connection was not made"; }
 [[ $(field global_steps "$work/sync.out") == 300 ]] || fail "sync: not 300 global steps"
 [[ $(field dropped_gradients "$work/sync.out") == 0 ]] || fail "sync without backups dropped gradients"
 at_least "$sync_accuracy" "$local_accuracy" "$MARGIN" || fail "sync accuracy $sync_accuracy < $local_accuracy - $MARGIN"

@@ -178,6 +178,7 @@ only_sshd_left async
 "${launch_job[@]}" --hosts "$hosts_flag" --tls -- "${train[@]}" --mode sync --steps 300 >"$work/tls.out" 2>&1 || show_fail "$work/tls.out" "sync over TLS: the job failed"
 grep -q '^\[ps:0\] .* started on .*; mutual TLS, certificate ' "$work/tls.out" || show_fail "$work/tls.out" "ps:0 did not use TLS"
 ! grep -q 'refused a TLS connection' "$work/tls.out" || show_fail "$work/tls.out" "a member was refused"
+! grep -qE 'no data connection|refused a data connection' "$work/tls.out" || show_fail "$work/tls.out" "a data connection was not made"
 [[ $(field global_steps "$work/tls.out") == 300 ]] || show_fail "$work/tls.out" "sync over TLS: not 300 global steps"
 accuracy_kept tls "sync over mutual TLS across three hosts, 300 global steps"
 only_sshd_left tls
