@@ -20,6 +20,7 @@
 #include <cstring>
 #include <random>
 
+#include "actors/cluster/tls_watch.hpp"
 #include "core/error.hpp"
 #include "core/wire/float16.hpp"
 
@@ -315,6 +316,11 @@ SslPtr handshake(const DataTls& tls, int fd, bool client, std::string& why) {
   SSL_set_bio(ssl.get(), bio, bio);  // the session owns it
   const int r = client ? SSL_connect(ssl.get()) : SSL_accept(ssl.get());
   if (r == 1) return ssl;
+  if (!client) {  // told as the cluster port's refusals are
+    why = handshake_failure(ssl.get(), SSL_get_error(ssl.get(), r));
+    ERR_clear_error();
+    return SslPtr(nullptr, SSL_free);
+  }
   why = tls_failure(ssl.get(), r, errno);
   if (why == "closed") why = "the connection closed during the TLS handshake (the other side has no TLS?)";
   return SslPtr(nullptr, SSL_free);
@@ -611,7 +617,7 @@ void DataListener::serve(int fd, const std::string& peer) {
   SslPtr ssl(nullptr, SSL_free);
   if (tls_) ssl = handshake(*tls_, fd, false, why);
   const bool secured = why.empty();  // a refusal can be told to the sender
-  if (!secured) why = "its TLS handshake failed: " + (why.rfind("TLS: ", 0) == 0 ? why.substr(5) : why);
+  if (!secured) why = "its TLS handshake failed: " + why;
   DataHello hello;
   if (why.empty()) why = hello_refusal(read_exactly(fd, ssl.get(), &hello, sizeof hello), hello);
   const uint8_t answer = why.empty() ? kHelloTaken : kHelloRefused;

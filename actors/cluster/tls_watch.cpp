@@ -189,6 +189,8 @@ int watched(SSL* ssl, HandshakeFn handshake, bool accepting) {
 
 }  // namespace
 
+std::string handshake_failure(SSL* ssl, int error) { return why(ssl, error); }
+
 void watch_tls_handshakes() { armed.store(true); }
 
 void set_tls_event_log(std::function<void(const std::string&)> log) {

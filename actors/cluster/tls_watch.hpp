@@ -22,6 +22,8 @@
 #include <functional>
 #include <string>
 
+struct ssl_st;
+
 namespace troupe {
 
 inline constexpr std::chrono::seconds kTlsHandshakeBound{3};
@@ -38,6 +40,11 @@ void watch_tls_handshakes();
 // Where the lines go: one per refused or abandoned handshake. Unset: standard error, prefixed
 // "troupe: ". A ClusterMember sets its own log while it lives.
 void set_tls_event_log(std::function<void(const std::string&)> log);
+
+// Why a TLS handshake on `ssl` failed with SSL_get_error's `error`, in the words the cluster
+// port's refusals use ("it has no certificate (peer did not return a certificate)"), from what
+// OpenSSL left in this thread's error queue (left as it is).
+std::string handshake_failure(ssl_st* ssl, int error);
 
 // A refused connection as the handshakes' refusals are told: "`what` `peer`: `reason`" the first
 // time a host is refused so, then a count at most once per kRepeatWindow; "" while counting.
