@@ -621,10 +621,12 @@ void DataListener::serve(int fd, const std::string& peer) {
   DataHello hello;
   if (why.empty()) why = hello_refusal(read_exactly(fd, ssl.get(), &hello, sizeof hello), hello);
   const uint8_t answer = why.empty() ? kHelloTaken : kHelloRefused;
-  if (!why.empty()) refused_.fetch_add(1);  // counted before the sender can learn of it
+  if (!why.empty()) {  // counted and told before the sender can learn of it
+    refused_.fetch_add(1);
+    if (on_refused_) on_refused_(peer, why);
+  }
   if (secured) write_exactly(fd, ssl.get(), &answer, 1);
   if (!why.empty()) {
-    if (on_refused_) on_refused_(peer, why);
     ::shutdown(fd, SHUT_RDWR);
     return;
   }
