@@ -187,7 +187,7 @@ class DataListener {
   // Listens on `host` ("0.0.0.0": every interface) at a port the OS picks; with `tls` (not
   // null; kept alive by the listener) a connection completes a TLS handshake before its hello,
   // and one that fails it is refused. `refused` (may be empty) is called from the connection's
-  // thread for each refusal. Throws unavailable.
+  // thread for each refusal, before the sender can learn of it. Throws unavailable.
   DataListener(const std::string& host, uint64_t incarnation, Deliver deliver, Lost lost,
                std::chrono::milliseconds hello_bound, std::shared_ptr<const DataTls> tls = nullptr,
                Refused refused = nullptr);
