@@ -1,7 +1,8 @@
 // troupe-bench transfer: bytes between two processes on loopback, over the data path (what
 // Send/Recv between cluster members use) and CAF's network layer (the middleman: what they use
-// without a data connection) beside a plain TCP socket pair, in one run. The benchmark forks its peer process (a
-// sink that acknowledges each message) before it starts any thread, and stops it by pid at the end.
+// without a data connection) beside a plain TCP socket pair, in one run. The benchmark forks its
+// peer process (a sink that acknowledges each message) before it starts any thread, and stops it
+// by pid at the end.
 //   throughput: a message of S bytes, acknowledged by the peer; GB/s over repetitions lasting at
 //     least --seconds. Over CAF in chunks of at most --chunk with up to --window in flight (by
 //     default what a member's outbox uses: 4 MiB, 16 of them, 64 MiB), as std::vector<uint8_t>

@@ -1,6 +1,5 @@
 #include "actors/cluster/data_path.hpp"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -172,19 +171,6 @@ int connect_within(const AddrInfo& where, std::chrono::milliseconds bound, std::
     ::close(fd);
   }
   return -1;
-}
-
-// An address as accept() gave it: "127.0.0.1:40112", "[::1]:40112".
-std::string address_text(const sockaddr_storage& a) {
-  char host[INET6_ADDRSTRLEN] = "?";
-  if (a.ss_family == AF_INET6) {
-    auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
-    ::inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
-    return fmt::format("[{}]:{}", host, ntohs(v6->sin6_port));
-  }
-  auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
-  ::inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
-  return fmt::format("{}:{}", host, ntohs(v4->sin_port));
 }
 
 uint64_t random_secret() {

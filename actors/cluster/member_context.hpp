@@ -64,9 +64,8 @@ struct MemberContext {
   std::function<void(const std::string&)> log;
   std::chrono::milliseconds connect_timeout{2000};
   // Values to and from peers over data connections of their own (data_path.hpp), the listener
-  // on `listen_host`; else over CAF's. With `data_tls` (a cluster with TLS) every data
-  // connection is mutual TLS with the task's identity.
-  bool data_path = true;
+  // on `listen_host`; over CAF's where one cannot be made. With `data_tls` (a cluster with TLS)
+  // every data connection is mutual TLS with the task's identity.
   std::shared_ptr<const DataTls> data_tls;
   std::string listen_host = "0.0.0.0";
   // The data listener's port (0 until it listens, or none) and secret, as this member's hellos

@@ -55,6 +55,21 @@ void emit(const std::string& line) {
 
 }  // namespace
 
+std::string address_text(const sockaddr_storage& a) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  if (a.ss_family == AF_INET) {
+    auto* v4 = reinterpret_cast<const sockaddr_in*>(&a);
+    ::inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
+    port = ntohs(v4->sin_port);
+  } else {
+    auto* v6 = reinterpret_cast<const sockaddr_in6*>(&a);
+    ::inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
+    port = ntohs(v6->sin6_port);
+  }
+  return TaskAddress{host, port}.to_string();  // "[v6]:port" for IPv6
+}
+
 std::string refusal_line(const std::string& what, const std::string& peer, const std::string& reason) {
   const auto colon = peer.rfind(':');
   const std::string host = colon == std::string::npos ? peer : peer.substr(0, colon);
@@ -83,18 +98,7 @@ std::string peer_of(SSL* ssl) {
   socklen_t len = sizeof a;
   const int fd = SSL_get_fd(ssl);
   if (fd < 0 || ::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) return "an unknown peer";
-  char host[INET6_ADDRSTRLEN] = "?";
-  uint16_t port = 0;
-  if (a.ss_family == AF_INET) {
-    auto* v4 = reinterpret_cast<sockaddr_in*>(&a);
-    ::inet_ntop(AF_INET, &v4->sin_addr, host, sizeof host);
-    port = ntohs(v4->sin_port);
-  } else {
-    auto* v6 = reinterpret_cast<sockaddr_in6*>(&a);
-    ::inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof host);
-    port = ntohs(v6->sin6_port);
-  }
-  return TaskAddress{host, port}.to_string();  // "[v6]:port" for IPv6
+  return address_text(a);
 }
 
 // Why a handshake failed, from what OpenSSL left (its error queue stays as it is for CAF).

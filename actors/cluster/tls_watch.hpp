@@ -22,6 +22,7 @@
 #include <functional>
 #include <string>
 
+struct sockaddr_storage;
 struct ssl_st;
 
 namespace troupe {
@@ -45,6 +46,9 @@ void set_tls_event_log(std::function<void(const std::string&)> log);
 // port's refusals use ("it has no certificate (peer did not return a certificate)"), from what
 // OpenSSL left in this thread's error queue (left as it is).
 std::string handshake_failure(ssl_st* ssl, int error);
+
+// A peer's address as the refusals name it: "127.0.0.1:40112", "[::1]:40112".
+std::string address_text(const sockaddr_storage& address);
 
 // A refused connection as the handshakes' refusals are told: "`what` `peer`: `reason`" the first
 // time a host is refused so, then a count at most once per kRepeatWindow; "" while counting.

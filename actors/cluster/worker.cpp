@@ -38,7 +38,7 @@ std::shared_ptr<Registration> MemberContext::find(uint64_t handle) const {
 std::shared_ptr<DataSender> MemberContext::connect_data(const std::string& host, uint16_t port, uint64_t secret,
                                                        uint64_t incarnation, DataSender::Broken on_broken,
                                                        const std::string& whom, const std::string& fallback) {
-  if (!port || !data_path) return nullptr;
+  if (!port) return nullptr;
   DataHello hello;
   hello.sender = this->incarnation;
   hello.receiver = incarnation;
@@ -767,10 +767,9 @@ caf::result<std::vector<WaitReport>> waits_of(WorkerSelf self, uint64_t handle, 
 
 // The member's data listener: values read from a peer's data connection go to the inbox as if
 // they had come over CAF's (whole, on the reader's thread); a connection that breaks loses its
-// peer. None when the member has no data path; one that cannot listen leaves values to CAF.
+// peer. One that cannot listen leaves values to CAF.
 void listen_for_data(WorkerSelf self) {
   auto& ctx = *self->state.context;
-  if (!ctx.data_path) return;
   auto deliver = [inbox = self->state.inbox, context = self->state.context](ReceivedValue&& r) {
     if (r.header.kind == ValueHeader::ring_chunk) return deliver_ring_chunk(*context, std::move(r));
     RemoteValue v;

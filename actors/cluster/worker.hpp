@@ -109,8 +109,7 @@ struct WorkerState {
   };
   std::map<std::string, Connected> connected;
   // This process's data listener (values from peers' data connections go to the inbox); none
-  // when MemberContext::data_path is off or it could not listen. Under TLS, with the task's
-  // identity (MemberContext::data_tls).
+  // when it could not listen. Under TLS, with the task's identity (MemberContext::data_tls).
   std::unique_ptr<DataListener> data;
   std::map<caf::actor_addr, std::string> owners;  // the masters it monitors, by name
   // Steps, by (graph handle, step): who waits for each one's answer (errors that come after the
